@@ -1,0 +1,68 @@
+//! A fixed concurrency limit: a bulkhead.
+
+use std::time::Instant;
+
+use crate::{check, Algorithm, ConfigError, Gate, Sample};
+
+/// A bounded concurrency limit that never moves by itself: at most `limit`
+/// calls to one dependency in flight, so a slow dependency can hold that many
+/// of the caller's workers and no more.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Algorithm, Fixed};
+///
+/// let mut bulkhead = Fixed::new(20)?;
+/// assert_eq!(bulkhead.gate().limit, 20);
+/// bulkhead.set_limit(5)?;
+/// assert_eq!(bulkhead.gate().limit, 5);
+/// assert!(bulkhead.set_limit(0).is_err());
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fixed {
+    limit: u32,
+}
+
+impl Fixed {
+    /// A bulkhead of `limit` calls.
+    ///
+    /// # Errors
+    ///
+    /// If `limit` is 0 or above [`MAX_LIMIT`](crate::MAX_LIMIT).
+    pub fn new(limit: u32) -> Result<Self, ConfigError> {
+        Ok(Fixed {
+            limit: check::limit("fixed.limit", limit, 1)?,
+        })
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Change the limit. Calls already in flight above a lowered limit finish
+    /// normally; new calls wait until in-flight falls under it.
+    ///
+    /// # Errors
+    ///
+    /// If `limit` is 0 or above [`MAX_LIMIT`](crate::MAX_LIMIT); the limit is
+    /// left as it was.
+    pub fn set_limit(&mut self, limit: u32) -> Result<(), ConfigError> {
+        self.limit = check::limit("fixed.limit", limit, 1)?;
+        Ok(())
+    }
+}
+
+impl Algorithm for Fixed {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    fn gate(&self) -> Gate {
+        Gate::limited(self.limit)
+    }
+
+    fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
+}

@@ -210,6 +210,8 @@ pub struct Snapshot {
     pub gate: Gate,
     /// The policy's current limit before rounding, where it keeps one.
     pub raw_limit: Option<f64>,
+    /// The breaker state, for policies that have one.
+    pub state: Option<BreakerState>,
 }
 
 impl Snapshot {
@@ -219,7 +221,15 @@ impl Snapshot {
             policy,
             gate,
             raw_limit: None,
+            state: None,
         }
+    }
+
+    /// The same snapshot with a breaker state.
+    #[must_use]
+    pub fn with_state(mut self, state: BreakerState) -> Self {
+        self.state = Some(state);
+        self
     }
 
     /// The same snapshot with the unrounded limit.
@@ -275,6 +285,13 @@ pub trait Algorithm: Send {
         Snapshot::new(self.name(), self.gate())
     }
 
+    /// The next state transition the policy has made since it was last
+    /// asked, oldest first. Breakers report here; the runtime drains this
+    /// after every event and hands each transition to its observers.
+    fn poll_transition(&mut self) -> Option<Transition> {
+        None
+    }
+
     /// The names of the policies this one is made of, in order. A single
     /// policy is made of itself; a stack lists its members. The runtime reads
     /// this once, when the limiter is built, so it must not change.
@@ -288,6 +305,93 @@ pub trait Algorithm: Send {
     fn refused_by(&self, refusal: Refusal) -> usize {
         let _ = refusal;
         0
+    }
+}
+
+/// The state of a circuit breaker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakerState {
+    /// Calls flow and outcomes are counted (possibly still ramping back up
+    /// after a recovery).
+    Closed,
+    /// Every call is refused until the cooldown ends.
+    Open,
+    /// A few trial calls decide whether to close or open again.
+    HalfOpen,
+    /// Held open by hand until told otherwise.
+    ForcedOpen,
+    /// Held closed by hand: outcomes are counted, it never opens.
+    ForcedClosed,
+    /// Records nothing and never opens.
+    Disabled,
+    /// Records everything and reports transitions it would make, never
+    /// refusing a call.
+    MetricsOnly,
+}
+
+impl BreakerState {
+    /// A stable lower-case name (`"half_open"`) for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+            BreakerState::ForcedOpen => "forced_open",
+            BreakerState::ForcedClosed => "forced_closed",
+            BreakerState::Disabled => "disabled",
+            BreakerState::MetricsOnly => "metrics_only",
+        }
+    }
+}
+
+impl fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A change of breaker state, with the figures that caused it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Transition {
+    /// When it happened.
+    pub at: Instant,
+    /// The policy that changed (its [`Algorithm::name`]).
+    pub policy: &'static str,
+    /// The state before.
+    pub from: BreakerState,
+    /// The state after.
+    pub to: BreakerState,
+    /// The failure rate, in `[0, 1]`, over the window that decided it.
+    pub failure_rate: f64,
+    /// The slow-call rate, in `[0, 1]`, over the same window.
+    pub slow_call_rate: f64,
+    /// How many calls that window held.
+    pub calls: u64,
+}
+
+impl Transition {
+    /// A transition of `policy` from `from` to `to` at `at`, with the rates
+    /// and the call count that caused it.
+    pub fn new(
+        at: Instant,
+        policy: &'static str,
+        from: BreakerState,
+        to: BreakerState,
+        failure_rate: f64,
+        slow_call_rate: f64,
+        calls: u64,
+    ) -> Self {
+        Transition {
+            at,
+            policy,
+            from,
+            to,
+            failure_rate,
+            slow_call_rate,
+            calls,
+        }
     }
 }
 
@@ -328,6 +432,9 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
     }
     fn snapshot(&self) -> Snapshot {
         (**self).snapshot()
+    }
+    fn poll_transition(&mut self) -> Option<Transition> {
+        (**self).poll_transition()
     }
     fn members(&self) -> Vec<&'static str> {
         (**self).members()

@@ -1,2 +1,70 @@
-//! placeholder
+//! One `Limiter` in front of every outbound call, deciding call by call
+//! whether it may go.
+//!
+//! A circuit breaker is a switch: all traffic or none. A rheostat is a dial.
+//! Behind one [`Limiter`] sit interchangeable admission policies — a fixed
+//! bulkhead, adaptive concurrency limits ([`Aimd`](algorithms::Aimd)), and
+//! more in [`algorithms`] — each of which turns what it has seen into a
+//! [`Gate`](algorithms::Gate): how many calls may be in flight and what
+//! fraction of calls under that limit may go. The limiter enforces the gate
+//! without a lock and feeds each finished call back to the policy.
+//!
+//! # Examples
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use rheostat::{algorithms::{Aimd, AimdConfig}, Limiter, Outcome};
+//!
+//! // An adaptive limit for one dependency.
+//! let limiter = Limiter::new(Aimd::new(AimdConfig::default())?);
+//!
+//! // Fail fast when the limit is reached ...
+//! match limiter.try_acquire() {
+//!     Ok(permit) => {
+//!         // ... make the call, then say how it went.
+//!         permit.success();
+//!     }
+//!     Err(rejected) => println!("shed: {rejected}"),
+//! }
+//!
+//! // ... or let the limiter run the call with a timeout and a classifier.
+//! let answer: Result<u32, _> = limiter
+//!     .call(Duration::from_millis(800), |r: &Result<u32, ()>| match r {
+//!         Ok(_) => Outcome::Success,
+//!         Err(_) => Outcome::Overload,
+//!     }, async { Ok(42) })
+//!     .await;
+//! assert_eq!(answer.unwrap(), 42);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Time
+//!
+//! The limiter reads time only through its [`Clock`]: the system clock by
+//! default, [`TokioClock`] for paused-time tests, [`ManualClock`] for
+//! simulation. Waiting for a slot and per-call timeouts use Tokio's timer.
+
+#![forbid(unsafe_code)]
+
+mod clock;
+mod error;
+mod gate;
+mod limiter;
+mod permit;
+mod wait;
+
 pub use rheostat_algorithms as algorithms;
+
+pub use algorithms::{Algorithm, ConfigError, Outcome};
+pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
+pub use error::{CallError, RejectReason, Rejection};
+pub use limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
+pub use permit::{OwnedPermit, Permit};
+pub use wait::QueueOrder;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,135 @@
+//! What a refused or failed call reports.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::algorithms::ConfigError;
+
+/// Why a call was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// As many calls are in flight as the gate allows.
+    LimitReached,
+    /// The gate admits only a fraction of calls, and this one was not among
+    /// them.
+    Throttled,
+    /// The gate is shut (an open breaker), or a half-open breaker has no
+    /// probe to spare.
+    Open,
+    /// The wait queue was full.
+    QueueFull,
+    /// No slot came free within the allowed wait.
+    TimedOut,
+}
+
+impl RejectReason {
+    /// A stable lower-case name for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::LimitReached => "limit_reached",
+            RejectReason::Throttled => "throttled",
+            RejectReason::Open => "open",
+            RejectReason::QueueFull => "queue_full",
+            RejectReason::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// A call that was refused before it reached the dependency.
+///
+/// It says why, which policy refused, and, where the policy knows, how long
+/// until a retry can succeed (for a `Retry-After` header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    reason: RejectReason,
+    policy: &'static str,
+    retry_after: Option<Duration>,
+}
+
+impl Rejection {
+    pub(crate) fn new(
+        reason: RejectReason,
+        policy: &'static str,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        Rejection {
+            reason,
+            policy,
+            retry_after,
+        }
+    }
+
+    /// Why the call was refused.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// The name of the policy (or stack member) that refused it.
+    pub fn policy(&self) -> &'static str {
+        self.policy
+    }
+
+    /// How long until a retry can succeed, where known: the time left until
+    /// an open breaker lets a probe through.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.reason {
+            RejectReason::LimitReached => "concurrency limit reached",
+            RejectReason::Throttled => "throttled",
+            RejectReason::Open => "circuit open",
+            RejectReason::QueueFull => "wait queue full",
+            RejectReason::TimedOut => "timed out waiting for a slot",
+        };
+        write!(f, "call rejected by `{}`: {what}", self.policy)?;
+        if let Some(after) = self.retry_after {
+            write!(f, ", retry after {after:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// Why a call run through [`Limiter::call`](crate::Limiter::call) or
+/// [`Permit::run`](crate::Permit::run) did not return a value.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CallError<E> {
+    /// The limiter refused the call; it was never started.
+    Rejected(Rejection),
+    /// The attempt did not finish within its timeout; it was recorded as
+    /// [`Outcome::Overload`](crate::Outcome::Overload).
+    TimedOut(Duration),
+    /// The call finished with an error (recorded as the classifier said).
+    Failed(E),
+    /// The timeout given was zero or longer than a year.
+    InvalidTimeout(ConfigError),
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Rejected(r) => r.fmt(f),
+            CallError::TimedOut(after) => write!(f, "call timed out after {after:?}"),
+            CallError::Failed(e) => e.fmt(f),
+            CallError::InvalidTimeout(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallError::Rejected(r) => Some(r),
+            CallError::Failed(e) => Some(e),
+            CallError::InvalidTimeout(e) => Some(e),
+            CallError::TimedOut(_) => None,
+        }
+    }
+}

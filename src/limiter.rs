@@ -1,0 +1,810 @@
+//! The `Limiter`: one gate in front of one dependency.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::algorithms::{
+    check, Algorithm, ConfigError, Gate, Outcome, Refusal, Sample, Snapshot, Transition,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{CallError, RejectReason, Rejection};
+use crate::gate::{AtomicGate, Packed, ALWAYS};
+use crate::permit::{OwnedPermit, Permit, Ticket};
+use crate::wait::{QueueOrder, WaitQueue};
+
+/// Most waiters a queue may be configured to hold.
+pub const MAX_WAITERS: usize = 1 << 20;
+
+type TransitionHook = Box<dyn Fn(&Transition) + Send + Sync>;
+
+/// A limiter that chooses its policy at run time.
+pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
+
+/// One gate in front of one dependency: decides, call by call, whether a call
+/// may go, and learns from how each call ends.
+///
+/// The policy `A` (a [`Fixed`](crate::algorithms::Fixed) bulkhead, an
+/// [`Aimd`](crate::algorithms::Aimd) limit, or a `Box<dyn Algorithm>` chosen at
+/// run time) publishes a [`Gate`]; the limiter enforces it without taking a
+/// lock — an atomic in-flight count against the published limit, and a fast
+/// random draw against the admit probability. Only recording a finished call
+/// locks the policy.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::{algorithms::Fixed, Limiter};
+///
+/// let limiter = Limiter::new(Fixed::new(2)?);
+/// let a = limiter.try_acquire()?;
+/// let b = limiter.try_acquire()?;
+/// assert!(limiter.try_acquire().is_err()); // two in flight: the third is refused
+/// a.success();
+/// b.overload();
+/// assert_eq!(limiter.in_flight(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
+    gate: AtomicGate,
+    in_flight: AtomicU32,
+    /// Nanoseconds after `epoch` at which the gate must be re-evaluated;
+    /// `u64::MAX` for never.
+    until: AtomicU64,
+    /// Local rejections not yet told to the policy.
+    rejected: AtomicU64,
+    /// Four 16-bit indices into `members`, one per [`Refusal`].
+    culprits: AtomicU64,
+    rng: AtomicU64,
+    policy: Mutex<A>,
+    clock: C,
+    epoch: Instant,
+    members: Box<[&'static str]>,
+    pub(crate) waiters: WaitQueue,
+    options: Options,
+    on_transition: Option<TransitionHook>,
+}
+
+/// How a [`Limiter`] queues, waits and treats unrecorded permits.
+#[derive(Clone, Debug)]
+struct Options {
+    name: Cow<'static, str>,
+    order: QueueOrder,
+    max_waiters: usize,
+    max_wait: Option<Duration>,
+    on_drop: Outcome,
+}
+
+/// Builds a [`Limiter`] with non-default options.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat::{algorithms::{Aimd, AimdConfig}, Limiter, Outcome, QueueOrder};
+///
+/// let limiter = Limiter::builder(Aimd::new(AimdConfig::default())?)
+///     .name("payments")
+///     .queue(QueueOrder::Lifo, 64)
+///     .max_wait(Duration::from_millis(200))
+///     .on_drop(Outcome::Ignore)
+///     .build()?;
+/// assert_eq!(limiter.name(), "payments");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Builder<A, C = SystemClock> {
+    policy: A,
+    clock: C,
+    options: Options,
+    seed: u64,
+    on_transition: Option<TransitionHook>,
+}
+
+impl<A: Algorithm> Builder<A, SystemClock> {
+    fn new(policy: A) -> Self {
+        Builder {
+            policy,
+            clock: SystemClock,
+            options: Options {
+                name: Cow::Borrowed("default"),
+                order: QueueOrder::Fifo,
+                max_waiters: 1024,
+                max_wait: None,
+                on_drop: Outcome::Ignore,
+            },
+            seed: 0x0005_EED0_F4E0_57A7,
+            on_transition: None,
+        }
+    }
+}
+
+impl<A: Algorithm, C: Clock> Builder<A, C> {
+    /// Read time from `clock` instead of the system clock.
+    pub fn clock<D: Clock>(self, clock: D) -> Builder<A, D> {
+        Builder {
+            policy: self.policy,
+            clock,
+            options: self.options,
+            seed: self.seed,
+            on_transition: self.on_transition,
+        }
+    }
+
+    /// A name for logs and metric labels (default `"default"`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.options.name = name.into();
+        self
+    }
+
+    /// The order in which waiters are served and how many may wait
+    /// (default FIFO, 1024). With 0, [`Limiter::acquire`] never waits.
+    #[must_use]
+    pub fn queue(mut self, order: QueueOrder, max_waiters: usize) -> Self {
+        self.options.order = order;
+        self.options.max_waiters = max_waiters;
+        self
+    }
+
+    /// The longest [`Limiter::acquire`] waits for a slot (default: no limit).
+    #[must_use]
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.options.max_wait = Some(max_wait);
+        self
+    }
+
+    /// What a permit dropped without a recorded outcome counts as (default
+    /// [`Outcome::Ignore`]: a cancelled call is not evidence about the
+    /// dependency). Choose [`Outcome::Overload`] if your callers drop permits
+    /// only when they give up on a hung call.
+    #[must_use]
+    pub fn on_drop(mut self, outcome: Outcome) -> Self {
+        self.options.on_drop = outcome;
+        self
+    }
+
+    /// Seed for the draw against the admit probability, so a run in virtual
+    /// time is reproducible.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Call `hook` on every state transition the policy reports (a breaker
+    /// opening, closing, …), outside the policy's lock.
+    #[must_use]
+    pub fn on_transition(mut self, hook: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
+        self.on_transition = Some(Box::new(hook));
+        self
+    }
+
+    fn default_build(self) -> Limiter<A, C> {
+        match self.build() {
+            Ok(limiter) => limiter,
+            Err(_) => unreachable!("default limiter options are valid"),
+        }
+    }
+
+    /// Build the limiter.
+    ///
+    /// # Errors
+    ///
+    /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` zero or
+    /// above a year.
+    pub fn build(self) -> Result<Limiter<A, C>, ConfigError> {
+        if self.options.max_waiters > MAX_WAITERS {
+            return Err(ConfigError::new(
+                "limiter.max_waiters",
+                self.options.max_waiters,
+                format!("a whole number in [0, {MAX_WAITERS}]"),
+            ));
+        }
+        if let Some(wait) = self.options.max_wait {
+            check::duration("limiter.max_wait", wait)?;
+        }
+        let epoch = self.clock.now();
+        let gate = self.policy.gate();
+        let members = self.policy.members().into_boxed_slice();
+        let limiter = Limiter {
+            gate: AtomicGate::new(&gate),
+            in_flight: AtomicU32::new(0),
+            until: AtomicU64::new(u64::MAX),
+            rejected: AtomicU64::new(0),
+            culprits: AtomicU64::new(0),
+            rng: AtomicU64::new(self.seed),
+            waiters: WaitQueue::new(self.options.order),
+            policy: Mutex::new(self.policy),
+            clock: self.clock,
+            epoch,
+            members,
+            options: self.options,
+            on_transition: self.on_transition,
+        };
+        {
+            let policy = limiter.lock();
+            limiter.publish(&policy);
+        }
+        Ok(limiter)
+    }
+}
+
+impl<A: Algorithm> Limiter<A, SystemClock> {
+    /// A limiter with `policy`, the system clock and default options.
+    pub fn new(policy: A) -> Self {
+        Limiter::builder(policy).default_build()
+    }
+
+    /// Start building a limiter with `policy`.
+    pub fn builder(policy: A) -> Builder<A, SystemClock> {
+        Builder::new(policy)
+    }
+}
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// A limiter with `policy`, reading time from `clock`, with default
+    /// options.
+    pub fn with_clock(policy: A, clock: C) -> Self {
+        Builder::new(policy).clock(clock).default_build()
+    }
+
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
+    /// The clock the limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Calls in flight now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The gate being enforced now, read without a lock.
+    pub fn gate(&self) -> Gate {
+        let packed = self.gate.load();
+        let until = match self.until.load(Ordering::SeqCst) {
+            u64::MAX => None,
+            n => self.epoch.checked_add(Duration::from_nanos(n)),
+        };
+        Gate {
+            limit: packed.limit(),
+            admit_probability: packed.admit_probability(),
+            probe: packed.probe(),
+            until,
+        }
+    }
+
+    /// A view of the policy (locks it briefly).
+    pub fn snapshot(&self) -> Snapshot {
+        self.lock().snapshot()
+    }
+
+    /// Run `f` on the policy — to change a fixed limit, force a breaker
+    /// open, swap a boxed policy — then publish its new gate and wake any
+    /// waiter it lets through. Calls already in flight finish normally and are
+    /// reported to the policy as it is when they finish.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(1)?);
+    /// limiter.update(|fixed| fixed.set_limit(3))?;
+    /// assert_eq!(limiter.gate().limit, 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update<R>(&self, f: impl FnOnce(&mut A) -> R) -> R {
+        let now = self.clock.now();
+        let (result, transitions) = {
+            let mut policy = self.lock();
+            self.flush_rejections(&mut policy, now);
+            let result = f(&mut policy);
+            let transitions = Self::drain(&mut policy);
+            self.publish(&policy);
+            (result, transitions)
+        };
+        self.report(transitions);
+        self.wake_waiters();
+        result
+    }
+
+    /// The next instant at which the gate changes by itself (an open
+    /// breaker's cooldown ending), if any. [`Limiter::try_acquire`] applies
+    /// such changes lazily; a driver that wants them applied with no traffic
+    /// calls [`Limiter::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.gate().until
+    }
+
+    /// Apply the policy's time-driven changes due by now.
+    pub fn handle_timeout(&self) {
+        let now = self.clock.now();
+        self.refresh(now);
+    }
+
+    /// Take a slot now or fail at once with the reason.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`],
+    /// [`RejectReason::Throttled`] or [`RejectReason::Open`] (with the time
+    /// until the next probe, where known).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::{algorithms::Fixed, Limiter, RejectReason};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(1)?);
+    /// let permit = limiter.try_acquire()?;
+    /// let refused = limiter.try_acquire().unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::LimitReached);
+    /// drop(permit);
+    /// assert!(limiter.try_acquire().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        let now = self.clock.now();
+        match self.admit(now, true) {
+            Ok(ticket) => Ok(Permit::new(self, ticket)),
+            Err(rejection) => {
+                self.count_rejection();
+                Err(rejection)
+            }
+        }
+    }
+
+    /// [`Limiter::try_acquire`], with a permit that owns a handle to the
+    /// limiter, for spawned tasks.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::try_acquire`].
+    pub fn try_acquire_owned(self: &Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
+        self.try_acquire()
+            .map(|permit| permit.into_owned(Arc::clone(self)))
+    }
+
+    /// Take a slot, waiting in the queue up to the configured maximum wait if
+    /// the limit is reached.
+    ///
+    /// A throttled call and an open gate are refused at once, never queued:
+    /// waiting would hold the caller's worker for a dependency that has said
+    /// it cannot serve. (A bulk consumer that wants to pause instead uses the
+    /// breaker's readiness wait.)
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropping the future leaves the queue; a slot handed to it
+    /// in the meantime goes back to the limiter and to the next waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::QueueFull`] at once if the queue is full,
+    /// [`RejectReason::TimedOut`] if no slot came free in time, or any
+    /// rejection of [`Limiter::try_acquire`] other than the limit.
+    ///
+    /// # Panics
+    ///
+    /// If a maximum wait is configured and this is polled outside a Tokio
+    /// runtime with the time driver enabled (as `tokio::time::sleep` does).
+    pub async fn acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        self.wait_for_slot(self.options.max_wait).await
+    }
+
+    /// [`Limiter::acquire`], waiting at most `max_wait` (0: do not wait).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter, RejectReason};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(1)?);
+    /// let held = limiter.acquire().await?;
+    /// let waited = limiter.acquire_timeout(Duration::from_millis(10)).await;
+    /// assert_eq!(waited.unwrap_err().reason(), RejectReason::TimedOut);
+    /// held.success();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_timeout(&self, max_wait: Duration) -> Result<Permit<'_, A, C>, Rejection> {
+        self.wait_for_slot(Some(max_wait)).await
+    }
+
+    /// [`Limiter::acquire`], with an owned permit for spawned tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::acquire`].
+    pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
+        let ticket = self.wait_for_slot(self.options.max_wait).await?.detach();
+        Ok(OwnedPermit::new(self, ticket))
+    }
+
+    /// [`Limiter::acquire_timeout`], with an owned permit for spawned tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::acquire_timeout`].
+    pub async fn acquire_timeout_owned(
+        self: Arc<Self>,
+        max_wait: Duration,
+    ) -> Result<OwnedPermit<A, C>, Rejection> {
+        let ticket = self.wait_for_slot(Some(max_wait)).await?.detach();
+        Ok(OwnedPermit::new(self, ticket))
+    }
+
+    /// Run `call` under a permit taken with [`Limiter::try_acquire`], give it
+    /// at most `timeout`, and record its outcome as `classify` says. A call
+    /// that runs out of time is recorded as [`Outcome::Overload`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the permit, which records the limiter's
+    /// drop outcome (by default [`Outcome::Ignore`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] if refused, [`CallError::TimedOut`],
+    /// [`CallError::Failed`] with the call's own error, or
+    /// [`CallError::InvalidTimeout`] for a zero or over-a-year timeout.
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, CallError, Limiter, Outcome};
+    ///
+    /// #[derive(Debug)]
+    /// enum HttpError { Status(u16) }
+    ///
+    /// // 5xx is the dependency's fault; 4xx is ours and teaches nothing.
+    /// let classify = |r: &Result<&str, HttpError>| match r {
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(HttpError::Status(s)) if *s >= 500 => Outcome::Overload,
+    ///     Err(_) => Outcome::Ignore,
+    /// };
+    /// let limiter = Limiter::new(Fixed::new(10).unwrap());
+    /// let body = limiter
+    ///     .call(Duration::from_secs(1), classify, async { Ok("hello") })
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(body, "hello");
+    ///
+    /// let hung = limiter
+    ///     .call(Duration::from_millis(5), classify, std::future::pending())
+    ///     .await;
+    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
+    /// # }
+    /// ```
+    pub async fn call<F, T, E, K>(
+        &self,
+        timeout: Duration,
+        classify: K,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        let permit = self.try_acquire().map_err(CallError::Rejected)?;
+        permit.run(timeout, classify, call).await
+    }
+
+    // ----- the hot path -------------------------------------------------
+
+    #[inline]
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    #[inline]
+    fn draw(&self) -> u32 {
+        // splitmix64 over an atomic counter: lock-free and, for one caller,
+        // reproducible from the seed.
+        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut z = self
+            .rng
+            .fetch_add(GAMMA, Ordering::Relaxed)
+            .wrapping_add(GAMMA);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        #[allow(clippy::cast_possible_truncation, reason = "take the high half")]
+        let high = (z >> 32) as u32;
+        high
+    }
+
+    /// Admit one call at `now` or say why not. `draw` is false for a waiter
+    /// being handed a slot: it was already drawn for when it arrived.
+    #[inline]
+    pub(crate) fn admit(&self, now: Instant, draw: bool) -> Result<Ticket, Rejection> {
+        if self.nanos(now) >= self.until.load(Ordering::SeqCst) {
+            self.refresh(now);
+        }
+        let gate = self.gate.load();
+        if gate.limit() == 0 {
+            return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
+        }
+        if gate.probe() {
+            return self.admit_probe(now, draw);
+        }
+        if draw && gate.admit() != ALWAYS && self.draw() >= gate.admit() {
+            return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
+        }
+        match self.take_slot(gate.limit()) {
+            Some(in_flight) => Ok(Ticket::new(now, in_flight, false)),
+            None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
+        }
+    }
+
+    #[inline]
+    fn take_slot(&self, limit: u32) -> Option<u32> {
+        let mut current = self.in_flight.load(Ordering::SeqCst);
+        loop {
+            if current >= limit {
+                return None;
+            }
+            match self.in_flight.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Some(current + 1),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// A probe gate: every admission is counted by the policy under its lock.
+    #[cold]
+    fn admit_probe(&self, now: Instant, draw: bool) -> Result<Ticket, Rejection> {
+        let mut policy = self.lock();
+        let gate = self.gate.load();
+        if gate.limit() == 0 {
+            drop(policy);
+            return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
+        }
+        if draw && gate.admit() != ALWAYS && self.draw() >= gate.admit() {
+            drop(policy);
+            return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
+        }
+        let Some(in_flight) = self.take_slot(gate.limit()) else {
+            drop(policy);
+            return Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now));
+        };
+        let probe = gate.probe();
+        if !policy.on_admit(now) {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let transitions = Self::drain(&mut policy);
+            self.publish(&policy);
+            drop(policy);
+            self.report(transitions);
+            return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
+        }
+        let transitions = Self::drain(&mut policy);
+        self.publish(&policy);
+        drop(policy);
+        self.report(transitions);
+        Ok(Ticket::new(now, in_flight, probe))
+    }
+
+    fn reject(&self, reason: RejectReason, refusal: Refusal, now: Instant) -> Rejection {
+        let retry_after = if reason == RejectReason::Open {
+            match self.until.load(Ordering::SeqCst) {
+                u64::MAX => None,
+                until => Some(Duration::from_nanos(until.saturating_sub(self.nanos(now)))),
+            }
+        } else {
+            None
+        };
+        Rejection::new(reason, self.culprit(refusal), retry_after)
+    }
+
+    fn culprit(&self, refusal: Refusal) -> &'static str {
+        let shift = match refusal {
+            Refusal::Shut => 0,
+            Refusal::Limit => 16,
+            Refusal::Throttle => 32,
+            Refusal::Probe => 48,
+        };
+        let index = usize::from(((self.culprits.load(Ordering::Relaxed) >> shift) & 0xFFFF) as u16);
+        self.members.get(index).copied().unwrap_or("unknown")
+    }
+
+    pub(crate) fn count_rejection(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn rejection(&self, reason: RejectReason) -> Rejection {
+        let refusal = match reason {
+            RejectReason::Open => Refusal::Shut,
+            RejectReason::Throttled => Refusal::Throttle,
+            _ => Refusal::Limit,
+        };
+        Rejection::new(reason, self.culprit(refusal), None)
+    }
+
+    // ----- the locked side ----------------------------------------------
+
+    fn lock(&self) -> MutexGuard<'_, A> {
+        // A policy that panicked mid-update is still the best information we
+        // have; a poisoned lock must not take the caller down with it.
+        self.policy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Record the end of an admitted call and release its slot.
+    pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
+        let now = self.clock.now();
+        let sample = Sample::new(
+            outcome,
+            now.saturating_duration_since(ticket.start),
+            ticket.in_flight,
+        )
+        .with_probe(ticket.probe);
+        let transitions = {
+            let mut policy = self.lock();
+            self.flush_rejections(&mut policy, now);
+            policy.on_sample(now, &sample);
+            if policy.poll_timeout().is_some_and(|t| t <= now) {
+                policy.handle_timeout(now);
+            }
+            let transitions = Self::drain(&mut policy);
+            self.publish(&policy);
+            transitions
+        };
+        self.release_slot();
+        self.report(transitions);
+    }
+
+    /// Give back a slot without a sample (a waiter that was handed a slot and
+    /// then cancelled, or a probe the policy refused).
+    pub(crate) fn release_slot(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.wake_waiters();
+    }
+
+    pub(crate) fn wake_waiters(&self) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        self.waiters.serve(|| self.admit(now, false));
+    }
+
+    /// Re-evaluate a gate whose `until` has passed.
+    #[cold]
+    fn refresh(&self, now: Instant) {
+        let transitions = {
+            let mut policy = self.lock();
+            self.flush_rejections(&mut policy, now);
+            if policy.poll_timeout().is_some_and(|t| t <= now) {
+                policy.handle_timeout(now);
+            }
+            let transitions = Self::drain(&mut policy);
+            self.publish(&policy);
+            transitions
+        };
+        self.report(transitions);
+        // A waiter may be admissible under the new gate; don't serve waiters
+        // from inside an admission (the queue may be locked by our caller).
+    }
+
+    fn flush_rejections(&self, policy: &mut A, now: Instant) {
+        if self.rejected.load(Ordering::Relaxed) > 0 {
+            let count = self.rejected.swap(0, Ordering::Relaxed);
+            if count > 0 {
+                policy.on_rejected(now, count);
+            }
+        }
+    }
+
+    fn publish(&self, policy: &A) {
+        self.gate.store(Packed::new(&policy.gate()));
+        let until = policy.poll_timeout().map_or(u64::MAX, |t| self.nanos(t));
+        if self.until.load(Ordering::Relaxed) != until {
+            self.until.store(until, Ordering::SeqCst);
+        }
+        if self.members.len() > 1 {
+            let index = |r| (policy.refused_by(r).min(0xFFFF)) as u64;
+            let packed = index(Refusal::Shut)
+                | (index(Refusal::Limit) << 16)
+                | (index(Refusal::Throttle) << 32)
+                | (index(Refusal::Probe) << 48);
+            if self.culprits.load(Ordering::Relaxed) != packed {
+                self.culprits.store(packed, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn drain(policy: &mut A) -> Vec<Transition> {
+        let mut out = Vec::new();
+        while let Some(t) = policy.poll_transition() {
+            out.push(t);
+        }
+        out
+    }
+
+    fn report(&self, transitions: Vec<Transition>) {
+        if let Some(hook) = &self.on_transition {
+            for t in &transitions {
+                hook(t);
+            }
+        }
+    }
+
+    pub(crate) fn on_drop_outcome(&self) -> Outcome {
+        self.options.on_drop
+    }
+
+    pub(crate) fn max_waiters(&self) -> usize {
+        self.options.max_waiters
+    }
+}
+
+impl<A, C> fmt::Debug for Limiter<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("name", &self.options.name)
+            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
+            .field("limit", &self.gate.load().limit())
+            .field("admit_probability", &self.gate.load().admit_probability())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A, C: fmt::Debug> fmt::Debug for Builder<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("clock", &self.clock)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}

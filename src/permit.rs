@@ -1,0 +1,199 @@
+//! Permits: a slot held by one call, released exactly once.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::algorithms::{check, Algorithm, Outcome};
+use crate::clock::{Clock, SystemClock};
+use crate::error::CallError;
+use crate::limiter::Limiter;
+
+/// What the limiter knows about one admitted call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ticket {
+    pub(crate) start: Instant,
+    pub(crate) in_flight: u32,
+    pub(crate) probe: bool,
+}
+
+impl Ticket {
+    pub(crate) fn new(start: Instant, in_flight: u32, probe: bool) -> Self {
+        Ticket {
+            start,
+            in_flight,
+            probe,
+        }
+    }
+}
+
+/// A slot held by one call, borrowed from its [`Limiter`].
+///
+/// Record how the call ended with [`success`](Permit::success),
+/// [`overload`](Permit::overload) or [`ignore`](Permit::ignore), which consume
+/// the permit and release the slot. A permit dropped without a record (a
+/// cancelled future, a panic) releases the slot and is reported as the
+/// limiter's drop outcome, [`Outcome::Ignore`] unless configured otherwise.
+#[must_use = "a permit releases its slot when dropped; record the call's outcome"]
+pub struct Permit<'a, A: Algorithm = Box<dyn Algorithm>, C: Clock = SystemClock> {
+    limiter: &'a Limiter<A, C>,
+    ticket: Option<Ticket>,
+}
+
+/// A slot held by one call, owning a handle to its [`Limiter`], so it can move
+/// into a spawned task. Behaves as [`Permit`].
+#[must_use = "a permit releases its slot when dropped; record the call's outcome"]
+pub struct OwnedPermit<A: Algorithm = Box<dyn Algorithm>, C: Clock = SystemClock> {
+    limiter: Arc<Limiter<A, C>>,
+    ticket: Option<Ticket>,
+}
+
+impl<'a, A: Algorithm, C: Clock> Permit<'a, A, C> {
+    pub(crate) fn new(limiter: &'a Limiter<A, C>, ticket: Ticket) -> Self {
+        Permit {
+            limiter,
+            ticket: Some(ticket),
+        }
+    }
+
+    /// Give up the ticket without releasing the slot (it moves elsewhere).
+    pub(crate) fn detach(mut self) -> Ticket {
+        match self.ticket.take() {
+            Some(ticket) => ticket,
+            None => unreachable!("a live permit always holds its ticket"),
+        }
+    }
+
+    /// The same permit, owning a handle to the limiter. `limiter` must be
+    /// the limiter this permit came from.
+    pub(crate) fn into_owned(self, limiter: Arc<Limiter<A, C>>) -> OwnedPermit<A, C> {
+        OwnedPermit::new(limiter, self.detach())
+    }
+}
+
+impl<A: Algorithm, C: Clock> OwnedPermit<A, C> {
+    pub(crate) fn new(limiter: Arc<Limiter<A, C>>, ticket: Ticket) -> Self {
+        OwnedPermit {
+            limiter,
+            ticket: Some(ticket),
+        }
+    }
+
+    /// The limiter this permit came from.
+    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+        &self.limiter
+    }
+}
+
+macro_rules! permit_methods {
+    ($ty:ident $(<$lt:lifetime>)?) => {
+        impl<$($lt,)? A: Algorithm, C: Clock> $ty<$($lt,)? A, C> {
+            /// The dependency answered: record a success (a policy may still
+            /// count it as slow) and release the slot.
+            pub fn success(self) {
+                self.record(Outcome::Success);
+            }
+
+            /// The dependency is unhealthy (a timeout, a 5xx, a refused
+            /// connection): record an overload and release the slot.
+            pub fn overload(self) {
+                self.record(Outcome::Overload);
+            }
+
+            /// Not evidence about the dependency (a 4xx, a declined card):
+            /// release the slot and teach the policy nothing.
+            pub fn ignore(self) {
+                self.record(Outcome::Ignore);
+            }
+
+            /// Record `outcome` and release the slot.
+            pub fn record(mut self, outcome: Outcome) {
+                if let Some(ticket) = self.ticket.take() {
+                    self.limiter.finish(&ticket, outcome);
+                }
+            }
+
+            /// Whether this call was admitted as a trial call while a breaker
+            /// is half-open. Callers may give a probe a longer timeout.
+            pub fn is_probe(&self) -> bool {
+                self.ticket.is_some_and(|t| t.probe)
+            }
+
+            /// When the call was admitted, by the limiter's clock.
+            pub fn started(&self) -> Option<Instant> {
+                self.ticket.map(|t| t.start)
+            }
+
+            /// Calls in flight when this one was admitted, itself included.
+            pub fn in_flight_at_start(&self) -> u32 {
+                self.ticket.map_or(0, |t| t.in_flight)
+            }
+
+            /// Run `call` under this permit, give it at most `timeout`, and
+            /// record its outcome as `classify` says; a call that runs out of
+            /// time is recorded as [`Outcome::Overload`].
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future drops the permit, which records the
+            /// limiter's drop outcome.
+            ///
+            /// # Errors
+            ///
+            /// [`CallError::TimedOut`], [`CallError::Failed`] with the call's
+            /// error, or [`CallError::InvalidTimeout`] for a zero or
+            /// over-a-year timeout (the permit is then released as ignored).
+            ///
+            /// # Panics
+            ///
+            /// If polled outside a Tokio runtime with the time driver enabled.
+            pub async fn run<F, T, E, K>(
+                self,
+                timeout: Duration,
+                classify: K,
+                call: F,
+            ) -> Result<T, CallError<E>>
+            where
+                F: Future<Output = Result<T, E>>,
+                K: FnOnce(&Result<T, E>) -> Outcome,
+            {
+                if let Err(e) = check::duration("timeout", timeout) {
+                    self.ignore();
+                    return Err(CallError::InvalidTimeout(e));
+                }
+                match tokio::time::timeout(timeout, call).await {
+                    Err(_elapsed) => {
+                        self.overload();
+                        Err(CallError::TimedOut(timeout))
+                    }
+                    Ok(result) => {
+                        self.record(classify(&result));
+                        result.map_err(CallError::Failed)
+                    }
+                }
+            }
+        }
+
+        impl<$($lt,)? A: Algorithm, C: Clock> Drop for $ty<$($lt,)? A, C> {
+            fn drop(&mut self) {
+                if let Some(ticket) = self.ticket.take() {
+                    self.limiter.finish(&ticket, self.limiter.on_drop_outcome());
+                }
+            }
+        }
+
+        impl<$($lt,)? A: Algorithm, C: Clock> fmt::Debug for $ty<$($lt,)? A, C> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("limiter", &self.limiter.name())
+                    .field("probe", &self.is_probe())
+                    .field("in_flight_at_start", &self.in_flight_at_start())
+                    .finish()
+            }
+        }
+    };
+}
+
+permit_methods!(Permit<'a>);
+permit_methods!(OwnedPermit);

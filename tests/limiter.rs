@@ -1,0 +1,402 @@
+//! The limiter's behaviour on one thread: admission, rejection, recording.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Gate, Sample};
+use rheostat::{CallError, Clock, DynLimiter, Limiter, ManualClock, Outcome, RejectReason};
+
+/// A fixed limit that remembers every sample it was given.
+#[derive(Clone, Default)]
+struct Recorder {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    limit: u32,
+}
+
+impl Recorder {
+    fn new(limit: u32) -> Self {
+        Recorder {
+            samples: Arc::default(),
+            limit,
+        }
+    }
+    fn outcomes(&self) -> Vec<Outcome> {
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.outcome)
+            .collect()
+    }
+}
+
+impl Algorithm for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn gate(&self) -> Gate {
+        Gate::limited(self.limit)
+    }
+    fn on_sample(&mut self, _now: Instant, sample: &Sample) {
+        self.samples.lock().unwrap().push(*sample);
+    }
+}
+
+#[test]
+fn the_limit_caps_calls_in_flight_and_the_rejection_says_why() {
+    let limiter = Limiter::new(Fixed::new(2).unwrap());
+    let a = limiter.try_acquire().unwrap();
+    let b = limiter.try_acquire().unwrap();
+    let refused = limiter.try_acquire().unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::LimitReached);
+    assert_eq!(refused.policy(), "fixed");
+    assert_eq!(refused.retry_after(), None);
+    assert_eq!(
+        refused.to_string(),
+        "call rejected by `fixed`: concurrency limit reached"
+    );
+    assert_eq!(limiter.in_flight(), 2);
+    a.success();
+    assert_eq!(limiter.in_flight(), 1);
+    b.ignore();
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn each_record_reaches_the_policy_with_its_latency_and_in_flight() {
+    let clock = ManualClock::new();
+    let recorder = Recorder::new(10);
+    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
+    let a = limiter.try_acquire().unwrap();
+    let b = limiter.try_acquire().unwrap();
+    assert_eq!(a.in_flight_at_start(), 1);
+    assert_eq!(b.in_flight_at_start(), 2);
+    clock.advance(Duration::from_millis(30));
+    b.overload();
+    clock.advance(Duration::from_millis(20));
+    a.success();
+    let samples = recorder.samples.lock().unwrap().clone();
+    assert_eq!(samples[0].outcome, Outcome::Overload);
+    assert_eq!(samples[0].latency, Duration::from_millis(30));
+    assert_eq!(samples[0].in_flight, 2);
+    assert_eq!(samples[1].outcome, Outcome::Success);
+    assert_eq!(samples[1].latency, Duration::from_millis(50));
+    assert!(!samples[1].probe);
+}
+
+#[test]
+fn a_dropped_permit_counts_as_ignore_by_default() {
+    let recorder = Recorder::new(1);
+    let limiter = Limiter::new(recorder.clone());
+    drop(limiter.try_acquire().unwrap());
+    assert_eq!(recorder.outcomes(), vec![Outcome::Ignore]);
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn the_drop_outcome_is_configurable() {
+    let recorder = Recorder::new(1);
+    let limiter = Limiter::builder(recorder.clone())
+        .on_drop(Outcome::Overload)
+        .build()
+        .unwrap();
+    drop(limiter.try_acquire().unwrap());
+    assert_eq!(recorder.outcomes(), vec![Outcome::Overload]);
+}
+
+#[test]
+fn a_panic_inside_a_call_releases_the_slot() {
+    let recorder = Recorder::new(1);
+    let limiter = Limiter::new(recorder.clone());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _permit = limiter.try_acquire().unwrap();
+        panic!("the call blew up");
+    }));
+    assert!(result.is_err());
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(recorder.outcomes(), vec![Outcome::Ignore]);
+    assert!(limiter.try_acquire().is_ok());
+}
+
+#[test]
+fn updating_the_policy_republishes_the_gate() {
+    let limiter = Limiter::new(Fixed::new(1).unwrap());
+    let held = limiter.try_acquire().unwrap();
+    assert!(limiter.try_acquire().is_err());
+    limiter.update(|f| f.set_limit(2)).unwrap();
+    let second = limiter.try_acquire().unwrap();
+    // Lowering the limit under in-flight lets those calls finish and
+    // admits nothing new until in-flight falls under it.
+    limiter.update(|f| f.set_limit(1)).unwrap();
+    assert!(limiter.try_acquire().is_err());
+    held.success();
+    assert!(limiter.try_acquire().is_err());
+    second.success();
+    assert!(limiter.try_acquire().is_ok());
+    // An invalid update is refused and changes nothing.
+    assert!(limiter.update(|f| f.set_limit(0)).is_err());
+    assert_eq!(limiter.gate().limit, 1);
+}
+
+#[test]
+fn aimd_behind_a_limiter_backs_off_on_overload() {
+    let limiter = Limiter::new(
+        Aimd::new(AimdConfig {
+            initial: 10,
+            min: 1,
+            max: 100,
+            ..AimdConfig::default()
+        })
+        .unwrap(),
+    );
+    limiter.try_acquire().unwrap().overload();
+    assert_eq!(limiter.gate().limit, 9);
+    assert_eq!(limiter.snapshot().raw_limit, Some(9.0));
+}
+
+#[test]
+fn a_policy_can_be_chosen_at_run_time() {
+    let policies: Vec<Box<dyn Algorithm>> = vec![
+        Box::new(Fixed::new(3).unwrap()),
+        Box::new(Aimd::new(AimdConfig::default()).unwrap()),
+    ];
+    let limiters: Vec<DynLimiter> = policies.into_iter().map(Limiter::new).collect();
+    assert_eq!(limiters[0].gate().limit, 3);
+    assert_eq!(limiters[1].gate().limit, 20);
+    assert_eq!(limiters[1].snapshot().policy, "aimd");
+    limiters[0].try_acquire().unwrap().success();
+}
+
+#[test]
+fn owned_permits_move_into_threads() {
+    let limiter = Arc::new(Limiter::new(Fixed::new(4).unwrap()));
+    let go = Arc::new(std::sync::Barrier::new(5));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let permit = limiter.try_acquire_owned().unwrap();
+            let go = Arc::clone(&go);
+            std::thread::spawn(move || {
+                go.wait();
+                permit.success();
+            })
+        })
+        .collect();
+    assert!(limiter.try_acquire().is_err());
+    go.wait();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn invalid_limiter_options_name_the_field() {
+    let e = Limiter::builder(Fixed::new(1).unwrap())
+        .max_wait(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "limiter.max_wait");
+    let e = Limiter::builder(Fixed::new(1).unwrap())
+        .max_wait(Duration::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "limiter.max_wait");
+    let e = Limiter::builder(Fixed::new(1).unwrap())
+        .queue(rheostat::QueueOrder::Fifo, usize::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "limiter.max_waiters");
+}
+
+#[test]
+fn a_gate_with_a_probability_admits_about_that_fraction() {
+    struct Half;
+    impl Algorithm for Half {
+        fn name(&self) -> &'static str {
+            "half"
+        }
+        fn gate(&self) -> Gate {
+            Gate {
+                admit_probability: 0.5,
+                ..Gate::unlimited()
+            }
+        }
+        fn on_sample(&mut self, _: Instant, _: &Sample) {}
+    }
+    let limiter = Limiter::builder(Half).seed(7).build().unwrap();
+    let mut admitted = 0;
+    for _ in 0..10_000 {
+        match limiter.try_acquire() {
+            Ok(p) => {
+                admitted += 1;
+                p.success();
+            }
+            Err(r) => assert_eq!(r.reason(), RejectReason::Throttled),
+        }
+    }
+    assert!((4_700..=5_300).contains(&admitted), "{admitted}");
+}
+
+#[test]
+fn local_rejections_are_told_to_the_policy() {
+    #[derive(Clone, Default)]
+    struct Counts(Arc<Mutex<u64>>);
+    impl Algorithm for Counts {
+        fn name(&self) -> &'static str {
+            "counts"
+        }
+        fn gate(&self) -> Gate {
+            Gate::limited(1)
+        }
+        fn on_sample(&mut self, _: Instant, _: &Sample) {}
+        fn on_rejected(&mut self, _: Instant, count: u64) {
+            *self.0.lock().unwrap() += count;
+        }
+    }
+    let counts = Counts::default();
+    let limiter = Limiter::new(counts.clone());
+    let held = limiter.try_acquire().unwrap();
+    for _ in 0..5 {
+        assert!(limiter.try_acquire().is_err());
+    }
+    held.success();
+    assert_eq!(*counts.0.lock().unwrap(), 5);
+}
+
+#[test]
+fn a_shut_gate_rejects_as_open_with_the_time_until_it_reopens() {
+    struct Shut(Instant);
+    impl Algorithm for Shut {
+        fn name(&self) -> &'static str {
+            "shut"
+        }
+        fn gate(&self) -> Gate {
+            Gate::shut(Some(self.0))
+        }
+        fn on_sample(&mut self, _: Instant, _: &Sample) {}
+        fn handle_timeout(&mut self, now: Instant) {
+            self.0 = now + Duration::from_secs(3600);
+        }
+    }
+    let clock = ManualClock::new();
+    let reopen = clock.now() + Duration::from_secs(10);
+    let limiter = Limiter::with_clock(Shut(reopen), clock.clone());
+    clock.advance(Duration::from_secs(4));
+    let r = limiter.try_acquire().unwrap_err();
+    assert_eq!(r.reason(), RejectReason::Open);
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(6)));
+    // At the deadline the policy is asked again (it re-shuts for an hour).
+    clock.advance(Duration::from_secs(6));
+    let r = limiter.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(3600)));
+}
+
+#[tokio::test]
+async fn call_records_success_overload_on_timeout_and_the_classifiers_choice() {
+    tokio::time::pause();
+    let recorder = Recorder::new(10);
+    let limiter = Limiter::with_clock(recorder.clone(), rheostat::TokioClock);
+    let classify = |r: &Result<u32, u16>| match r {
+        Ok(_) => Outcome::Success,
+        Err(s) if *s >= 500 => Outcome::Overload,
+        Err(_) => Outcome::Ignore,
+    };
+    let timeout = Duration::from_millis(800);
+    assert_eq!(
+        limiter
+            .call(timeout, classify, async { Ok(7) })
+            .await
+            .unwrap(),
+        7
+    );
+    assert!(matches!(
+        limiter.call(timeout, classify, async { Err(404) }).await,
+        Err(CallError::Failed(404))
+    ));
+    assert!(matches!(
+        limiter.call(timeout, classify, async { Err(503) }).await,
+        Err(CallError::Failed(503))
+    ));
+    let hang = limiter
+        .call(
+            timeout,
+            classify,
+            std::future::pending::<Result<u32, u16>>(),
+        )
+        .await;
+    assert!(matches!(hang, Err(CallError::TimedOut(t)) if t == timeout));
+    assert_eq!(
+        recorder.outcomes(),
+        vec![
+            Outcome::Success,
+            Outcome::Ignore,
+            Outcome::Overload,
+            Outcome::Overload
+        ]
+    );
+    let samples = recorder.samples.lock().unwrap().clone();
+    // Tokio's timer rounds up to the next millisecond.
+    assert!(
+        samples[3].latency >= timeout && samples[3].latency <= timeout + Duration::from_millis(1)
+    );
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn call_refuses_a_zero_or_endless_timeout_with_a_typed_error() {
+    let limiter = Limiter::new(Fixed::new(1).unwrap());
+    let ok = |_: &Result<(), ()>| Outcome::Success;
+    for bad in [Duration::ZERO, Duration::MAX] {
+        match limiter.call(bad, ok, async { Ok(()) }).await {
+            Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
+            other => panic!("expected InvalidTimeout, got {other:?}"),
+        }
+    }
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn call_on_a_full_limiter_is_rejected_without_running() {
+    let limiter = Limiter::new(Fixed::new(1).unwrap());
+    let _held = limiter.try_acquire().unwrap();
+    let ran = std::sync::atomic::AtomicBool::new(false);
+    let r = limiter
+        .call(
+            Duration::from_secs(1),
+            |_: &Result<(), ()>| Outcome::Success,
+            async {
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            },
+        )
+        .await;
+    assert!(matches!(r, Err(CallError::Rejected(_))));
+    assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[test]
+fn limiters_permits_and_futures_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let limiter = Arc::new(Limiter::new(Fixed::new(4).unwrap()));
+    send_sync(&limiter);
+    let dynamic: DynLimiter = Limiter::new(Box::new(Fixed::new(1).unwrap()));
+    send_sync(&dynamic);
+    let permit = limiter.try_acquire().unwrap();
+    send_sync(&permit);
+    let owned = limiter.try_acquire_owned().unwrap();
+    send_sync(&owned);
+    send(&limiter.acquire());
+    send(&limiter.acquire_timeout(Duration::from_secs(1)));
+    send(&Arc::clone(&limiter).acquire_owned());
+    send(&limiter.call(
+        Duration::from_secs(1),
+        |_: &Result<(), ()>| Outcome::Success,
+        async { Ok(()) },
+    ));
+}

@@ -66,3 +66,20 @@ impl Algorithm for Fixed {
 
     fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_or_oversized_limit_is_refused_by_name() {
+        for bad in [0, crate::MAX_LIMIT + 1, u32::MAX] {
+            let e = Fixed::new(bad).expect_err("refused");
+            assert_eq!(e.field(), "fixed.limit");
+            assert!(e.allowed().contains("[1, "), "{e}");
+        }
+        let mut f = Fixed::new(4).expect("valid");
+        assert!(f.set_limit(0).is_err());
+        assert_eq!(f.limit(), 4);
+    }
+}

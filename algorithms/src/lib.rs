@@ -622,14 +622,14 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_field_and_the_range() {
-        let e = check::open_unit("aimd.backoff", 1.5, 0.0, 1.0).unwrap_err();
+        let e = check::open_unit("aimd.backoff", 1.5, 0.0, 1.0).expect_err("1.5 > 1");
         assert_eq!(e.field(), "aimd.backoff");
         assert_eq!(
             e.to_string(),
             "invalid `aimd.backoff`: found 1.5, expected a number in (0, 1)"
         );
         assert_eq!(e.within("payments").field(), "payments.aimd.backoff");
-        let e = check::duration("aimd.timeout", Duration::MAX).unwrap_err();
+        let e = check::duration("aimd.timeout", Duration::MAX).expect_err("too long");
         assert!(e.allowed().contains("365 days"), "{e}");
         assert!(check::duration("x", Duration::ZERO).is_err());
     }

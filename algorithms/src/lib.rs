@@ -36,6 +36,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 pub mod aimd;
+pub mod buckets;
 pub mod fixed;
 
 pub use aimd::{Aimd, AimdConfig};

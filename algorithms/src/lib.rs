@@ -38,9 +38,11 @@ use std::time::{Duration, Instant};
 pub mod aimd;
 pub mod buckets;
 pub mod fixed;
+pub mod throttle;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use fixed::Fixed;
+pub use throttle::{Throttle, ThrottleConfig};
 
 /// The largest concurrency limit a gate can carry; a gate at this limit is
 /// effectively unbounded.

@@ -38,10 +38,12 @@ use std::time::{Duration, Instant};
 pub mod aimd;
 pub mod buckets;
 pub mod fixed;
+pub mod stack;
 pub mod throttle;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use fixed::Fixed;
+pub use stack::{Stack, StackBuilder};
 pub use throttle::{Throttle, ThrottleConfig};
 
 /// The largest concurrency limit a gate can carry; a gate at this limit is

@@ -36,10 +36,15 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 pub mod aimd;
+pub mod buckets;
 pub mod fixed;
+pub mod stack;
+pub mod throttle;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use fixed::Fixed;
+pub use stack::{Stack, StackBuilder};
+pub use throttle::{Throttle, ThrottleConfig};
 
 /// The largest concurrency limit a gate can carry; a gate at this limit is
 /// effectively unbounded.
@@ -622,14 +627,14 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_field_and_the_range() {
-        let e = check::open_unit("aimd.backoff", 1.5, 0.0, 1.0).unwrap_err();
+        let e = check::open_unit("aimd.backoff", 1.5, 0.0, 1.0).expect_err("1.5 > 1");
         assert_eq!(e.field(), "aimd.backoff");
         assert_eq!(
             e.to_string(),
             "invalid `aimd.backoff`: found 1.5, expected a number in (0, 1)"
         );
         assert_eq!(e.within("payments").field(), "payments.aimd.backoff");
-        let e = check::duration("aimd.timeout", Duration::MAX).unwrap_err();
+        let e = check::duration("aimd.timeout", Duration::MAX).expect_err("too long");
         assert!(e.allowed().contains("365 days"), "{e}");
         assert!(check::duration("x", Duration::ZERO).is_err());
     }

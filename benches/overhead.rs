@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_main, Criterion};
-use rheostat::algorithms::{Aimd, AimdConfig, Fixed};
+use rheostat::algorithms::{Aimd, AimdConfig, Fixed, Stack, Throttle, ThrottleConfig};
 use rheostat::Limiter;
 
 fn overhead(c: &mut Criterion) {
@@ -47,6 +47,32 @@ fn overhead(c: &mut Criterion) {
     group.bench_function("rheostat aimd", |b| {
         b.iter(|| {
             let permit = aimd.try_acquire();
+            if let Ok(p) = black_box(permit) {
+                p.success();
+            }
+        });
+    });
+
+    let throttle = Limiter::new(Throttle::new(ThrottleConfig::default()).expect("valid"));
+    group.bench_function("rheostat throttle", |b| {
+        b.iter(|| {
+            let permit = throttle.try_acquire();
+            if let Ok(p) = black_box(permit) {
+                p.success();
+            }
+        });
+    });
+
+    let stack = Limiter::new(
+        Stack::builder()
+            .push(Fixed::new(1_000).expect("valid"))
+            .push(Throttle::new(ThrottleConfig::default()).expect("valid"))
+            .build()
+            .expect("valid"),
+    );
+    group.bench_function("rheostat stack (fixed + throttle)", |b| {
+        b.iter(|| {
+            let permit = stack.try_acquire();
             if let Ok(p) = black_box(permit) {
                 p.success();
             }

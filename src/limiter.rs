@@ -693,11 +693,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let mut policy = self.lock();
             self.flush_rejections(&mut policy, now);
             policy.on_sample(now, &sample);
-            if policy.poll_timeout().is_some_and(|t| t <= now) {
+            let mut due = policy.poll_timeout();
+            if due.is_some_and(|t| t <= now) {
                 policy.handle_timeout(now);
+                due = policy.poll_timeout();
             }
             let transitions = Self::drain(&mut policy);
-            self.publish(&policy);
+            self.publish_with(&policy, due);
             transitions
         };
         self.release_slot();
@@ -747,8 +749,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     fn publish(&self, policy: &A) {
+        self.publish_with(policy, policy.poll_timeout());
+    }
+
+    fn publish_with(&self, policy: &A, due: Option<Instant>) {
         self.gate.store(Packed::new(&policy.gate()));
-        let until = policy.poll_timeout().map_or(u64::MAX, |t| self.nanos(t));
+        let until = due.map_or(u64::MAX, |t| self.nanos(t));
         if self.until.load(Ordering::Relaxed) != until {
             self.until.store(until, Ordering::SeqCst);
         }

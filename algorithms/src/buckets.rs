@@ -118,6 +118,10 @@ pub struct BucketRing<T> {
     origin: Option<Instant>,
     current: u64,
     total: T,
+    /// When the current bucket ends, cached so that the common case — an
+    /// event inside the current bucket — costs one comparison, not a
+    /// division.
+    end: Option<Instant>,
 }
 
 impl<T: Tally> BucketRing<T> {
@@ -151,6 +155,7 @@ impl<T: Tally> BucketRing<T> {
             origin: None,
             current: 0,
             total: T::default(),
+            end: None,
         })
     }
 
@@ -195,6 +200,10 @@ impl<T: Tally> BucketRing<T> {
     /// while the ring has no origin, or if that instant cannot be
     /// represented.
     pub fn next_boundary(&self) -> Option<Instant> {
+        self.end
+    }
+
+    fn compute_end(&self) -> Option<Instant> {
         let origin = self.origin?;
         let next = u128::from(self.current.checked_add(1)?);
         let nanos = u64::try_from(self.width.as_nanos().checked_mul(next)?).ok()?;
@@ -205,9 +214,13 @@ impl<T: Tally> BucketRing<T> {
     /// An instant at or before the current bucket changes nothing; the first
     /// instant ever given becomes the origin.
     pub fn advance(&mut self, now: Instant) {
+        if self.end.is_some_and(|end| now < end) {
+            return;
+        }
         let Some(index) = self.bucket_of(now) else {
             self.origin = Some(now);
             self.current = 0;
+            self.end = self.compute_end();
             return;
         };
         if index <= self.current {
@@ -225,6 +238,7 @@ impl<T: Tally> BucketRing<T> {
             }
         }
         self.current = index;
+        self.end = self.compute_end();
     }
 
     /// Move the window forward to `now`, then add `value` to the current
@@ -242,6 +256,7 @@ impl<T: Tally> BucketRing<T> {
         self.total = T::default();
         self.origin = None;
         self.current = 0;
+        self.end = None;
     }
 }
 

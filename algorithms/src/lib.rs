@@ -36,9 +36,11 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 pub mod aimd;
+pub mod breaker;
 pub mod fixed;
 
 pub use aimd::{Aimd, AimdConfig};
+pub use breaker::{Breaker, BreakerConfig};
 pub use fixed::Fixed;
 
 /// The largest concurrency limit a gate can carry; a gate at this limit is

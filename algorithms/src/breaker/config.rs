@@ -24,6 +24,20 @@ pub const MAX_FLEET_SIZE: u32 = 1_000_000;
 pub const MAX_COOLDOWN_FACTOR: f64 = 100.0;
 
 /// Which recent calls the failure and slow-call rates are measured over.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, BreakerWindow};
+///
+/// // Hystrix's window: 10 s in ten buckets.
+/// let hystrix = BreakerWindow::Time { length: Duration::from_secs(10), buckets: 10 };
+/// assert!(BreakerConfig { window: hystrix, ..Default::default() }.validate().is_ok());
+/// // A count window smaller than the volume floor could never trip.
+/// let tiny = BreakerConfig { window: BreakerWindow::Count { calls: 10 }, ..Default::default() };
+/// assert_eq!(tiny.validate().unwrap_err().field(), "breaker.min_calls");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BreakerWindow {
     /// The last `calls` recorded calls, however old.
@@ -45,6 +59,24 @@ pub enum BreakerWindow {
 }
 
 /// How long the breaker stays open before it lets probes through.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, Cooldown};
+///
+/// // The seed's fix: capped at 60 s, no doubling.
+/// let fixed = BreakerConfig { cooldown: Cooldown::Fixed(Duration::from_secs(60)), ..Default::default() };
+/// assert!(fixed.validate().is_ok());
+/// let inverted = Cooldown::Exponential {
+///     base: Duration::from_secs(90),
+///     factor: 2.0,
+///     cap: Duration::from_secs(60),
+/// };
+/// let err = BreakerConfig { cooldown: inverted, ..Default::default() }.validate().unwrap_err();
+/// assert_eq!(err.field(), "breaker.cooldown.base");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Cooldown {
     /// Always the same open period.
@@ -64,6 +96,23 @@ pub enum Cooldown {
 
 /// How a half-open breaker lets trial calls (probes) through and judges
 /// them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, HalfOpen};
+///
+/// // The seed's fix: 5% of traffic for 30 s, judged on the success rate.
+/// let share = HalfOpen::Fraction {
+///     fraction: 0.05,
+///     period: Duration::from_secs(30),
+///     success_rate: 0.8,
+///     min_probes: 5,
+/// };
+/// let config = BreakerConfig { half_open: share, ramp_start: 0.05, ..Default::default() };
+/// assert!(config.validate().is_ok());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum HalfOpen {
     /// Admit `probes` trial calls per half-open cycle in total; close as soon

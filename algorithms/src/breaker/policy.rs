@@ -350,12 +350,47 @@ impl Breaker {
     /// window (so [`window_stats`](Breaker::window_stats) stays meaningful),
     /// but it never opens, until [`reset`](Breaker::reset) or another manual
     /// state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use rheostat_algorithms::{Algorithm, BreakerState, Outcome, Sample};
+    /// use rheostat_algorithms::breaker::{Breaker, BreakerConfig};
+    ///
+    /// let mut b = Breaker::new(BreakerConfig::default())?;
+    /// let now = Instant::now();
+    /// b.force_closed(now);
+    /// for _ in 0..50 {
+    ///     b.on_sample(now, &Sample::new(Outcome::Overload, Duration::ZERO, 1));
+    /// }
+    /// assert_eq!(b.state(), BreakerState::ForcedClosed);
+    /// assert_eq!(b.window_stats(now).failures, 50);
+    /// # Ok::<(), rheostat_algorithms::ConfigError>(())
+    /// ```
     pub fn force_closed(&mut self, now: Instant) {
         self.manual(now, Mode::ForcedClosed);
     }
 
     /// Switch the breaker off: every call is admitted and nothing is
     /// recorded, until [`reset`](Breaker::reset) or another manual state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use rheostat_algorithms::{Algorithm, BreakerState, Gate, Outcome, Sample};
+    /// use rheostat_algorithms::breaker::{Breaker, BreakerConfig};
+    ///
+    /// let mut b = Breaker::new(BreakerConfig::default())?;
+    /// let now = Instant::now();
+    /// b.disable(now);
+    /// b.on_sample(now, &Sample::new(Outcome::Overload, Duration::ZERO, 1));
+    /// assert_eq!(b.window_stats(now).calls, 0);
+    /// assert_eq!(b.gate(), Gate::unlimited());
+    /// assert_eq!(b.snapshot().state, Some(BreakerState::Disabled));
+    /// # Ok::<(), rheostat_algorithms::ConfigError>(())
+    /// ```
     pub fn disable(&mut self, now: Instant) {
         self.manual(now, Mode::Disabled);
     }
@@ -394,7 +429,27 @@ impl Breaker {
 
     /// Return to automatic operation, closed, with an empty window, the
     /// cooldown back at its base and no ramp: what an operator's "close it
-    /// now" means.
+    /// now" means. Calls that started before the reset are not recorded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use rheostat_algorithms::{Algorithm, BreakerState, Gate, Outcome, Sample};
+    /// use rheostat_algorithms::breaker::{Breaker, BreakerConfig};
+    ///
+    /// let mut b = Breaker::new(BreakerConfig::default())?;
+    /// let now = Instant::now();
+    /// for _ in 0..20 {
+    ///     b.on_sample(now, &Sample::new(Outcome::Overload, Duration::ZERO, 1));
+    /// }
+    /// assert_eq!(b.state(), BreakerState::Open);
+    /// b.reset(now);
+    /// assert_eq!(b.gate(), Gate::unlimited());
+    /// let t = std::iter::from_fn(|| b.poll_transition()).last().expect("reported");
+    /// assert_eq!((t.from, t.to), (BreakerState::Open, BreakerState::Closed));
+    /// # Ok::<(), rheostat_algorithms::ConfigError>(())
+    /// ```
     pub fn reset(&mut self, now: Instant) {
         self.failed_cycles = 0;
         self.manual(now, Mode::Auto);

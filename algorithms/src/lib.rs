@@ -36,12 +36,14 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 pub mod aimd;
+pub mod breaker;
 pub mod buckets;
 pub mod fixed;
 pub mod stack;
 pub mod throttle;
 
 pub use aimd::{Aimd, AimdConfig};
+pub use breaker::{Breaker, BreakerConfig};
 pub use fixed::Fixed;
 pub use stack::{Stack, StackBuilder};
 pub use throttle::{Throttle, ThrottleConfig};

@@ -1,0 +1,826 @@
+//! The parameters of a [`Breaker`](super::Breaker), their defaults, the two
+//! presets and their validation.
+
+use std::time::Duration;
+
+use crate::{check, ConfigError, MAX_DURATION};
+
+/// The most calls a count window may hold.
+pub const MAX_WINDOW_CALLS: u32 = 100_000;
+
+/// The most buckets a time window may be divided into.
+pub const MAX_WINDOW_BUCKETS: u32 = 1_000;
+
+/// The shortest bucket a time window may use.
+pub const MIN_BUCKET_WIDTH: Duration = Duration::from_millis(1);
+
+/// The most probes a half-open cycle may be configured with.
+pub const MAX_PROBES: u32 = 10_000;
+
+/// The largest fleet a probe allowance may be scaled down by.
+pub const MAX_FLEET_SIZE: u32 = 1_000_000;
+
+/// The largest factor an exponential cooldown may grow by per failed cycle.
+pub const MAX_COOLDOWN_FACTOR: f64 = 100.0;
+
+/// Which recent calls the failure and slow-call rates are measured over.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, BreakerWindow};
+///
+/// // Hystrix's window: 10 s in ten buckets.
+/// let hystrix = BreakerWindow::Time { length: Duration::from_secs(10), buckets: 10 };
+/// assert!(BreakerConfig { window: hystrix, ..Default::default() }.validate().is_ok());
+/// // A count window smaller than the volume floor could never trip.
+/// let tiny = BreakerConfig { window: BreakerWindow::Count { calls: 10 }, ..Default::default() };
+/// assert_eq!(tiny.validate().unwrap_err().field(), "breaker.min_calls");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BreakerWindow {
+    /// The last `calls` recorded calls, however old.
+    Count {
+        /// How many calls the window holds, in `[1, 100_000]`.
+        calls: u32,
+    },
+    /// The calls recorded in the last `length`, kept in `buckets` buckets of
+    /// `length / buckets` each; a bucket is evicted as a whole once it has
+    /// aged out, so the window covers between `length − length / buckets`
+    /// and `length`.
+    Time {
+        /// How far back the window reaches, above 0 and at most a year.
+        length: Duration,
+        /// How many buckets it is cut into, in `[1, 1_000]`, each at least
+        /// 1 ms wide.
+        buckets: u32,
+    },
+}
+
+/// How long the breaker stays open before it lets probes through.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, Cooldown};
+///
+/// // The seed's fix: capped at 60 s, no doubling.
+/// let fixed = BreakerConfig { cooldown: Cooldown::Fixed(Duration::from_secs(60)), ..Default::default() };
+/// assert!(fixed.validate().is_ok());
+/// let inverted = Cooldown::Exponential {
+///     base: Duration::from_secs(90),
+///     factor: 2.0,
+///     cap: Duration::from_secs(60),
+/// };
+/// let err = BreakerConfig { cooldown: inverted, ..Default::default() }.validate().unwrap_err();
+/// assert_eq!(err.field(), "breaker.cooldown.base");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cooldown {
+    /// Always the same open period.
+    Fixed(Duration),
+    /// `base` after a trip from closed, multiplied by `factor` for every
+    /// half-open cycle that failed since the breaker was last closed, never
+    /// more than `cap`. Closing resets it to `base`.
+    Exponential {
+        /// The first open period, above 0 and at most `cap`.
+        base: Duration,
+        /// The growth per failed half-open cycle, in `[1, 100]` (1 is fixed).
+        factor: f64,
+        /// The longest open period, at most a year.
+        cap: Duration,
+    },
+}
+
+/// How a half-open breaker lets trial calls (probes) through and judges
+/// them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, HalfOpen};
+///
+/// // The seed's fix: 5% of traffic for 30 s, judged on the success rate.
+/// let share = HalfOpen::Fraction {
+///     fraction: 0.05,
+///     period: Duration::from_secs(30),
+///     success_rate: 0.8,
+///     min_probes: 5,
+/// };
+/// let config = BreakerConfig { half_open: share, ramp_start: 0.05, ..Default::default() };
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HalfOpen {
+    /// Admit `probes` trial calls per half-open cycle in total; close as soon
+    /// as `close_after` of them have succeeded, open again as soon as that has
+    /// become impossible (`probes − close_after + 1` failures). A probe that
+    /// is not reported within the probe timeout is a failure. If no call
+    /// arrives, the breaker waits, still admitting probes.
+    Probes {
+        /// The probe allowance per cycle, in `[1, 10_000]`, before fleet
+        /// scaling.
+        probes: u32,
+        /// The successes needed to close, in `[1, probes]` (the *k* of *k of
+        /// n*).
+        close_after: u32,
+    },
+    /// For `period`, admit `fraction` of arrivals as trial calls; once the
+    /// period is over and at least `min_probes` of them have been judged,
+    /// close if at least `success_rate` of the judged probes succeeded and
+    /// open again otherwise.
+    Fraction {
+        /// The share of arrivals admitted as probes, in `(0, 1]`, before
+        /// fleet scaling.
+        fraction: f64,
+        /// How long to sample, above 0 and at most a year.
+        period: Duration,
+        /// The share of judged probes that must succeed to close, in
+        /// `(0, 1]`.
+        success_rate: f64,
+        /// The fewest judged probes a decision is made on, in `[1, 10_000]`,
+        /// before fleet scaling.
+        min_probes: u32,
+    },
+}
+
+/// The parameters of a [`Breaker`](super::Breaker).
+///
+/// The [`Default`] is [`BreakerConfig::recommended`]: trip at a 50% failure
+/// rate over 30 s once 20 calls are in the window; stay open 10 s, doubling
+/// per failed probe cycle up to 60 s, jittered down by up to 20%; then five
+/// probes, at most five at once, each allowed 30 s, closing on four
+/// successes; then a 30 s ramp from 10% of traffic back to all of it. The
+/// slow-call trip is off by default (the slow-call rate is still measured,
+/// against 10 s): set [`slow_call_rate`](Self::slow_call_rate) and
+/// [`slow_call_duration`](Self::slow_call_duration) together, from the
+/// latency your callers can live with.
+///
+/// [`BreakerConfig::classic`] is the breaker of the incident in the seed
+/// documents, kept to compare against.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::breaker::{BreakerConfig, HalfOpen};
+///
+/// let config = BreakerConfig {
+///     slow_call_rate: Some(0.5),
+///     slow_call_duration: Duration::from_secs(5),
+///     half_open: HalfOpen::Probes { probes: 10, close_after: 8 },
+///     ..BreakerConfig::recommended()
+/// };
+/// assert!(config.validate().is_ok());
+///
+/// let bad = BreakerConfig { half_open: HalfOpen::Probes { probes: 3, close_after: 4 }, ..config };
+/// assert_eq!(bad.validate().unwrap_err().field(), "breaker.half_open.close_after");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct BreakerConfig {
+    /// Trip when at least this share of the window's calls failed
+    /// (`Overload`), in `(0, 1]`; `None` never trips on failures. Default
+    /// 50%.
+    pub failure_rate: Option<f64>,
+    /// Trip when at least this share of the window's calls were slow
+    /// successes, in `(0, 1]`; `None` (the default) never trips on slowness.
+    /// At least one of the two rates must be set.
+    pub slow_call_rate: Option<f64>,
+    /// A success that took longer than this is a *slow call* (exactly this
+    /// long is not). While [`slow_call_rate`](Self::slow_call_rate) is set, a
+    /// slow probe is a failed probe. Above 0 and at most a year; default
+    /// 10 s.
+    pub slow_call_duration: Duration,
+    /// Which calls the rates are measured over. Default: the last 30 s, in
+    /// 30 one-second buckets.
+    pub window: BreakerWindow,
+    /// The fewest calls the window must hold before the breaker may trip, in
+    /// `[1, 2^31 − 1]` (at most the window's size for a count window).
+    /// Default 20.
+    pub min_calls: u32,
+    /// How long to stay open. Default: 10 s, ×2 per failed half-open cycle,
+    /// at most 60 s.
+    pub cooldown: Cooldown,
+    /// Each open period is drawn uniformly from `[(1 − jitter)·d, d]`, where
+    /// `d` is the cooldown, so breakers that tripped together do not probe
+    /// together. In `[0, 1)`; default 0.2. The cap is never exceeded.
+    pub cooldown_jitter: f64,
+    /// The seed of the breaker's own random generator (jitter only). Give
+    /// each instance of a fleet its own seed.
+    pub seed: u64,
+    /// How half-open admits and judges probes. Default: five probes, closing
+    /// on four successes.
+    pub half_open: HalfOpen,
+    /// The most probes in flight at once, in `[1, 2^31 − 1]`. Default 5.
+    pub probe_concurrency: u32,
+    /// A probe that has not reported this long after it was admitted is a
+    /// failed probe, so half-open can never stick. Make it longer than a
+    /// normal call's timeout: a dependency coming back cold answers slowly
+    /// at first. Above 0 and at most a year; default 30 s.
+    pub probe_timeout: Duration,
+    /// After closing, the admit probability rises linearly from
+    /// [`ramp_start`](Self::ramp_start) to 1 over this long. Zero jumps
+    /// straight to full traffic. At most a year; default 30 s.
+    pub ramp: Duration,
+    /// The admit probability the ramp starts from, in `(0, 1]`. Default 0.1.
+    pub ramp_start: f64,
+    /// How many instances share the dependency, each with its own breaker,
+    /// in `[1, 1_000_000]`. The probe allowance becomes
+    /// `max(1, ceil(probes / fleet_size))` (the successes needed shrink in
+    /// proportion, never below one) and a probe fraction is divided by it, so
+    /// the fleet as a whole stakes about what one breaker would. Default 1.
+    pub fleet_size: u32,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig::recommended()
+    }
+}
+
+impl BreakerConfig {
+    /// The breaker this crate recommends, and the [`Default`].
+    ///
+    /// Several probes judged together (four of five must succeed), each
+    /// allowed 30 s; a cooldown of 10 s doubling to at most 60 s, jittered; a
+    /// 30 s ramp back to full traffic. Recovery is never more than about a
+    /// minute and a probe cycle away, and one slow or unlucky trial call
+    /// cannot keep the dependency shut out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat_algorithms::breaker::{BreakerConfig, Cooldown, HalfOpen};
+    ///
+    /// let c = BreakerConfig::recommended();
+    /// assert_eq!(c.half_open, HalfOpen::Probes { probes: 5, close_after: 4 });
+    /// assert_eq!(c.probe_timeout, Duration::from_secs(30));
+    /// assert!(matches!(c.cooldown, Cooldown::Exponential { cap, .. } if cap == Duration::from_secs(60)));
+    /// assert_eq!(c, BreakerConfig::default());
+    /// ```
+    pub fn recommended() -> Self {
+        BreakerConfig {
+            failure_rate: Some(0.5),
+            slow_call_rate: None,
+            slow_call_duration: Duration::from_secs(10),
+            window: BreakerWindow::Time {
+                length: Duration::from_secs(30),
+                buckets: 30,
+            },
+            min_calls: 20,
+            cooldown: Cooldown::Exponential {
+                base: Duration::from_secs(10),
+                factor: 2.0,
+                cap: Duration::from_secs(60),
+            },
+            cooldown_jitter: 0.2,
+            seed: 0x5EED_B4EA_CE40_0001,
+            half_open: HalfOpen::Probes {
+                probes: 5,
+                close_after: 4,
+            },
+            probe_concurrency: 5,
+            probe_timeout: Duration::from_secs(30),
+            ramp: Duration::from_secs(30),
+            ramp_start: 0.1,
+            fleet_size: 1,
+        }
+    }
+
+    /// The breaker of the incident in the seed documents, to compare against:
+    /// it opens when half of the last 20 calls failed, stays open 30 s, then
+    /// bets recovery on one trial call that is an ordinary user request with
+    /// the ordinary 800 ms timeout; a success closes it at once to full
+    /// traffic (no ramp), a failure reopens it for twice as long, up to
+    /// 30 minutes, with no jitter.
+    ///
+    /// Against a dependency that comes back cold (answering in 1.5–3 s until
+    /// it has served enough requests to warm up), every trial call times out
+    /// and the open periods grow to 30 minutes, each sending one request
+    /// into a service that can only warm up by receiving requests: a
+    /// four-minute outage becomes hours. [`BreakerConfig::recommended`]
+    /// differs in exactly the parts that decide recovery: five probes judged
+    /// four of five, a 30 s probe timeout (callers can see
+    /// [`Sample::probe`](crate::Sample::probe) and give probes a longer
+    /// timeout), a cooldown capped at 60 s with jitter, a ramp instead of a
+    /// jump, and a time window instead of a 20-call one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat_algorithms::breaker::{BreakerConfig, HalfOpen};
+    ///
+    /// let c = BreakerConfig::classic();
+    /// assert_eq!(c.half_open, HalfOpen::Probes { probes: 1, close_after: 1 });
+    /// assert_eq!(c.probe_timeout, Duration::from_millis(800));
+    /// assert_eq!(c.ramp, Duration::ZERO);
+    /// assert!(c.validate().is_ok());
+    /// ```
+    pub fn classic() -> Self {
+        BreakerConfig {
+            failure_rate: Some(0.5),
+            slow_call_rate: None,
+            slow_call_duration: Duration::from_secs(10),
+            window: BreakerWindow::Count { calls: 20 },
+            min_calls: 20,
+            cooldown: Cooldown::Exponential {
+                base: Duration::from_secs(30),
+                factor: 2.0,
+                cap: Duration::from_secs(30 * 60),
+            },
+            cooldown_jitter: 0.0,
+            seed: 0,
+            half_open: HalfOpen::Probes {
+                probes: 1,
+                close_after: 1,
+            },
+            probe_concurrency: 1,
+            probe_timeout: Duration::from_millis(800),
+            ramp: Duration::ZERO,
+            ramp_start: 1.0,
+            fleet_size: 1,
+        }
+    }
+
+    /// Check every field.
+    ///
+    /// # Errors
+    ///
+    /// The first field outside its range, named as `breaker.<field>` (and
+    /// `breaker.window.calls`, `breaker.cooldown.cap`,
+    /// `breaker.half_open.close_after` and so on inside the enums): a rate
+    /// outside `(0, 1]` or NaN, neither rate set, a duration that is zero
+    /// (where zero makes no sense) or above a year, a window or bucket count
+    /// out of range, a bucket under 1 ms, `min_calls` 0 or above a count
+    /// window's size, a cooldown base above its cap or a factor outside
+    /// `[1, 100]`, a jitter outside `[0, 1)`, zero probes, `close_after`
+    /// above `probes`, a probe concurrency of 0, a `ramp_start` outside
+    /// `(0, 1]`, a fleet size of 0 or above a million.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat_algorithms::breaker::BreakerConfig;
+    ///
+    /// let c = BreakerConfig { failure_rate: Some(f64::NAN), ..Default::default() };
+    /// let err = c.validate().unwrap_err();
+    /// assert_eq!(err.field(), "breaker.failure_rate");
+    /// assert_eq!(err.allowed(), "a rate in (0, 1]");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(r) = self.failure_rate {
+            rate("breaker.failure_rate", r)?;
+        }
+        if let Some(r) = self.slow_call_rate {
+            rate("breaker.slow_call_rate", r)?;
+        }
+        if self.failure_rate.is_none() && self.slow_call_rate.is_none() {
+            return Err(ConfigError::new(
+                "breaker.failure_rate",
+                "none",
+                "a rate in (0, 1] when `breaker.slow_call_rate` is not set either",
+            ));
+        }
+        check::duration("breaker.slow_call_duration", self.slow_call_duration)?;
+        match self.window {
+            BreakerWindow::Count { calls } => {
+                whole("breaker.window.calls", calls, 1, MAX_WINDOW_CALLS)?;
+                check::limit("breaker.min_calls", self.min_calls, 1)?;
+                check::ordered(
+                    "breaker.min_calls",
+                    self.min_calls,
+                    "breaker.window.calls",
+                    calls,
+                )?;
+            }
+            BreakerWindow::Time { length, buckets } => {
+                check::duration("breaker.window.length", length)?;
+                whole("breaker.window.buckets", buckets, 1, MAX_WINDOW_BUCKETS)?;
+                if length / buckets < MIN_BUCKET_WIDTH {
+                    return Err(ConfigError::new(
+                        "breaker.window.buckets",
+                        buckets,
+                        "few enough buckets that each is at least 1 ms wide",
+                    ));
+                }
+                check::limit("breaker.min_calls", self.min_calls, 1)?;
+            }
+        }
+        match self.cooldown {
+            Cooldown::Fixed(d) => {
+                check::duration("breaker.cooldown", d)?;
+            }
+            Cooldown::Exponential { base, factor, cap } => {
+                check::duration("breaker.cooldown.base", base)?;
+                check::closed("breaker.cooldown.factor", factor, 1.0, MAX_COOLDOWN_FACTOR)?;
+                check::duration("breaker.cooldown.cap", cap)?;
+                if base > cap {
+                    return Err(ConfigError::new(
+                        "breaker.cooldown.base",
+                        format_args!("{base:?}"),
+                        format!("at most `breaker.cooldown.cap` ({cap:?})"),
+                    ));
+                }
+            }
+        }
+        let j = self.cooldown_jitter;
+        if !(j.is_finite() && (0.0..1.0).contains(&j)) {
+            return Err(ConfigError::new(
+                "breaker.cooldown_jitter",
+                j,
+                "a number in [0, 1)",
+            ));
+        }
+        match self.half_open {
+            HalfOpen::Probes {
+                probes,
+                close_after,
+            } => {
+                whole("breaker.half_open.probes", probes, 1, MAX_PROBES)?;
+                whole("breaker.half_open.close_after", close_after, 1, MAX_PROBES)?;
+                check::ordered(
+                    "breaker.half_open.close_after",
+                    close_after,
+                    "breaker.half_open.probes",
+                    probes,
+                )?;
+            }
+            HalfOpen::Fraction {
+                fraction,
+                period,
+                success_rate,
+                min_probes,
+            } => {
+                rate("breaker.half_open.fraction", fraction)?;
+                check::duration("breaker.half_open.period", period)?;
+                rate("breaker.half_open.success_rate", success_rate)?;
+                whole("breaker.half_open.min_probes", min_probes, 1, MAX_PROBES)?;
+            }
+        }
+        check::limit("breaker.probe_concurrency", self.probe_concurrency, 1)?;
+        check::duration("breaker.probe_timeout", self.probe_timeout)?;
+        if self.ramp > MAX_DURATION {
+            return Err(ConfigError::new(
+                "breaker.ramp",
+                format_args!("{:?}", self.ramp),
+                "a duration of at most 365 days (0 for no ramp)",
+            ));
+        }
+        rate("breaker.ramp_start", self.ramp_start)?;
+        whole("breaker.fleet_size", self.fleet_size, 1, MAX_FLEET_SIZE)?;
+        Ok(())
+    }
+}
+
+/// A finite number in `(0, 1]`.
+fn rate(field: &'static str, value: f64) -> Result<f64, ConfigError> {
+    if value.is_finite() && value > 0.0 && value <= 1.0 {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, value, "a rate in (0, 1]"))
+    }
+}
+
+/// A whole number in `[lo, hi]`.
+fn whole(field: &'static str, value: u32, lo: u32, hi: u32) -> Result<u32, ConfigError> {
+    if value < lo || value > hi {
+        return Err(ConfigError::new(
+            field,
+            value,
+            format!("a whole number in [{lo}, {hi}]"),
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn both_presets_are_valid_and_the_default_is_the_recommended_one() {
+        assert_eq!(BreakerConfig::default(), BreakerConfig::recommended());
+        assert!(BreakerConfig::recommended().validate().is_ok());
+        assert!(BreakerConfig::classic().validate().is_ok());
+    }
+
+    #[test]
+    fn every_invalid_field_is_named() {
+        let base = BreakerConfig::recommended();
+        let probes = |probes, close_after| HalfOpen::Probes {
+            probes,
+            close_after,
+        };
+        let fraction = |fraction, period, success_rate, min_probes| HalfOpen::Fraction {
+            fraction,
+            period,
+            success_rate,
+            min_probes,
+        };
+        let exp = |base, factor, cap| Cooldown::Exponential { base, factor, cap };
+        let cases: Vec<(BreakerConfig, &str)> = vec![
+            (
+                BreakerConfig {
+                    failure_rate: Some(0.0),
+                    ..base.clone()
+                },
+                "breaker.failure_rate",
+            ),
+            (
+                BreakerConfig {
+                    failure_rate: Some(1.5),
+                    ..base.clone()
+                },
+                "breaker.failure_rate",
+            ),
+            (
+                BreakerConfig {
+                    failure_rate: Some(f64::NAN),
+                    ..base.clone()
+                },
+                "breaker.failure_rate",
+            ),
+            (
+                BreakerConfig {
+                    failure_rate: None,
+                    slow_call_rate: None,
+                    ..base.clone()
+                },
+                "breaker.failure_rate",
+            ),
+            (
+                BreakerConfig {
+                    slow_call_rate: Some(f64::INFINITY),
+                    ..base.clone()
+                },
+                "breaker.slow_call_rate",
+            ),
+            (
+                BreakerConfig {
+                    slow_call_rate: Some(-0.5),
+                    ..base.clone()
+                },
+                "breaker.slow_call_rate",
+            ),
+            (
+                BreakerConfig {
+                    slow_call_duration: Duration::ZERO,
+                    ..base.clone()
+                },
+                "breaker.slow_call_duration",
+            ),
+            (
+                BreakerConfig {
+                    slow_call_duration: Duration::MAX,
+                    ..base.clone()
+                },
+                "breaker.slow_call_duration",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Count { calls: 0 },
+                    min_calls: 1,
+                    ..base.clone()
+                },
+                "breaker.window.calls",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Count { calls: u32::MAX },
+                    ..base.clone()
+                },
+                "breaker.window.calls",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Count { calls: 10 },
+                    min_calls: 20,
+                    ..base.clone()
+                },
+                "breaker.min_calls",
+            ),
+            (
+                BreakerConfig {
+                    min_calls: 0,
+                    ..base.clone()
+                },
+                "breaker.min_calls",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Time {
+                        length: Duration::ZERO,
+                        buckets: 10,
+                    },
+                    ..base.clone()
+                },
+                "breaker.window.length",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Time {
+                        length: Duration::MAX,
+                        buckets: 10,
+                    },
+                    ..base.clone()
+                },
+                "breaker.window.length",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Time {
+                        length: secs(30),
+                        buckets: 0,
+                    },
+                    ..base.clone()
+                },
+                "breaker.window.buckets",
+            ),
+            (
+                BreakerConfig {
+                    window: BreakerWindow::Time {
+                        length: Duration::from_millis(100),
+                        buckets: 1000,
+                    },
+                    ..base.clone()
+                },
+                "breaker.window.buckets",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: Cooldown::Fixed(Duration::ZERO),
+                    ..base.clone()
+                },
+                "breaker.cooldown",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: exp(Duration::ZERO, 2.0, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.base",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: exp(secs(90), 2.0, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.base",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: exp(secs(10), 0.5, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.factor",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: exp(secs(10), f64::NAN, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.factor",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: exp(secs(10), 2.0, Duration::MAX),
+                    ..base.clone()
+                },
+                "breaker.cooldown.cap",
+            ),
+            (
+                BreakerConfig {
+                    cooldown_jitter: 1.0,
+                    ..base.clone()
+                },
+                "breaker.cooldown_jitter",
+            ),
+            (
+                BreakerConfig {
+                    cooldown_jitter: f64::NAN,
+                    ..base.clone()
+                },
+                "breaker.cooldown_jitter",
+            ),
+            (
+                BreakerConfig {
+                    half_open: probes(0, 0),
+                    ..base.clone()
+                },
+                "breaker.half_open.probes",
+            ),
+            (
+                BreakerConfig {
+                    half_open: probes(5, 0),
+                    ..base.clone()
+                },
+                "breaker.half_open.close_after",
+            ),
+            (
+                BreakerConfig {
+                    half_open: probes(4, 5),
+                    ..base.clone()
+                },
+                "breaker.half_open.close_after",
+            ),
+            (
+                BreakerConfig {
+                    half_open: fraction(0.0, secs(30), 0.8, 5),
+                    ..base.clone()
+                },
+                "breaker.half_open.fraction",
+            ),
+            (
+                BreakerConfig {
+                    half_open: fraction(0.05, Duration::ZERO, 0.8, 5),
+                    ..base.clone()
+                },
+                "breaker.half_open.period",
+            ),
+            (
+                BreakerConfig {
+                    half_open: fraction(0.05, secs(30), f64::NAN, 5),
+                    ..base.clone()
+                },
+                "breaker.half_open.success_rate",
+            ),
+            (
+                BreakerConfig {
+                    half_open: fraction(0.05, secs(30), 0.8, 0),
+                    ..base.clone()
+                },
+                "breaker.half_open.min_probes",
+            ),
+            (
+                BreakerConfig {
+                    probe_concurrency: 0,
+                    ..base.clone()
+                },
+                "breaker.probe_concurrency",
+            ),
+            (
+                BreakerConfig {
+                    probe_timeout: Duration::ZERO,
+                    ..base.clone()
+                },
+                "breaker.probe_timeout",
+            ),
+            (
+                BreakerConfig {
+                    ramp: Duration::MAX,
+                    ..base.clone()
+                },
+                "breaker.ramp",
+            ),
+            (
+                BreakerConfig {
+                    ramp_start: 0.0,
+                    ..base.clone()
+                },
+                "breaker.ramp_start",
+            ),
+            (
+                BreakerConfig {
+                    fleet_size: 0,
+                    ..base.clone()
+                },
+                "breaker.fleet_size",
+            ),
+            (
+                BreakerConfig {
+                    fleet_size: u32::MAX,
+                    ..base.clone()
+                },
+                "breaker.fleet_size",
+            ),
+        ];
+        for (config, field) in cases {
+            let err = config.validate().expect_err(field);
+            assert_eq!(err.field(), field, "{config:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_zero_ramp_and_a_single_probe_are_allowed() {
+        let c = BreakerConfig {
+            ramp: Duration::ZERO,
+            half_open: HalfOpen::Probes {
+                probes: 1,
+                close_after: 1,
+            },
+            slow_call_rate: Some(1.0),
+            failure_rate: None,
+            ..BreakerConfig::recommended()
+        };
+        assert!(c.validate().is_ok());
+    }
+}

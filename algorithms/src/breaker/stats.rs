@@ -1,0 +1,347 @@
+//! The breaker's own call window: the last N calls, or the last T seconds in
+//! buckets evicted by time. Recording is O(1) amortised.
+
+use std::time::{Duration, Instant};
+
+use super::config::BreakerWindow;
+
+/// What a breaker's window holds at one instant: the figures its trip
+/// decision is made on.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::{Algorithm, Outcome, Sample};
+/// use rheostat_algorithms::breaker::{Breaker, BreakerConfig};
+///
+/// let mut b = Breaker::new(BreakerConfig::recommended())?;
+/// let t0 = Instant::now();
+/// b.on_sample(t0, &Sample::new(Outcome::Success, Duration::from_millis(20), 1));
+/// b.on_sample(t0, &Sample::new(Outcome::Overload, Duration::from_millis(20), 1));
+/// let stats = b.window_stats(t0);
+/// assert_eq!(stats.calls, 2);
+/// assert_eq!(stats.failure_rate(), 0.5);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WindowStats {
+    /// Calls in the window (`Ignore` outcomes are never counted).
+    pub calls: u64,
+    /// Of those, calls that failed (`Overload`).
+    pub failures: u64,
+    /// Of those, successes slower than the slow-call duration.
+    pub slow_calls: u64,
+}
+
+impl WindowStats {
+    /// Failures over calls, in `[0, 1]`; 0 for an empty window.
+    pub fn failure_rate(&self) -> f64 {
+        ratio(self.failures, self.calls)
+    }
+
+    /// Slow calls over calls, in `[0, 1]`; 0 for an empty window.
+    pub fn slow_call_rate(&self) -> f64 {
+        ratio(self.slow_calls, self.calls)
+    }
+
+    pub(super) fn add(&mut self, mark: Mark) {
+        self.calls += 1;
+        self.failures += u64::from(mark.failure);
+        self.slow_calls += u64::from(mark.slow);
+    }
+
+    fn remove(&mut self, other: &WindowStats) {
+        self.calls = self.calls.saturating_sub(other.calls);
+        self.failures = self.failures.saturating_sub(other.failures);
+        self.slow_calls = self.slow_calls.saturating_sub(other.slow_calls);
+    }
+}
+
+#[allow(
+    clippy::cast_precision_loss,
+    reason = "rates are reported, not accumulated; counts above 2^53 lose nothing that matters"
+)]
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// How one recorded call is counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub(super) failure: bool,
+    pub(super) slow: bool,
+}
+
+/// The window a closed breaker records into.
+#[derive(Clone, Debug)]
+pub(super) enum CallWindow {
+    Count(CountRing),
+    Time(TimeRing),
+}
+
+impl CallWindow {
+    pub(super) fn new(kind: BreakerWindow) -> Self {
+        match kind {
+            BreakerWindow::Count { calls } => CallWindow::Count(CountRing::new(calls)),
+            BreakerWindow::Time { length, buckets } => {
+                CallWindow::Time(TimeRing::new(length, buckets))
+            }
+        }
+    }
+
+    /// Count one call finished at `now`; the figures after it.
+    pub(super) fn record(&mut self, now: Instant, mark: Mark) -> WindowStats {
+        match self {
+            CallWindow::Count(ring) => ring.record(mark),
+            CallWindow::Time(ring) => ring.record(now, mark),
+        }
+    }
+
+    /// The figures at `now`, without changing anything.
+    pub(super) fn stats(&self, now: Instant) -> WindowStats {
+        match self {
+            CallWindow::Count(ring) => ring.totals,
+            CallWindow::Time(ring) => ring.stats(now),
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        match self {
+            CallWindow::Count(ring) => ring.clear(),
+            CallWindow::Time(ring) => ring.clear(),
+        }
+    }
+}
+
+/// The last `capacity` calls, one mark each.
+#[derive(Clone, Debug)]
+pub(super) struct CountRing {
+    marks: Vec<Mark>,
+    capacity: usize,
+    next: usize,
+    totals: WindowStats,
+}
+
+impl CountRing {
+    fn new(capacity: u32) -> Self {
+        let capacity = usize::try_from(capacity.max(1)).unwrap_or(usize::MAX);
+        CountRing {
+            marks: Vec::new(),
+            capacity,
+            next: 0,
+            totals: WindowStats::default(),
+        }
+    }
+
+    fn record(&mut self, mark: Mark) -> WindowStats {
+        if self.marks.len() < self.capacity {
+            self.marks.push(mark);
+        } else {
+            let old = std::mem::replace(&mut self.marks[self.next], mark);
+            let mut gone = WindowStats::default();
+            gone.add(old);
+            self.totals.remove(&gone);
+        }
+        self.next = (self.next + 1) % self.capacity;
+        self.totals.add(mark);
+        self.totals
+    }
+
+    fn clear(&mut self) {
+        self.marks.clear();
+        self.next = 0;
+        self.totals = WindowStats::default();
+    }
+}
+
+/// The calls of the last `buckets × width`, bucketed by time since the first
+/// call recorded. Bucket `e` (an epoch) covers `[origin + e·width,
+/// origin + (e+1)·width)`; the window at epoch `e` is buckets `e − n + 1 ..= e`.
+#[derive(Clone, Debug)]
+pub(super) struct TimeRing {
+    width_nanos: u128,
+    slots: Vec<(u64, WindowStats)>,
+    origin: Option<Instant>,
+    head: u64,
+    totals: WindowStats,
+}
+
+impl TimeRing {
+    fn new(length: Duration, buckets: u32) -> Self {
+        let buckets = buckets.max(1);
+        let width_nanos = (length.as_nanos() / u128::from(buckets)).max(1);
+        let n = usize::try_from(buckets).unwrap_or(usize::MAX);
+        TimeRing {
+            width_nanos,
+            slots: vec![(0, WindowStats::default()); n],
+            origin: None,
+            head: 0,
+            totals: WindowStats::default(),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The epoch of `now`; instants before the origin fall in epoch 0.
+    fn epoch(&self, now: Instant) -> u64 {
+        let Some(origin) = self.origin else { return 0 };
+        let e = now.saturating_duration_since(origin).as_nanos() / self.width_nanos;
+        u64::try_from(e).unwrap_or(u64::MAX)
+    }
+
+    fn slot(&self, epoch: u64) -> usize {
+        // The remainder is below `slots.len()`, a usize.
+        usize::try_from(epoch % self.len()).unwrap_or(0)
+    }
+
+    /// Evict every bucket that has aged out by `now`.
+    fn advance(&mut self, now: Instant) {
+        let e = self.epoch(now);
+        if e <= self.head {
+            // Same bucket, or time ran backwards: count it in the newest one.
+            return;
+        }
+        if e - self.head >= self.len() {
+            self.clear_buckets();
+        } else {
+            for epoch in self.head + 1..=e {
+                let i = self.slot(epoch);
+                let (_, old) = std::mem::take(&mut self.slots[i]);
+                self.totals.remove(&old);
+                self.slots[i].0 = epoch;
+            }
+        }
+        self.head = e;
+    }
+
+    fn record(&mut self, now: Instant, mark: Mark) -> WindowStats {
+        if self.origin.is_none() {
+            self.origin = Some(now);
+            self.head = 0;
+        }
+        self.advance(now);
+        let i = self.slot(self.head);
+        self.slots[i].0 = self.head;
+        self.slots[i].1.add(mark);
+        self.totals.add(mark);
+        self.totals
+    }
+
+    fn stats(&self, now: Instant) -> WindowStats {
+        let e = self.epoch(now).max(self.head);
+        if e == self.head {
+            return self.totals;
+        }
+        let oldest = e.saturating_sub(self.len() - 1);
+        let mut sum = WindowStats::default();
+        for (epoch, counts) in &self.slots {
+            if *epoch >= oldest && *epoch <= self.head {
+                sum.calls += counts.calls;
+                sum.failures += counts.failures;
+                sum.slow_calls += counts.slow_calls;
+            }
+        }
+        sum
+    }
+
+    fn clear_buckets(&mut self) {
+        for slot in &mut self.slots {
+            *slot = (0, WindowStats::default());
+        }
+        self.totals = WindowStats::default();
+    }
+
+    fn clear(&mut self) {
+        self.clear_buckets();
+        self.origin = None;
+        self.head = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAIL: Mark = Mark {
+        failure: true,
+        slow: false,
+    };
+    const OK: Mark = Mark {
+        failure: false,
+        slow: false,
+    };
+    const SLOW: Mark = Mark {
+        failure: false,
+        slow: true,
+    };
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn a_count_window_forgets_the_oldest_call_first() {
+        let t0 = Instant::now();
+        let mut w = CallWindow::new(BreakerWindow::Count { calls: 3 });
+        w.record(t0, FAIL);
+        w.record(t0, FAIL);
+        let s = w.record(t0, OK);
+        assert_eq!((s.calls, s.failures), (3, 2));
+        let s = w.record(t0, SLOW);
+        assert_eq!((s.calls, s.failures, s.slow_calls), (3, 1, 1));
+        let s = w.record(t0 + secs(3600), OK);
+        assert_eq!((s.calls, s.failures, s.slow_calls), (3, 0, 1));
+        w.clear();
+        assert_eq!(w.stats(t0), WindowStats::default());
+    }
+
+    #[test]
+    fn a_time_window_evicts_whole_buckets_as_they_age_out() {
+        let t0 = Instant::now();
+        let mut w = CallWindow::new(BreakerWindow::Time {
+            length: secs(10),
+            buckets: 10,
+        });
+        w.record(t0, FAIL);
+        w.record(t0 + secs(5), OK);
+        assert_eq!(w.stats(t0 + secs(9)).calls, 2);
+        // At 10 s the first bucket has aged out; the read does not change it.
+        let s = w.stats(t0 + secs(10));
+        assert_eq!((s.calls, s.failures), (1, 0));
+        assert_eq!(w.stats(t0 + secs(9)).calls, 2);
+        let s = w.record(t0 + secs(10), FAIL);
+        assert_eq!((s.calls, s.failures), (2, 1));
+        assert_eq!(w.stats(t0 + secs(15)).calls, 1);
+        // A long silence empties it.
+        let s = w.record(t0 + secs(1000), SLOW);
+        assert_eq!((s.calls, s.failures, s.slow_calls), (1, 0, 1));
+        assert_eq!(w.stats(t0 + secs(1000) + secs(10)).calls, 0);
+    }
+
+    #[test]
+    fn a_time_window_counts_a_call_from_the_past_in_its_newest_bucket() {
+        let t0 = Instant::now() + secs(100);
+        let mut w = CallWindow::new(BreakerWindow::Time {
+            length: secs(10),
+            buckets: 5,
+        });
+        w.record(t0, OK);
+        let s = w.record(t0 - secs(50), FAIL);
+        assert_eq!((s.calls, s.failures), (2, 1));
+    }
+
+    #[test]
+    fn empty_windows_report_zero_rates() {
+        let s = WindowStats::default();
+        assert_eq!(s.failure_rate(), 0.0);
+        assert_eq!(s.slow_call_rate(), 0.0);
+    }
+}

@@ -73,11 +73,13 @@ impl AtomicGate {
     }
 
     /// Store only if changed, so an unchanged gate does not bounce the cache
-    /// line between cores.
-    pub(crate) fn store(&self, packed: Packed) {
-        if self.0.load(Ordering::Relaxed) != packed.0 {
-            self.0.store(packed.0, Ordering::SeqCst);
+    /// line between cores. Says whether it changed.
+    pub(crate) fn store(&self, packed: Packed) -> bool {
+        if self.0.load(Ordering::Relaxed) == packed.0 {
+            return false;
         }
+        self.0.store(packed.0, Ordering::SeqCst);
+        true
     }
 }
 

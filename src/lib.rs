@@ -54,6 +54,7 @@ mod error;
 mod gate;
 mod limiter;
 mod permit;
+mod ready;
 mod wait;
 
 pub use rheostat_algorithms as algorithms;
@@ -63,6 +64,7 @@ pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
 pub use limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
 pub use permit::{OwnedPermit, Permit};
+pub use ready::Readiness;
 pub use wait::QueueOrder;
 
 #[cfg(doctest)]

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};
 use crate::gate::{AtomicGate, Packed, ALWAYS};
 use crate::permit::{OwnedPermit, Permit, Ticket};
+use crate::ready::ActiveProbe;
 use crate::wait::{QueueOrder, WaitQueue};
 
 /// Most waiters a queue may be configured to hold.
@@ -64,6 +65,12 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     epoch: Instant,
     members: Box<[&'static str]>,
     pub(crate) waiters: WaitQueue,
+    /// Notified when the published gate changes while someone waits for
+    /// readiness.
+    pub(crate) changed: tokio::sync::Notify,
+    pub(crate) ready_waiters: AtomicUsize,
+    /// Set while an active probe is running.
+    pub(crate) probing: AtomicBool,
     options: Options,
     on_transition: Option<TransitionHook>,
 }
@@ -76,6 +83,8 @@ struct Options {
     max_waiters: usize,
     max_wait: Option<Duration>,
     on_drop: Outcome,
+    probe_timeout: Option<Duration>,
+    active_probe: Option<ActiveProbe>,
 }
 
 /// Builds a [`Limiter`] with non-default options.
@@ -114,6 +123,8 @@ impl<A: Algorithm> Builder<A, SystemClock> {
                 max_waiters: 1024,
                 max_wait: None,
                 on_drop: Outcome::Ignore,
+                probe_timeout: None,
+                active_probe: None,
             },
             seed: 0x0005_EED0_F4E0_57A7,
             on_transition: None,
@@ -166,6 +177,31 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
+    /// The timeout [`Limiter::call`] gives a call admitted as a probe, in
+    /// place of the caller's (default: the caller's). A dependency coming
+    /// back from an outage often answers slowly at first; a probe held to the
+    /// ordinary short timeout fails, and the breaker stays open.
+    #[must_use]
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.options.probe_timeout = Some(timeout);
+        self
+    }
+
+    /// While the gate is half-open, run `check` as the probe instead of
+    /// gambling user calls: user calls are refused as
+    /// [`RejectReason::Open`] until the breaker decides, and `check` is run
+    /// (with at most `timeout`) by [`Limiter::wait_ready`] callers or by
+    /// [`Limiter::drive`]. Its outcome is recorded as the probe's.
+    #[must_use]
+    pub fn active_probe<F, Fut>(mut self, timeout: Duration, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        self.options.active_probe = Some(ActiveProbe::new(timeout, check));
+        self
+    }
+
     /// Seed for the draw against the admit probability, so a run in virtual
     /// time is reproducible.
     #[must_use]
@@ -206,6 +242,12 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         if let Some(wait) = self.options.max_wait {
             check::duration("limiter.max_wait", wait)?;
         }
+        if let Some(timeout) = self.options.probe_timeout {
+            check::duration("limiter.probe_timeout", timeout)?;
+        }
+        if let Some(probe) = &self.options.active_probe {
+            check::duration("limiter.active_probe.timeout", probe.timeout)?;
+        }
         let epoch = self.clock.now();
         let gate = self.policy.gate();
         let members = self.policy.members().into_boxed_slice();
@@ -217,6 +259,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             culprits: AtomicU64::new(0),
             rng: AtomicU64::new(self.seed),
             waiters: WaitQueue::new(self.options.order),
+            changed: tokio::sync::Notify::new(),
+            ready_waiters: AtomicUsize::new(0),
+            probing: AtomicBool::new(false),
             policy: Mutex::new(self.policy),
             clock: self.clock,
             epoch,
@@ -354,7 +399,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
         let now = self.clock.now();
-        match self.admit(now, true) {
+        match self.admit(now, true, false) {
             Ok(ticket) => Ok(Permit::new(self, ticket)),
             Err(rejection) => {
                 self.count_rejection();
@@ -534,6 +579,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         K: FnOnce(&Result<T, E>) -> Outcome,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
+        let timeout = match self.options.probe_timeout {
+            Some(longer) if permit.is_probe() => longer,
+            _ => timeout,
+        };
         permit.run(timeout, classify, call).await
     }
 
@@ -563,17 +612,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Admit one call at `now` or say why not. `draw` is false for a waiter
     /// being handed a slot: it was already drawn for when it arrived.
+    /// `prober` is true only for the limiter's own active probe.
     #[inline]
-    pub(crate) fn admit(&self, now: Instant, draw: bool) -> Result<Ticket, Rejection> {
-        if self.nanos(now) >= self.until.load(Ordering::SeqCst) {
-            self.refresh(now);
-        }
+    pub(crate) fn admit(
+        &self,
+        now: Instant,
+        draw: bool,
+        prober: bool,
+    ) -> Result<Ticket, Rejection> {
+        self.refresh_if_due(now);
         let gate = self.gate.load();
         if gate.limit() == 0 {
             return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
         }
         if gate.probe() {
-            return self.admit_probe(now, draw);
+            return self.admit_probe(now, draw, prober);
         }
         if draw && gate.admit() != ALWAYS && self.draw() >= gate.admit() {
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
@@ -605,7 +658,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// A probe gate: every admission is counted by the policy under its lock.
     #[cold]
-    fn admit_probe(&self, now: Instant, draw: bool) -> Result<Ticket, Rejection> {
+    fn admit_probe(&self, now: Instant, draw: bool, prober: bool) -> Result<Ticket, Rejection> {
+        if self.options.active_probe.is_some() && !prober {
+            // The health check probes; user calls are not gambled.
+            return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
+        }
         let mut policy = self.lock();
         let gate = self.gate.load();
         if gate.limit() == 0 {
@@ -718,7 +775,32 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return;
         }
         let now = self.clock.now();
-        self.waiters.serve(|| self.admit(now, false));
+        self.waiters.serve(|| self.admit(now, false, false));
+    }
+
+    #[inline]
+    pub(crate) fn refresh_if_due(&self, now: Instant) {
+        if self.nanos(now) >= self.until.load(Ordering::SeqCst) {
+            self.refresh(now);
+        }
+    }
+
+    pub(crate) fn active_probe(&self) -> Option<ActiveProbe> {
+        self.options.active_probe.clone()
+    }
+
+    /// Take a probe slot for the limiter's own active probe.
+    pub(crate) fn try_acquire_probe(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        let now = self.clock.now();
+        match self.admit(now, false, true) {
+            Ok(ticket) if ticket.probe => Ok(Permit::new(self, ticket)),
+            Ok(ticket) => {
+                // The gate stopped probing in the meantime: not a probe.
+                Permit::new(self, ticket).ignore();
+                Err(self.rejection(RejectReason::Open))
+            }
+            Err(rejection) => Err(rejection),
+        }
     }
 
     /// Re-evaluate a gate whose `until` has passed.
@@ -753,7 +835,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     fn publish_with(&self, policy: &A, due: Option<Instant>) {
-        self.gate.store(Packed::new(&policy.gate()));
+        if self.gate.store(Packed::new(&policy.gate()))
+            && self.ready_waiters.load(Ordering::SeqCst) > 0
+        {
+            self.changed.notify_waiters();
+        }
         let until = due.map_or(u64::MAX, |t| self.nanos(t));
         if self.until.load(Ordering::Relaxed) != until {
             self.until.store(until, Ordering::SeqCst);

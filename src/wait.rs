@@ -194,7 +194,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         max_wait: Option<Duration>,
     ) -> Result<Permit<'_, A, C>, Rejection> {
         let now = self.clock().now();
-        let first = self.admit(now, true);
+        let first = self.admit(now, true, false);
         match first {
             Ok(ticket) => return Ok(Permit::new(self, ticket)),
             Err(rejection) if rejection.reason() != RejectReason::LimitReached => {
@@ -225,7 +225,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             }
             // Announce ourselves before re-checking (see the module docs).
             self.waiters.len.fetch_add(1, Ordering::SeqCst);
-            match self.admit(self.clock().now(), false) {
+            match self.admit(self.clock().now(), false, false) {
                 Ok(ticket) => {
                     self.waiters.len.fetch_sub(1, Ordering::SeqCst);
                     return Ok(Permit::new(self, ticket));

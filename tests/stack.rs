@@ -1,7 +1,10 @@
 //! Policies stacked behind one limiter: the meet of their gates, and a
 //! rejection that names the member that refused.
 
-#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first surprise")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
 
 use std::time::Duration;
 
@@ -45,7 +48,11 @@ fn a_throttle_in_a_stack_refuses_by_name_and_in_flight_stays_under_the_fixed_lim
             p.overload();
         }
     }
-    assert!(limiter.gate().admit_probability < 0.5, "{:?}", limiter.gate());
+    assert!(
+        limiter.gate().admit_probability < 0.5,
+        "{:?}",
+        limiter.gate()
+    );
     let mut held = Vec::new();
     let mut throttled = 0;
     for _ in 0..1_000 {

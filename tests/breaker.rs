@@ -1,0 +1,256 @@
+//! The breaker behind a real limiter: rejection while open, probes marked on
+//! permits, transitions reported, pausing and active probes.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
+use rheostat::algorithms::BreakerState;
+use rheostat::{
+    CallError, Clock, Limiter, ManualClock, Outcome, Readiness, RejectReason, TokioClock,
+};
+
+fn config() -> BreakerConfig {
+    BreakerConfig {
+        cooldown: Cooldown::Fixed(Duration::from_secs(10)),
+        cooldown_jitter: 0.0,
+        ..BreakerConfig::recommended()
+    }
+}
+
+fn trip<C: Clock>(limiter: &Limiter<Breaker, C>) {
+    for _ in 0..20 {
+        limiter.try_acquire().unwrap().overload();
+    }
+}
+
+#[test]
+fn an_open_breaker_rejects_at_once_and_says_when_to_retry() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    trip(&limiter);
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
+    clock.advance(Duration::from_secs(4));
+    let refused = limiter.try_acquire().unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::Open);
+    assert_eq!(refused.policy(), "breaker");
+    assert_eq!(refused.retry_after(), Some(Duration::from_secs(6)));
+    assert_eq!(
+        limiter.readiness(),
+        Readiness::Shut {
+            retry_after: Some(Duration::from_secs(6))
+        }
+    );
+}
+
+#[test]
+fn half_open_admits_capped_probes_marked_on_the_permit_then_closes_and_ramps() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    trip(&limiter);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(limiter.readiness(), Readiness::Probing);
+    let probes: Vec<_> = (0..5).map(|_| limiter.try_acquire().unwrap()).collect();
+    assert!(probes.iter().all(|p| p.is_probe()));
+    // The allowance is spent: nothing else goes while the probes are out.
+    assert_eq!(
+        limiter.try_acquire().unwrap_err().reason(),
+        RejectReason::Open
+    );
+    for p in probes {
+        clock.advance(Duration::from_millis(100));
+        p.success();
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    // Ramping: a fraction of traffic, rising.
+    let first = limiter.gate().admit_probability;
+    assert!(first < 1.0, "{first}");
+    clock.advance(Duration::from_secs(15));
+    limiter.handle_timeout();
+    assert!(limiter.gate().admit_probability > first);
+    clock.advance(Duration::from_secs(20));
+    limiter.handle_timeout();
+    assert_eq!(limiter.gate().admit_probability, 1.0);
+}
+
+#[test]
+fn a_cancelled_probe_gives_its_slot_back() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    trip(&limiter);
+    clock.advance(Duration::from_secs(10));
+    let probes: Vec<_> = (0..5).map(|_| limiter.try_acquire().unwrap()).collect();
+    drop(probes);
+    // Dropped probes taught nothing and are given back.
+    let again = limiter.try_acquire().unwrap();
+    assert!(again.is_probe());
+}
+
+#[test]
+fn transitions_reach_the_hook_with_their_cause() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(clock.clone())
+        .on_transition({
+            let seen = Arc::clone(&seen);
+            move |t| seen.lock().unwrap().push(*t)
+        })
+        .build()
+        .unwrap();
+    trip(&limiter);
+    clock.advance(Duration::from_secs(10));
+    let _ = limiter.try_acquire();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        (seen[0].from, seen[0].to),
+        (BreakerState::Closed, BreakerState::Open)
+    );
+    assert_eq!(seen[0].failure_rate, 1.0);
+    assert_eq!(seen[0].calls, 20);
+    assert_eq!(
+        (seen[1].from, seen[1].to),
+        (BreakerState::Open, BreakerState::HalfOpen)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_ready_pauses_until_the_cooldown_ends() {
+    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), TokioClock);
+    trip(&limiter);
+    let started = tokio::time::Instant::now();
+    limiter.wait_ready().await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
+        "{waited:?}"
+    );
+    // Without an active probe, the caller's next call is the probe.
+    assert!(limiter.try_acquire().unwrap().is_probe());
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_ready_returns_when_forced_open_is_lifted() {
+    let limiter = Arc::new(Limiter::with_clock(
+        Breaker::new(config()).unwrap(),
+        TokioClock,
+    ));
+    limiter.update(|b| b.force_open(TokioClock.now()));
+    assert_eq!(limiter.readiness(), Readiness::Shut { retry_after: None });
+    let waiter = tokio::spawn({
+        let limiter = Arc::clone(&limiter);
+        async move { limiter.wait_ready().await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!waiter.is_finished());
+    limiter.update(|b| b.reset(TokioClock.now()));
+    waiter.await.unwrap();
+}
+
+fn with_active_probe(checks: &Arc<AtomicU32>, healthy: bool) -> Arc<Limiter<Breaker, TokioClock>> {
+    let checks = Arc::clone(checks);
+    Arc::new(
+        Limiter::builder(Breaker::new(config()).unwrap())
+            .clock(TokioClock)
+            .active_probe(Duration::from_secs(5), move || {
+                checks.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if healthy {
+                        Outcome::Success
+                    } else {
+                        Outcome::Overload
+                    }
+                }
+            })
+            .build()
+            .unwrap(),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_active_probe_decides_half_open_and_no_user_call_is_gambled() {
+    let checks = Arc::new(AtomicU32::new(0));
+    let limiter = with_active_probe(&checks, true);
+    trip(&limiter);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Half-open: a user call is refused, not used as a probe.
+    assert_eq!(
+        limiter.try_acquire().unwrap_err().reason(),
+        RejectReason::Open
+    );
+    // Three consumers pause; the health check probes for them.
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move { limiter.wait_ready().await })
+        })
+        .collect();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    assert_eq!(
+        checks.load(Ordering::SeqCst),
+        4,
+        "four of five successes close it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_driver_runs_the_active_probe_with_no_one_waiting() {
+    let checks = Arc::new(AtomicU32::new(0));
+    let limiter = with_active_probe(&checks, false);
+    let driver = tokio::spawn(Arc::clone(&limiter).drive());
+    trip(&limiter);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    // The dependency is still down: the failing check reopened the breaker
+    // after two failures, without any user call.
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
+    assert!(checks.load(Ordering::SeqCst) >= 2);
+    driver.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn call_gives_a_probe_the_longer_probe_timeout() {
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(TokioClock)
+        .probe_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    trip(&limiter);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let classify = |r: &Result<(), ()>| {
+        if r.is_ok() {
+            Outcome::Success
+        } else {
+            Outcome::Overload
+        }
+    };
+    // A cold dependency answers in 2 s: over the caller's 800 ms, under the
+    // probe's 5 s.
+    let slow = || async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok(())
+    };
+    for _ in 0..4 {
+        let r = limiter
+            .call(Duration::from_millis(800), classify, slow())
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    // Once closed, calls get the caller's own timeout again.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let r = limiter
+        .call(Duration::from_millis(800), classify, slow())
+        .await;
+    assert!(matches!(r, Err(CallError::TimedOut(_))), "{r:?}");
+}

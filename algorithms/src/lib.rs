@@ -37,10 +37,12 @@ use std::time::{Duration, Instant};
 
 pub mod aimd;
 pub mod fixed;
+pub mod vegas;
 pub mod window;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use fixed::Fixed;
+pub use vegas::{Vegas, VegasConfig};
 pub use window::{Aggregation, Window, WindowConfig, WindowSummary};
 
 /// The largest concurrency limit a gate can carry; a gate at this limit is

@@ -37,11 +37,13 @@ use std::time::{Duration, Instant};
 
 pub mod aimd;
 pub mod fixed;
+pub mod gradient;
 pub mod vegas;
 pub mod window;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use fixed::Fixed;
+pub use gradient::{Gradient, GradientConfig};
 pub use vegas::{Vegas, VegasConfig};
 pub use window::{Aggregation, Window, WindowConfig, WindowSummary};
 

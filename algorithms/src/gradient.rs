@@ -19,6 +19,20 @@ const LONG_DECAY: f64 = 0.9;
 /// The defaults: initial 20, min 1, max 1000; tolerance 1.0; smoothing 0.2;
 /// headroom 4; a long window of 600 windows; a drop multiplies the limit by
 /// 0.9; the [`WindowConfig`] defaults.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Gradient, GradientConfig};
+///
+/// let config = GradientConfig { min: 5, max: 200, initial: 20, ..GradientConfig::default() };
+/// assert!(Gradient::new(config).is_ok());
+///
+/// let err = Gradient::new(GradientConfig { tolerance: 0.8, ..GradientConfig::default() })
+///     .unwrap_err();
+/// assert_eq!(err.field(), "gradient.tolerance");
+/// assert_eq!(err.to_string(), "invalid `gradient.tolerance`: found 0.8, expected a number in [1, 10]");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct GradientConfig {
     /// The limit to start at, in `[min, max]`.
@@ -37,7 +51,7 @@ pub struct GradientConfig {
     /// limit drifts up by a step each time it catches up. In the modelled
     /// dependency of this crate's tests (50 workers, twice the load they can
     /// take, ±90% service-time jitter) a tolerance of 1.1 let the limit drift
-    /// from 54 to 77 in ten minutes; 1.0 from 53 to 58.
+    /// from 56 at one minute to 79 at ten; 1.0 from 52 to 59.
     pub tolerance: f64,
     /// How far each window moves the limit toward its new target, in
     /// `(0, 1]`.

@@ -16,6 +16,20 @@ const MIN_RTT: f64 = 1e-9;
 /// times `max(1, ⌊log10 L⌋)`; a drop multiplies the limit by 0.9; slow start
 /// on; the no-load round-trip time re-probed every 15 to 30 windows, at half
 /// the limit; the [`WindowConfig`] defaults.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Vegas, VegasConfig};
+///
+/// // A gentler Vegas: a longer queue before it backs off, probes half as often.
+/// let config = VegasConfig { beta: 9.0, probe_interval: 60, ..VegasConfig::default() };
+/// assert!(Vegas::new(config).is_ok());
+///
+/// let err = Vegas::new(VegasConfig { beta: 2.0, ..VegasConfig::default() }).unwrap_err();
+/// assert_eq!(err.field(), "vegas.beta");
+/// assert_eq!(err.to_string(), "invalid `vegas.beta`: found 2, expected a number in [3, 1000]");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct VegasConfig {
     /// The limit to start at, in `[min, max]`.

@@ -23,6 +23,27 @@ use std::time::{Duration, Instant};
 use crate::{check, ConfigError, Outcome, Sample};
 
 /// How a window turns the latencies of its successes into one figure.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::window::{Aggregation, Window, WindowConfig};
+/// use rheostat_algorithms::{Outcome, Sample};
+///
+/// let mut p90 = Window::new(WindowConfig {
+///     aggregation: Aggregation::Percentile(0.9),
+///     ..WindowConfig::default()
+/// })?;
+/// let t0 = Instant::now();
+/// for ms in 1..=10 {
+///     p90.record(t0, &Sample::new(Outcome::Success, Duration::from_millis(ms), 1));
+/// }
+/// let summary = p90.flush(t0).expect("ten calls");
+/// assert_eq!(summary.latency, Some(Duration::from_millis(9)));
+/// assert_eq!(summary.average, Some(Duration::from_micros(5500)));
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Aggregation {
     /// The arithmetic mean, computed exactly over every success.
@@ -36,6 +57,21 @@ pub enum Aggregation {
 ///
 /// The defaults close a window after 250 ms and 10 calls, or after 1 s with
 /// any number of calls, and aggregate by the average.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::window::{Window, WindowConfig};
+///
+/// let err = Window::new(WindowConfig {
+///     max_duration: Duration::from_millis(100),
+///     ..WindowConfig::default()
+/// })
+/// .unwrap_err();
+/// assert_eq!(err.field(), "window.max_duration");
+/// assert_eq!(err.allowed(), "at least `window.min_duration` (250ms)");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowConfig {
     /// The shortest a window lasts, above zero.
@@ -113,6 +149,25 @@ impl WindowConfig {
 }
 
 /// A closed window: what a policy learns from.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::window::{Window, WindowConfig};
+/// use rheostat_algorithms::{Outcome, Sample};
+///
+/// let mut window = Window::new(WindowConfig::default())?;
+/// let t0 = Instant::now();
+/// let ms = Duration::from_millis;
+/// window.record(t0, &Sample::new(Outcome::Success, ms(20), 7));
+/// window.record(t0 + ms(30), &Sample::new(Outcome::Overload, ms(30), 8));
+/// let summary = window.flush(t0 + ms(40)).expect("two calls");
+/// assert_eq!((summary.samples, summary.drops, summary.successes()), (2, 1, 1));
+/// assert_eq!(summary.max_in_flight, 8);
+/// assert_eq!(summary.last_drop_started, Some(t0));
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WindowSummary {

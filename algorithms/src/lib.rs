@@ -39,14 +39,20 @@ pub mod aimd;
 pub mod breaker;
 pub mod buckets;
 pub mod fixed;
+pub mod gradient;
 pub mod stack;
 pub mod throttle;
+pub mod vegas;
+pub mod window;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use breaker::{Breaker, BreakerConfig};
 pub use fixed::Fixed;
+pub use gradient::{Gradient, GradientConfig};
 pub use stack::{Stack, StackBuilder};
 pub use throttle::{Throttle, ThrottleConfig};
+pub use vegas::{Vegas, VegasConfig};
+pub use window::{Aggregation, Window, WindowConfig, WindowSummary};
 
 /// The largest concurrency limit a gate can carry; a gate at this limit is
 /// effectively unbounded.

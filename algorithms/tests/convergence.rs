@@ -1,0 +1,188 @@
+//! Vegas and Gradient against a modelled dependency, in virtual time.
+//!
+//! The dependency (see `model/mod.rs`) has 50 workers and a 20 ms ± 10%
+//! service time: a true concurrency capacity of 50, 2500 calls a second.
+//! Unless a test says otherwise calls arrive at twice that, Poisson.
+
+mod model;
+
+use std::time::Duration;
+
+use model::{Arrivals, Behaviour, Model, Trace};
+use rheostat_algorithms::{Gradient, GradientConfig, Vegas, VegasConfig};
+
+/// The settled limit must lie in this range...
+const SETTLED: (f64, f64) = (35.0, 75.0);
+/// ...from no later than this second...
+const SETTLE_BY: f64 = 60.0;
+/// ...to the end of a run this long (twice as long, to show it stays).
+const RUN: f64 = 120.0;
+/// The p99 of admitted calls after settling: 3 × the service time.
+const P99_CEILING: f64 = 0.060;
+
+fn check_settles(name: &str, trace: &Trace) {
+    let settled = trace
+        .settled_from(SETTLED.0, SETTLED.1)
+        .unwrap_or_else(|| panic!("{name}: ends outside {SETTLED:?}"));
+    let p99 = trace.latency_quantile(settled, RUN, 0.99);
+    let p50 = trace.latency_quantile(settled, RUN, 0.50);
+    let goodput = trace.goodput(settled, RUN);
+    println!(
+        "{name}: settled in {SETTLED:?} from {settled:.1} s; mean limit {:.1}, limit at {RUN} s {:.1}; \
+         p50 {:.1} ms, p99 {:.1} ms; goodput {goodput:.0}/s of 2500/s",
+        trace.mean_limit(settled, RUN),
+        trace.limit_at(RUN),
+        p50 * 1e3,
+        p99 * 1e3,
+    );
+    assert!(settled <= SETTLE_BY, "{name}: settled only at {settled} s");
+    assert!(p99 < P99_CEILING, "{name}: p99 {p99} s");
+}
+
+#[test]
+fn vegas_settles_near_the_true_capacity_with_a_low_p99() {
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let trace = model::run(
+        &mut vegas,
+        &Model::twice_capacity(),
+        RUN,
+        Vegas::raw_limit,
+        |_, _| {},
+    );
+    check_settles("vegas", &trace);
+}
+
+#[test]
+fn gradient_settles_near_the_true_capacity_with_a_low_p99() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let trace = model::run(
+        &mut gradient,
+        &Model::twice_capacity(),
+        RUN,
+        Gradient::raw_limit,
+        |_, _| {},
+    );
+    check_settles("gradient", &trace);
+}
+
+/// One call a second; at second 60 the dependency degrades.
+fn one_call_a_second(degraded: Behaviour) -> Model {
+    Model {
+        arrivals: Arrivals::Every(1.0),
+        behaviour: vec![(0.0, Behaviour::Serve { mean_ms: 20.0 }), (60.0, degraded)],
+        ..Model::twice_capacity()
+    }
+}
+
+fn check_falls(name: &str, trace: &Trace) {
+    let before = trace.limit_at(60.0);
+    let after = trace.limit_at(120.0);
+    println!("{name}: limit {before:.1} before, {after:.1} a minute after");
+    assert!(
+        after <= before * 0.5,
+        "{name}: {before} before, {after} after"
+    );
+}
+
+#[test]
+fn at_one_call_a_second_vegas_still_backs_off_when_latency_rises_tenfold() {
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let model = one_call_a_second(Behaviour::Serve { mean_ms: 200.0 });
+    let trace = model::run(&mut vegas, &model, 120.0, Vegas::raw_limit, |_, _| {});
+    check_falls("vegas, latency ×10", &trace);
+}
+
+#[test]
+fn at_one_call_a_second_vegas_still_backs_off_when_calls_fail() {
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let model = one_call_a_second(Behaviour::Fail { after_ms: 500.0 });
+    let trace = model::run(&mut vegas, &model, 120.0, Vegas::raw_limit, |_, _| {});
+    check_falls("vegas, failing", &trace);
+}
+
+#[test]
+fn at_one_call_a_second_gradient_still_backs_off_when_latency_rises_tenfold() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let model = one_call_a_second(Behaviour::Serve { mean_ms: 200.0 });
+    let trace = model::run(&mut gradient, &model, 120.0, Gradient::raw_limit, |_, _| {});
+    check_falls("gradient, latency ×10", &trace);
+}
+
+#[test]
+fn at_one_call_a_second_gradient_still_backs_off_when_calls_fail() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let model = one_call_a_second(Behaviour::Fail { after_ms: 500.0 });
+    let trace = model::run(&mut gradient, &model, 120.0, Gradient::raw_limit, |_, _| {});
+    check_falls("gradient, failing", &trace);
+}
+
+#[test]
+fn gradient_backs_off_from_a_dependency_that_times_out_at_a_steady_latency() {
+    // Every call fails after exactly 1 s: the latency is flat, so a policy
+    // that reads only latency sees no gradient and climbs to max.
+    let mut gradient = Gradient::new(GradientConfig {
+        initial: 50,
+        ..GradientConfig::default()
+    })
+    .expect("valid");
+    let model = Model {
+        behaviour: vec![(0.0, Behaviour::Fail { after_ms: 1000.0 })],
+        ..Model::twice_capacity()
+    };
+    let trace = model::run(&mut gradient, &model, 60.0, Gradient::raw_limit, |_, _| {});
+    // One cut per flight of calls: about one every 1.25 s here.
+    assert!(trace.limit_at(30.0) < 25.0, "{}", trace.limit_at(30.0));
+    assert!(trace.limit_at(60.0) < 5.0, "{}", trace.limit_at(60.0));
+}
+
+#[test]
+fn vegas_follows_a_permanent_doubling_of_the_no_load_latency() {
+    const CHANGE: f64 = 60.0;
+    let config = VegasConfig::default();
+    // The longest gap between re-probes, in seconds: windows close after
+    // their minimum duration at this load.
+    let probe_period = f64::from(config.probe_interval) * config.window.min_duration.as_secs_f64();
+    let mut vegas = Vegas::new(config).expect("valid");
+    let model = Model {
+        behaviour: vec![
+            (0.0, Behaviour::Serve { mean_ms: 20.0 }),
+            (CHANGE, Behaviour::Serve { mean_ms: 40.0 }),
+        ],
+        ..Model::twice_capacity()
+    };
+    let deadline = CHANGE + 5.0 * probe_period;
+    let mut before = None;
+    let mut followed = None;
+    let trace = model::run(
+        &mut vegas,
+        &model,
+        deadline + 30.0,
+        Vegas::raw_limit,
+        |t, v: &Vegas| {
+            let baseline = v.baseline().unwrap_or_default();
+            if t < CHANGE {
+                before = Some(baseline);
+            } else if followed.is_none() && baseline >= Duration::from_millis(36) {
+                followed = Some(t);
+            }
+        },
+    );
+    let before = before.expect("ran");
+    let followed = followed.expect("the baseline never followed");
+    let earlier = trace.mean_limit(CHANGE - 30.0, CHANGE);
+    let later = trace.mean_limit(deadline, deadline + 30.0);
+    println!(
+        "vegas: baseline {before:?} before; ≥ 36 ms {:.1} s after the change \
+         (re-probe period ≤ {probe_period} s); limit {earlier:.1} before, {later:.1} after",
+        followed - CHANGE
+    );
+    assert!(
+        before >= Duration::from_millis(18) && before <= Duration::from_millis(22),
+        "{before:?}"
+    );
+    assert!(followed <= deadline, "followed at {followed} s");
+    assert!(
+        (later - earlier).abs() <= 0.3 * earlier,
+        "limit {earlier} before, {later} after"
+    );
+}

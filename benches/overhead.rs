@@ -8,7 +8,11 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_main, Criterion};
-use rheostat::algorithms::{Aimd, AimdConfig, Fixed, Stack, Throttle, ThrottleConfig};
+use rheostat::algorithms::{breaker::Cooldown, Algorithm};
+use rheostat::algorithms::{
+    Aimd, AimdConfig, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Stack, Throttle,
+    ThrottleConfig, Vegas, VegasConfig,
+};
 use rheostat::Limiter;
 
 fn overhead(c: &mut Criterion) {
@@ -53,6 +57,48 @@ fn overhead(c: &mut Criterion) {
         });
     });
 
+    let vegas = Limiter::new(
+        Vegas::new(VegasConfig {
+            initial: 1_000,
+            max: 2_000,
+            ..VegasConfig::default()
+        })
+        .expect("valid"),
+    );
+    group.bench_function("rheostat vegas", |b| b.iter(|| one_call(&vegas)));
+
+    let gradient = Limiter::new(
+        Gradient::new(GradientConfig {
+            initial: 1_000,
+            max: 2_000,
+            ..GradientConfig::default()
+        })
+        .expect("valid"),
+    );
+    group.bench_function("rheostat gradient", |b| b.iter(|| one_call(&gradient)));
+
+    let breaker = Limiter::new(Breaker::new(BreakerConfig::default()).expect("valid"));
+    group.bench_function("rheostat breaker (closed)", |b| {
+        b.iter(|| one_call(&breaker))
+    });
+
+    let open = Limiter::new(
+        Breaker::new(BreakerConfig {
+            cooldown: Cooldown::Fixed(std::time::Duration::from_secs(3_600)),
+            ..BreakerConfig::default()
+        })
+        .expect("valid"),
+    );
+    for _ in 0..20 {
+        if let Ok(p) = open.try_acquire() {
+            p.overload();
+        }
+    }
+    assert!(open.try_acquire().is_err(), "the breaker must be open");
+    group.bench_function("rheostat breaker (open, rejecting)", |b| {
+        b.iter(|| black_box(open.try_acquire()).is_err());
+    });
+
     let throttle = Limiter::new(Throttle::new(ThrottleConfig::default()).expect("valid"));
     group.bench_function("rheostat throttle", |b| {
         b.iter(|| {
@@ -93,3 +139,10 @@ mod group {
     criterion::criterion_group!(benches, super::overhead);
 }
 criterion_main!(group::benches);
+
+/// One uncontended call: acquire, record a success, release.
+fn one_call<A: Algorithm>(limiter: &Limiter<A>) {
+    if let Ok(p) = black_box(limiter.try_acquire()) {
+        p.success();
+    }
+}

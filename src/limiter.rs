@@ -780,7 +780,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     #[inline]
     pub(crate) fn refresh_if_due(&self, now: Instant) {
-        if self.nanos(now) >= self.until.load(Ordering::SeqCst) {
+        let until = self.until.load(Ordering::SeqCst);
+        // Most gates never expire: skip the clock arithmetic for them.
+        if until != u64::MAX && self.nanos(now) >= until {
             self.refresh(now);
         }
     }

@@ -117,6 +117,8 @@ pub struct BucketRing<T> {
     width: Duration,
     origin: Option<Instant>,
     current: u64,
+    /// `current % buckets`, kept so that recording does not divide.
+    current_slot: usize,
     total: T,
     /// When the current bucket ends, cached so that the common case — an
     /// event inside the current bucket — costs one comparison, not a
@@ -154,6 +156,7 @@ impl<T: Tally> BucketRing<T> {
             width,
             origin: None,
             current: 0,
+            current_slot: 0,
             total: T::default(),
             end: None,
         })
@@ -220,6 +223,7 @@ impl<T: Tally> BucketRing<T> {
         let Some(index) = self.bucket_of(now) else {
             self.origin = Some(now);
             self.current = 0;
+            self.current_slot = 0;
             self.end = self.compute_end();
             return;
         };
@@ -238,15 +242,38 @@ impl<T: Tally> BucketRing<T> {
             }
         }
         self.current = index;
+        self.current_slot = slot_of(index, len);
         self.end = self.compute_end();
+    }
+
+    /// What [`total`](Self::total) would be after moving the window forward
+    /// to `now`, without moving it.
+    pub fn total_at(&self, now: Instant) -> T {
+        if self.end.is_none_or(|end| now < end) {
+            return self.total;
+        }
+        let Some(index) = self.bucket_of(now) else {
+            return self.total;
+        };
+        if index <= self.current {
+            return self.total;
+        }
+        let len = self.slots.len() as u64;
+        if index - self.current >= len {
+            return T::default();
+        }
+        let mut total = self.total;
+        for i in self.current + 1..=index {
+            total.sub(&self.slots[slot_of(i, len)]);
+        }
+        total
     }
 
     /// Move the window forward to `now`, then add `value` to the current
     /// bucket.
     pub fn record(&mut self, now: Instant, value: T) {
         self.advance(now);
-        let len = self.slots.len() as u64;
-        self.slots[slot_of(self.current, len)].add(&value);
+        self.slots[self.current_slot].add(&value);
         self.total.add(&value);
     }
 
@@ -256,6 +283,7 @@ impl<T: Tally> BucketRing<T> {
         self.total = T::default();
         self.origin = None;
         self.current = 0;
+        self.current_slot = 0;
         self.end = None;
     }
 }
@@ -406,5 +434,31 @@ mod tests {
             assert_eq!(err.field(), field, "{window:?} / {buckets}: {err}");
         }
         assert!(BucketRing::<u64>::new(ms(10), 10).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod total_at_tests {
+    use super::*;
+
+    #[test]
+    fn total_at_agrees_with_advancing_a_copy_at_every_step() {
+        let t0 = Instant::now();
+        let mut ring = BucketRing::<u64>::new(Duration::from_secs(10), 10).expect("valid");
+        let mut t = t0;
+        // A deterministic walk with steps inside, at and across bucket edges.
+        let steps = [
+            0u64, 300, 700, 1_000, 1, 2_999, 9_000, 10_000, 500, 25_000, 4_000,
+        ];
+        for (i, step) in steps.iter().cycle().take(200).enumerate() {
+            t += Duration::from_millis(*step);
+            for probe in [0u64, 1, 999, 1_000, 5_000, 9_999, 10_000, 60_000] {
+                let at = t + Duration::from_millis(probe);
+                let mut copy = ring.clone();
+                copy.advance(at);
+                assert_eq!(ring.total_at(at), copy.total(), "step {i}, probe {probe}");
+            }
+            ring.record(t, 1 + i as u64 % 3);
+        }
     }
 }

@@ -117,6 +117,9 @@ pub struct Breaker {
     failed_cycles: u32,
     rng: SplitMix64,
     transitions: VecDeque<Transition>,
+    /// The trip rates as plain numbers (infinity for "never"), so the check
+    /// on every call is a multiply and a compare on initialised values.
+    trip: (f64, f64),
 }
 
 /// Who is in charge: the state machine, or a hand.
@@ -239,9 +242,10 @@ impl Breaker {
     /// ```
     pub fn new(config: BreakerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        let (config_failure_rate, config_slow_rate) = (config.failure_rate, config.slow_call_rate);
         Ok(Breaker {
             judge: Judge::new(&config),
-            window: CallWindow::new(config.window),
+            window: CallWindow::new(config.window)?,
             rng: SplitMix64(config.seed),
             config,
             mode: Mode::Auto,
@@ -249,6 +253,10 @@ impl Breaker {
             window_since: None,
             failed_cycles: 0,
             transitions: VecDeque::new(),
+            trip: (
+                config_rate(config_failure_rate),
+                config_rate(config_slow_rate),
+            ),
         })
     }
 
@@ -668,15 +676,17 @@ impl Breaker {
         if stats.calls < u64::from(self.config.min_calls) {
             return false;
         }
-        let failing = self
-            .config
-            .failure_rate
-            .is_some_and(|r| stats.failure_rate() >= r);
-        let slow = self
-            .config
-            .slow_call_rate
-            .is_some_and(|r| stats.slow_call_rate() >= r);
-        failing || slow
+        // `part / calls >= rate` without a division on every call.
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "counts above 2^53 lose nothing that matters"
+        )]
+        let (calls, failures, slow) = (
+            stats.calls as f64,
+            stats.failures as f64,
+            stats.slow_calls as f64,
+        );
+        failures >= self.trip.0 * calls || slow >= self.trip.1 * calls
     }
 
     /// Count a finished call as a probe result, if it is one of this cycle's.
@@ -749,6 +759,11 @@ impl Breaker {
     }
 }
 
+/// A configured trip rate, or infinity for one that is not set.
+fn config_rate(rate: Option<f64>) -> f64 {
+    rate.unwrap_or(f64::INFINITY)
+}
+
 impl BreakerConfig {
     /// The ramp right after closing at `now`, or `None` for no ramp.
     fn ramp_start_at(&self, now: Instant) -> Option<Ramp> {
@@ -797,6 +812,7 @@ impl Algorithm for Breaker {
         NAME
     }
 
+    #[inline]
     fn gate(&self) -> Gate {
         match self.mode {
             Mode::Disabled | Mode::MetricsOnly | Mode::ForcedClosed => Gate::unlimited(),
@@ -815,6 +831,7 @@ impl Algorithm for Breaker {
         }
     }
 
+    #[inline]
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.advance(now);
         match self.mode {
@@ -864,8 +881,11 @@ impl Algorithm for Breaker {
         }
     }
 
+    #[inline]
     fn poll_timeout(&self) -> Option<Instant> {
         match self.mode {
+            // The common case, a closed breaker at full traffic, has no timer.
+            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: None }) => None,
             Mode::Auto => self.gate().until,
             Mode::MetricsOnly => match &self.phase {
                 Phase::Open { until } => Some(*until),
@@ -884,6 +904,7 @@ impl Algorithm for Breaker {
         Snapshot::new(NAME, self.gate()).with_state(self.state())
     }
 
+    #[inline]
     fn poll_transition(&mut self) -> Option<Transition> {
         self.transitions.pop_front()
     }

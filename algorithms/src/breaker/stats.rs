@@ -1,9 +1,11 @@
 //! The breaker's own call window: the last N calls, or the last T seconds in
 //! buckets evicted by time. Recording is O(1) amortised.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::config::BreakerWindow;
+use crate::buckets::{BucketRing, Tally};
+use crate::ConfigError;
 
 /// What a breaker's window holds at one instant: the figures its trip
 /// decision is made on.
@@ -47,12 +49,28 @@ impl WindowStats {
     }
 
     pub(super) fn add(&mut self, mark: Mark) {
-        self.calls += 1;
-        self.failures += u64::from(mark.failure);
-        self.slow_calls += u64::from(mark.slow);
+        Tally::add(self, &WindowStats::from(mark));
+    }
+}
+
+impl From<Mark> for WindowStats {
+    fn from(mark: Mark) -> Self {
+        WindowStats {
+            calls: 1,
+            failures: u64::from(mark.failure),
+            slow_calls: u64::from(mark.slow),
+        }
+    }
+}
+
+impl Tally for WindowStats {
+    fn add(&mut self, other: &Self) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.failures = self.failures.saturating_add(other.failures);
+        self.slow_calls = self.slow_calls.saturating_add(other.slow_calls);
     }
 
-    fn remove(&mut self, other: &WindowStats) {
+    fn sub(&mut self, other: &Self) {
         self.calls = self.calls.saturating_sub(other.calls);
         self.failures = self.failures.saturating_sub(other.failures);
         self.slow_calls = self.slow_calls.saturating_sub(other.slow_calls);
@@ -82,24 +100,29 @@ pub(super) struct Mark {
 #[derive(Clone, Debug)]
 pub(super) enum CallWindow {
     Count(CountRing),
-    Time(TimeRing),
+    /// The last `length`, in buckets evicted by time.
+    Time(BucketRing<WindowStats>),
 }
 
 impl CallWindow {
-    pub(super) fn new(kind: BreakerWindow) -> Self {
-        match kind {
+    pub(super) fn new(kind: BreakerWindow) -> Result<Self, ConfigError> {
+        Ok(match kind {
             BreakerWindow::Count { calls } => CallWindow::Count(CountRing::new(calls)),
-            BreakerWindow::Time { length, buckets } => {
-                CallWindow::Time(TimeRing::new(length, buckets))
-            }
-        }
+            BreakerWindow::Time { length, buckets } => CallWindow::Time(
+                BucketRing::new(length, buckets).map_err(|e| e.within("breaker.window"))?,
+            ),
+        })
     }
 
     /// Count one call finished at `now`; the figures after it.
+    #[inline]
     pub(super) fn record(&mut self, now: Instant, mark: Mark) -> WindowStats {
         match self {
             CallWindow::Count(ring) => ring.record(mark),
-            CallWindow::Time(ring) => ring.record(now, mark),
+            CallWindow::Time(ring) => {
+                ring.record(now, WindowStats::from(mark));
+                ring.total()
+            }
         }
     }
 
@@ -107,7 +130,7 @@ impl CallWindow {
     pub(super) fn stats(&self, now: Instant) -> WindowStats {
         match self {
             CallWindow::Count(ring) => ring.totals,
-            CallWindow::Time(ring) => ring.stats(now),
+            CallWindow::Time(ring) => ring.total_at(now),
         }
     }
 
@@ -144,9 +167,7 @@ impl CountRing {
             self.marks.push(mark);
         } else {
             let old = std::mem::replace(&mut self.marks[self.next], mark);
-            let mut gone = WindowStats::default();
-            gone.add(old);
-            self.totals.remove(&gone);
+            Tally::sub(&mut self.totals, &WindowStats::from(old));
         }
         self.next = (self.next + 1) % self.capacity;
         self.totals.add(mark);
@@ -160,115 +181,10 @@ impl CountRing {
     }
 }
 
-/// The calls of the last `buckets × width`, bucketed by time since the first
-/// call recorded. Bucket `e` (an epoch) covers `[origin + e·width,
-/// origin + (e+1)·width)`; the window at epoch `e` is buckets `e − n + 1 ..= e`.
-#[derive(Clone, Debug)]
-pub(super) struct TimeRing {
-    width_nanos: u128,
-    slots: Vec<(u64, WindowStats)>,
-    origin: Option<Instant>,
-    head: u64,
-    totals: WindowStats,
-}
-
-impl TimeRing {
-    fn new(length: Duration, buckets: u32) -> Self {
-        let buckets = buckets.max(1);
-        let width_nanos = (length.as_nanos() / u128::from(buckets)).max(1);
-        let n = usize::try_from(buckets).unwrap_or(usize::MAX);
-        TimeRing {
-            width_nanos,
-            slots: vec![(0, WindowStats::default()); n],
-            origin: None,
-            head: 0,
-            totals: WindowStats::default(),
-        }
-    }
-
-    fn len(&self) -> u64 {
-        self.slots.len() as u64
-    }
-
-    /// The epoch of `now`; instants before the origin fall in epoch 0.
-    fn epoch(&self, now: Instant) -> u64 {
-        let Some(origin) = self.origin else { return 0 };
-        let e = now.saturating_duration_since(origin).as_nanos() / self.width_nanos;
-        u64::try_from(e).unwrap_or(u64::MAX)
-    }
-
-    fn slot(&self, epoch: u64) -> usize {
-        // The remainder is below `slots.len()`, a usize.
-        usize::try_from(epoch % self.len()).unwrap_or(0)
-    }
-
-    /// Evict every bucket that has aged out by `now`.
-    fn advance(&mut self, now: Instant) {
-        let e = self.epoch(now);
-        if e <= self.head {
-            // Same bucket, or time ran backwards: count it in the newest one.
-            return;
-        }
-        if e - self.head >= self.len() {
-            self.clear_buckets();
-        } else {
-            for epoch in self.head + 1..=e {
-                let i = self.slot(epoch);
-                let (_, old) = std::mem::take(&mut self.slots[i]);
-                self.totals.remove(&old);
-                self.slots[i].0 = epoch;
-            }
-        }
-        self.head = e;
-    }
-
-    fn record(&mut self, now: Instant, mark: Mark) -> WindowStats {
-        if self.origin.is_none() {
-            self.origin = Some(now);
-            self.head = 0;
-        }
-        self.advance(now);
-        let i = self.slot(self.head);
-        self.slots[i].0 = self.head;
-        self.slots[i].1.add(mark);
-        self.totals.add(mark);
-        self.totals
-    }
-
-    fn stats(&self, now: Instant) -> WindowStats {
-        let e = self.epoch(now).max(self.head);
-        if e == self.head {
-            return self.totals;
-        }
-        let oldest = e.saturating_sub(self.len() - 1);
-        let mut sum = WindowStats::default();
-        for (epoch, counts) in &self.slots {
-            if *epoch >= oldest && *epoch <= self.head {
-                sum.calls += counts.calls;
-                sum.failures += counts.failures;
-                sum.slow_calls += counts.slow_calls;
-            }
-        }
-        sum
-    }
-
-    fn clear_buckets(&mut self) {
-        for slot in &mut self.slots {
-            *slot = (0, WindowStats::default());
-        }
-        self.totals = WindowStats::default();
-    }
-
-    fn clear(&mut self) {
-        self.clear_buckets();
-        self.origin = None;
-        self.head = 0;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const FAIL: Mark = Mark {
         failure: true,
@@ -290,7 +206,7 @@ mod tests {
     #[test]
     fn a_count_window_forgets_the_oldest_call_first() {
         let t0 = Instant::now();
-        let mut w = CallWindow::new(BreakerWindow::Count { calls: 3 });
+        let mut w = CallWindow::new(BreakerWindow::Count { calls: 3 }).expect("valid");
         w.record(t0, FAIL);
         w.record(t0, FAIL);
         let s = w.record(t0, OK);
@@ -309,7 +225,8 @@ mod tests {
         let mut w = CallWindow::new(BreakerWindow::Time {
             length: secs(10),
             buckets: 10,
-        });
+        })
+        .expect("valid");
         w.record(t0, FAIL);
         w.record(t0 + secs(5), OK);
         assert_eq!(w.stats(t0 + secs(9)).calls, 2);
@@ -332,7 +249,8 @@ mod tests {
         let mut w = CallWindow::new(BreakerWindow::Time {
             length: secs(10),
             buckets: 5,
-        });
+        })
+        .expect("valid");
         w.record(t0, OK);
         let s = w.record(t0 - secs(50), FAIL);
         assert_eq!((s.calls, s.failures), (2, 1));

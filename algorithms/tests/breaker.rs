@@ -1073,7 +1073,7 @@ mod properties {
                 self.b.handle_timeout(self.now);
             }
             assert!(
-                !self.b.poll_timeout().is_some_and(|t| self.now >= t),
+                self.b.poll_timeout().is_none_or(|t| self.now < t),
                 "handle_timeout leaves nothing due"
             );
         }
@@ -1109,7 +1109,7 @@ mod properties {
                             && call
                                 .start
                                 .checked_add(self.b.config().probe_timeout)
-                                .map_or(true, |d| self.now < d)
+                                .is_none_or(|d| self.now < d)
                         {
                             self.refunded += 1;
                             self.spent_at = None;

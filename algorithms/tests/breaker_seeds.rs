@@ -459,7 +459,7 @@ struct Flapping {
 
 impl Dependency for Flapping {
     fn call(&mut self, at: Instant) -> Reply {
-        if self.last_call.map_or(true, |last| at - last >= secs(5)) {
+        if self.last_call.is_none_or(|last| at - last >= secs(5)) {
             self.budget = 3;
         }
         self.last_call = Some(at);

@@ -17,7 +17,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
-use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed};
+use rheostat::algorithms::{
+    Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Throttle,
+    ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
+};
 use rheostat::{Limiter, ManualClock, Permit};
 
 const RATE: f64 = 120.0;
@@ -176,13 +179,33 @@ fn main() {
     let policies: Vec<(&str, Box<dyn Algorithm>)> = vec![
         (
             "none (unbounded)",
-            Box::new(Fixed::new(rheostat::algorithms::MAX_LIMIT).expect("valid")),
+            Box::new(Fixed::new(MAX_LIMIT).expect("valid")),
         ),
         (
             "bulkhead (fixed 100)",
             Box::new(Fixed::new(100).expect("valid")),
         ),
+        (
+            "breaker (classic)",
+            Box::new(Breaker::new(BreakerConfig::classic()).expect("valid")),
+        ),
+        (
+            "breaker (recommended)",
+            Box::new(Breaker::new(BreakerConfig::recommended()).expect("valid")),
+        ),
         ("aimd", Box::new(Aimd::new(aimd).expect("valid"))),
+        (
+            "vegas",
+            Box::new(Vegas::new(VegasConfig::default()).expect("valid")),
+        ),
+        (
+            "gradient",
+            Box::new(Gradient::new(GradientConfig::default()).expect("valid")),
+        ),
+        (
+            "throttle",
+            Box::new(Throttle::new(ThrottleConfig::default()).expect("valid")),
+        ),
     ];
     for (name, policy) in policies {
         let r = run(policy);

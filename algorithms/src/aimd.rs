@@ -48,19 +48,12 @@ impl AimdConfig {
     /// `initial` outside `[min, max]`, `backoff` outside `(0, 1)` or NaN,
     /// `timeout` zero or above a year.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check::limit("aimd.min", self.min, 1)?;
-        check::limit("aimd.max", self.max, 1)?;
-        check::ordered("aimd.min", self.min, "aimd.max", self.max)?;
-        if self.initial < self.min || self.initial > self.max {
-            return Err(ConfigError::new(
-                "aimd.initial",
-                self.initial,
-                format!(
-                    "a whole number in [min, max] = [{}, {}]",
-                    self.min, self.max
-                ),
-            ));
-        }
+        check::bounds(
+            ["aimd.min", "aimd.max", "aimd.initial"],
+            self.min,
+            self.max,
+            self.initial,
+        )?;
         check::open_unit("aimd.backoff", self.backoff, 0.0, 1.0)?;
         check::duration("aimd.timeout", self.timeout)?;
         Ok(())

@@ -92,19 +92,12 @@ impl GradientConfig {
     /// The first field outside its range, named `gradient.<field>` (and
     /// `gradient.window.<field>` for the window).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check::limit("gradient.min", self.min, 1)?;
-        check::limit("gradient.max", self.max, 1)?;
-        check::ordered("gradient.min", self.min, "gradient.max", self.max)?;
-        if self.initial < self.min || self.initial > self.max {
-            return Err(ConfigError::new(
-                "gradient.initial",
-                self.initial,
-                format!(
-                    "a whole number in [min, max] = [{}, {}]",
-                    self.min, self.max
-                ),
-            ));
-        }
+        check::bounds(
+            ["gradient.min", "gradient.max", "gradient.initial"],
+            self.min,
+            self.max,
+            self.initial,
+        )?;
         check::closed("gradient.tolerance", self.tolerance, 1.0, 10.0)?;
         if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
             return Err(ConfigError::new(

@@ -40,6 +40,7 @@ pub mod breaker;
 pub mod buckets;
 pub mod fixed;
 pub mod gradient;
+mod rng;
 pub mod stack;
 pub mod throttle;
 pub mod vegas;
@@ -575,6 +576,29 @@ pub mod check {
             ));
         }
         Ok(value)
+    }
+
+    /// A policy's `min`, `max` and `initial` limits: each in
+    /// `[1, MAX_LIMIT]`, `min` at most `max`, `initial` within them. The
+    /// fields are named `<policy>.min` and so on.
+    pub fn bounds(
+        fields: [&'static str; 3],
+        min: u32,
+        max: u32,
+        initial: u32,
+    ) -> Result<(), ConfigError> {
+        let [min_field, max_field, initial_field] = fields;
+        limit(min_field, min, 1)?;
+        limit(max_field, max, 1)?;
+        ordered(min_field, min, max_field, max)?;
+        if initial < min || initial > max {
+            return Err(ConfigError::new(
+                initial_field,
+                initial,
+                format!("a whole number in [min, max] = [{min}, {max}]"),
+            ));
+        }
+        Ok(())
     }
 
     /// `low` must not exceed `high`.

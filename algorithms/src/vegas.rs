@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::window::{SplitMix64, Window, WindowConfig, WindowSummary};
+use crate::rng::SplitMix64;
+use crate::window::{Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
@@ -94,19 +95,12 @@ impl VegasConfig {
     /// The first field outside its range, named `vegas.<field>` (and
     /// `vegas.window.<field>` for the window).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check::limit("vegas.min", self.min, 1)?;
-        check::limit("vegas.max", self.max, 1)?;
-        check::ordered("vegas.min", self.min, "vegas.max", self.max)?;
-        if self.initial < self.min || self.initial > self.max {
-            return Err(ConfigError::new(
-                "vegas.initial",
-                self.initial,
-                format!(
-                    "a whole number in [min, max] = [{}, {}]",
-                    self.min, self.max
-                ),
-            ));
-        }
+        check::bounds(
+            ["vegas.min", "vegas.max", "vegas.initial"],
+            self.min,
+            self.max,
+            self.initial,
+        )?;
         check::open_unit("vegas.alpha", self.alpha, 0.0, 1000.0)?;
         check::closed("vegas.beta", self.beta, self.alpha, 1000.0)?;
         check::closed("vegas.threshold", self.threshold, 0.0, self.alpha)?;

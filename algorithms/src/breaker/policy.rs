@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::config::{BreakerConfig, Cooldown, HalfOpen};
 use super::stats::{CallWindow, Mark, WindowStats};
+use crate::rng::SplitMix64;
 use crate::{
     Algorithm, BreakerState, ConfigError, Gate, Outcome, Sample, Snapshot, Transition, MAX_LIMIT,
 };
@@ -246,7 +247,7 @@ impl Breaker {
         Ok(Breaker {
             judge: Judge::new(&config),
             window: CallWindow::new(config.window)?,
-            rng: SplitMix64(config.seed),
+            rng: SplitMix64::new(config.seed),
             config,
             mode: Mode::Auto,
             phase: Phase::Closed { ramp: None },
@@ -924,45 +925,9 @@ fn later(t: Instant, d: Duration) -> Instant {
     }
 }
 
-/// A tiny seeded generator (splitmix64) for cooldown jitter: reproducible
-/// runs, no dependency.
-#[derive(Clone, Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn next_f64(&mut self) -> f64 {
-        #[allow(
-            clippy::cast_precision_loss,
-            reason = "a 53-bit integer is exact in an f64"
-        )]
-        let mantissa = (self.next_u64() >> 11) as f64;
-        mantissa / (1u64 << 53) as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splitmix_draws_are_uniform_in_the_unit_interval_and_reproducible() {
-        let mut a = SplitMix64(7);
-        let mut b = SplitMix64(7);
-        let draws: Vec<f64> = (0..1000).map(|_| a.next_f64()).collect();
-        assert!(draws.iter().all(|x| (0.0..1.0).contains(x)));
-        let mean = draws.iter().sum::<f64>() / 1000.0;
-        assert!((mean - 0.5).abs() < 0.05, "{mean}");
-        assert_eq!(draws[0], b.next_f64());
-    }
 
     #[test]
     fn later_saturates_instead_of_overflowing() {

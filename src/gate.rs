@@ -26,7 +26,7 @@ impl Packed {
                 clippy::cast_sign_loss,
                 reason = "probability is in [0, 1), so the product fits in u32"
             )]
-            let threshold = (gate.admit_probability * 4_294_967_296.0).floor() as u32;
+            let threshold = (gate.admit_probability * 4_294_967_296.0) as u32;
             threshold.min(ALWAYS - 1)
         };
         let limit = u64::from(gate.limit.min(MAX_LIMIT));

@@ -164,6 +164,7 @@ impl<T: Tally> BucketRing<T> {
 
     /// The sum of every bucket in the window, as of the latest instant the
     /// ring was given.
+    #[inline]
     pub fn total(&self) -> T {
         self.total
     }
@@ -216,6 +217,7 @@ impl<T: Tally> BucketRing<T> {
     /// Move the window forward to `now`, zeroing the buckets that leave it.
     /// An instant at or before the current bucket changes nothing; the first
     /// instant ever given becomes the origin.
+    #[inline]
     pub fn advance(&mut self, now: Instant) {
         if self.end.is_some_and(|end| now < end) {
             return;
@@ -271,6 +273,7 @@ impl<T: Tally> BucketRing<T> {
 
     /// Move the window forward to `now`, then add `value` to the current
     /// bucket.
+    #[inline]
     pub fn record(&mut self, now: Instant, value: T) {
         self.advance(now);
         self.slots[self.current_slot].add(&value);

@@ -316,7 +316,8 @@ impl Algorithm for Gradient {
             clippy::cast_sign_loss,
             reason = "limit is kept within [min, max], a u32 range"
         )]
-        let limit = self.limit.floor() as u32;
+        // Truncation is the floor for a positive limit, without a libm call.
+        let limit = self.limit as u32;
         Gate::limited(limit.clamp(self.config.min, self.config.max))
     }
 

@@ -507,6 +507,7 @@ impl Breaker {
     }
 
     /// Apply everything due at or before `now`.
+    #[inline]
     fn advance(&mut self, now: Instant) {
         if !self.automatic() {
             return;
@@ -652,6 +653,7 @@ impl Breaker {
 
     /// Record a finished call in the window; the figures after it, if it
     /// counted.
+    #[inline]
     fn record(&mut self, now: Instant, sample: &Sample) -> Option<WindowStats> {
         if sample.outcome == Outcome::Ignore {
             return None;
@@ -673,6 +675,7 @@ impl Breaker {
         sample.outcome == Outcome::Success && sample.latency > self.config.slow_call_duration
     }
 
+    #[inline]
     fn should_trip(&self, stats: &WindowStats) -> bool {
         if stats.calls < u64::from(self.config.min_calls) {
             return false;

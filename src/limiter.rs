@@ -13,6 +13,7 @@ use crate::algorithms::{
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};
 use crate::gate::{AtomicGate, Packed, ALWAYS};
+use crate::observe::Observer;
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::ready::ActiveProbe;
 use crate::wait::{QueueOrder, WaitQueue};
@@ -73,6 +74,7 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     pub(crate) probing: AtomicBool,
     options: Options,
     on_transition: Option<TransitionHook>,
+    observer: Option<Box<dyn Observer>>,
 }
 
 /// How a [`Limiter`] queues, waits and treats unrecorded permits.
@@ -110,6 +112,7 @@ pub struct Builder<A, C = SystemClock> {
     options: Options,
     seed: u64,
     on_transition: Option<TransitionHook>,
+    observer: Option<Box<dyn Observer>>,
 }
 
 impl<A: Algorithm> Builder<A, SystemClock> {
@@ -128,6 +131,7 @@ impl<A: Algorithm> Builder<A, SystemClock> {
             },
             seed: 0x0005_EED0_F4E0_57A7,
             on_transition: None,
+            observer: None,
         }
     }
 }
@@ -141,6 +145,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             options: self.options,
             seed: self.seed,
             on_transition: self.on_transition,
+            observer: self.observer,
         }
     }
 
@@ -225,6 +230,14 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         }
     }
 
+    /// Tell `observer` about every admission, rejection, finished call, gate
+    /// change and transition (metrics, logs, traces).
+    #[must_use]
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
     /// Build the limiter.
     ///
     /// # Errors
@@ -268,10 +281,14 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             members,
             options: self.options,
             on_transition: self.on_transition,
+            observer: self.observer,
         };
         {
             let policy = limiter.lock();
             limiter.publish(&policy);
+            if let Some(observer) = &limiter.observer {
+                observer.gate_changed(&policy.gate().sanitized());
+            }
         }
         Ok(limiter)
     }
@@ -402,7 +419,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         match self.admit(now, true, false) {
             Ok(ticket) => Ok(Permit::new(self, ticket)),
             Err(rejection) => {
-                self.count_rejection();
+                self.count_rejection(&rejection);
                 Err(rejection)
             }
         }
@@ -716,8 +733,18 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.members.get(index).copied().unwrap_or("unknown")
     }
 
-    pub(crate) fn count_rejection(&self) {
+    pub(crate) fn count_rejection(&self, rejection: &Rejection) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+        if let Some(observer) = &self.observer {
+            observer.rejected(rejection);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn observe_admit(&self, ticket: &Ticket) {
+        if let Some(observer) = &self.observer {
+            observer.admitted(ticket.in_flight, ticket.probe);
+        }
     }
 
     pub(crate) fn rejection(&self, reason: RejectReason) -> Rejection {
@@ -740,12 +767,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Record the end of an admitted call and release its slot.
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         let now = self.clock.now();
-        let sample = Sample::new(
-            outcome,
-            now.saturating_duration_since(ticket.start),
-            ticket.in_flight,
-        )
-        .with_probe(ticket.probe);
+        let latency = now.saturating_duration_since(ticket.start);
+        let sample = Sample::new(outcome, latency, ticket.in_flight).with_probe(ticket.probe);
         let transitions = {
             let mut policy = self.lock();
             self.flush_rejections(&mut policy, now);
@@ -760,6 +783,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             transitions
         };
         self.release_slot();
+        if let Some(observer) = &self.observer {
+            observer.finished(outcome, latency, self.in_flight());
+        }
         self.report(transitions);
     }
 
@@ -837,10 +863,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     fn publish_with(&self, policy: &A, due: Option<Instant>) {
-        if self.gate.store(Packed::new(&policy.gate()))
-            && self.ready_waiters.load(Ordering::SeqCst) > 0
-        {
-            self.changed.notify_waiters();
+        let gate = policy.gate();
+        if self.gate.store(Packed::new(&gate)) {
+            if self.ready_waiters.load(Ordering::SeqCst) > 0 {
+                self.changed.notify_waiters();
+            }
+            if let Some(observer) = &self.observer {
+                observer.gate_changed(&gate.sanitized());
+            }
         }
         let until = due.map_or(u64::MAX, |t| self.nanos(t));
         if self.until.load(Ordering::Relaxed) != until {
@@ -867,9 +897,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     fn report(&self, transitions: Vec<Transition>) {
-        if let Some(hook) = &self.on_transition {
-            for t in &transitions {
+        for t in &transitions {
+            if let Some(hook) = &self.on_transition {
                 hook(t);
+            }
+            if let Some(observer) = &self.observer {
+                observer.transition(t);
             }
         }
     }

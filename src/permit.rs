@@ -51,6 +51,7 @@ pub struct OwnedPermit<A: Algorithm = Box<dyn Algorithm>, C: Clock = SystemClock
 
 impl<'a, A: Algorithm, C: Clock> Permit<'a, A, C> {
     pub(crate) fn new(limiter: &'a Limiter<A, C>, ticket: Ticket) -> Self {
+        limiter.observe_admit(&ticket);
         Permit {
             limiter,
             ticket: Some(ticket),

@@ -198,14 +198,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         match first {
             Ok(ticket) => return Ok(Permit::new(self, ticket)),
             Err(rejection) if rejection.reason() != RejectReason::LimitReached => {
-                self.count_rejection();
+                self.count_rejection(&rejection);
                 return Err(rejection);
             }
-            Err(_) => {}
-        }
-        if max_wait.is_some_and(|d| d.is_zero()) {
-            self.count_rejection();
-            return Err(self.rejection(RejectReason::LimitReached));
+            Err(rejection) => {
+                if max_wait.is_some_and(|d| d.is_zero()) {
+                    self.count_rejection(&rejection);
+                    return Err(rejection);
+                }
+            }
         }
         let deadline = max_wait.map(|d| {
             let now = tokio::time::Instant::now();
@@ -220,8 +221,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let mut queue = self.waiters.lock();
             if queue.len() >= self.max_waiters() {
                 drop(queue);
-                self.count_rejection();
-                return Err(self.rejection(RejectReason::QueueFull));
+                let rejection = self.rejection(RejectReason::QueueFull);
+                self.count_rejection(&rejection);
+                return Err(rejection);
             }
             // Announce ourselves before re-checking (see the module docs).
             self.waiters.len.fetch_add(1, Ordering::SeqCst);
@@ -233,7 +235,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 Err(rejection) if rejection.reason() != RejectReason::LimitReached => {
                     self.waiters.len.fetch_sub(1, Ordering::SeqCst);
                     drop(queue);
-                    self.count_rejection();
+                    self.count_rejection(&rejection);
                     return Err(rejection);
                 }
                 Err(_) => queue.push_back(Arc::clone(&waiter)),
@@ -262,7 +264,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         match result {
             Ok(ticket) => Ok(Permit::new(self, ticket)),
             Err(rejection) => {
-                self.count_rejection();
+                self.count_rejection(&rejection);
                 Err(rejection)
             }
         }

@@ -400,3 +400,74 @@ fn limiters_permits_and_futures_are_send_and_sync() {
         async { Ok(()) },
     ));
 }
+
+#[test]
+fn an_observer_sees_admissions_rejections_finishes_gate_changes_and_transitions() {
+    use rheostat::algorithms::{Breaker, BreakerConfig, Transition};
+    use rheostat::{Observer, Rejection};
+
+    #[derive(Default)]
+    struct Seen {
+        log: Mutex<Vec<String>>,
+    }
+    impl Observer for Seen {
+        fn admitted(&self, in_flight: u32, probe: bool) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("admitted {in_flight} {probe}"));
+        }
+        fn rejected(&self, r: &Rejection) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("rejected {}", r.reason().as_str()));
+        }
+        fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
+            self.log.lock().unwrap().push(format!(
+                "finished {outcome:?} {}ms {in_flight}",
+                latency.as_millis()
+            ));
+        }
+        fn gate_changed(&self, gate: &Gate) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("gate {}", gate.limit));
+        }
+        fn transition(&self, t: &Transition) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("{} -> {}", t.from, t.to));
+        }
+    }
+
+    let seen = Arc::new(Seen::default());
+    let clock = ManualClock::new();
+    let config = BreakerConfig {
+        min_calls: 1,
+        ..BreakerConfig::default()
+    };
+    let limiter = Limiter::builder(Breaker::new(config).unwrap())
+        .clock(clock.clone())
+        .observer(Arc::clone(&seen))
+        .build()
+        .unwrap();
+    let p = limiter.try_acquire().unwrap();
+    clock.advance(Duration::from_millis(30));
+    p.overload();
+    assert!(limiter.try_acquire().is_err());
+    let log = seen.log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        vec![
+            "gate 2147483647",
+            "admitted 1 false",
+            "gate 0",
+            "finished Overload 30ms 0",
+            "closed -> open",
+            "rejected open",
+        ]
+    );
+}

@@ -1,0 +1,86 @@
+//! Hooks for metrics, logs and traces.
+
+use std::time::Duration;
+
+use crate::algorithms::{Gate, Outcome, Transition};
+use crate::error::Rejection;
+
+/// Told what a [`Limiter`](crate::Limiter) does, call by call.
+///
+/// Every method has an empty default body, and a limiter without an observer
+/// pays one predictable branch per call. Methods are called on the caller's
+/// thread, outside the policy's lock; keep them cheap (update a counter, not
+/// a log line per call) and register any metric handles when the observer is
+/// made, not per call.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use rheostat::{algorithms::Fixed, Limiter, Observer, Rejection};
+///
+/// #[derive(Default)]
+/// struct Shed(AtomicU64);
+///
+/// impl Observer for Shed {
+///     fn rejected(&self, _: &Rejection) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let shed = Arc::new(Shed::default());
+/// let limiter = Limiter::builder(Fixed::new(1)?).observer(Arc::clone(&shed)).build()?;
+/// let _held = limiter.try_acquire()?;
+/// assert!(limiter.try_acquire().is_err());
+/// assert_eq!(shed.0.load(Ordering::Relaxed), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Observer: Send + Sync + 'static {
+    /// A call was admitted; `in_flight` counts it.
+    fn admitted(&self, in_flight: u32, probe: bool) {
+        let _ = (in_flight, probe);
+    }
+
+    /// A call was refused before it reached the dependency.
+    fn rejected(&self, rejection: &Rejection) {
+        let _ = rejection;
+    }
+
+    /// An admitted call finished as `outcome` after `latency`; `in_flight`
+    /// no longer counts it.
+    fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
+        let _ = (outcome, latency, in_flight);
+    }
+
+    /// The published gate changed (and once when the limiter is built).
+    fn gate_changed(&self, gate: &Gate) {
+        let _ = gate;
+    }
+
+    /// The policy changed state (a breaker opened, closed, …).
+    fn transition(&self, transition: &Transition) {
+        let _ = transition;
+    }
+}
+
+/// The observer that observes nothing.
+impl Observer for () {}
+
+impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
+    fn admitted(&self, in_flight: u32, probe: bool) {
+        (**self).admitted(in_flight, probe);
+    }
+    fn rejected(&self, rejection: &Rejection) {
+        (**self).rejected(rejection);
+    }
+    fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
+        (**self).finished(outcome, latency, in_flight);
+    }
+    fn gate_changed(&self, gate: &Gate) {
+        (**self).gate_changed(gate);
+    }
+    fn transition(&self, transition: &Transition) {
+        (**self).transition(transition);
+    }
+}

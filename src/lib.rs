@@ -56,6 +56,8 @@ mod limiter;
 mod observe;
 mod permit;
 mod ready;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod wait;
 
 pub use rheostat_algorithms as algorithms;

@@ -1,0 +1,760 @@
+//! The discrete-event loop: arrivals, attempts, timeouts, retries, bulk
+//! consumers, all through the real `Limiter` on a manual clock.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+
+use super::model::{Accept, Model};
+use super::policies::{self, PolicyKind};
+use super::scenario::Scenario;
+use crate::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
+use crate::{Clock, Limiter, ManualClock, Permit, Readiness};
+
+type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
+
+const NANOS: u64 = 1_000_000_000;
+const TICK: u64 = NANOS / 10;
+
+/// What one run of one policy through one scenario measured.
+#[derive(Clone, Debug)]
+pub(crate) struct RunResult {
+    pub(crate) offered: u64,
+    pub(crate) successes: u64,
+    pub(crate) rejected: u64,
+    pub(crate) timeouts: u64,
+    pub(crate) failed: u64,
+    pub(crate) client_errors: u64,
+    pub(crate) sent: u64,
+    pub(crate) probes: u64,
+    pub(crate) in_flight_area: f64,
+    pub(crate) in_flight_max: u64,
+    pub(crate) latency: Histogram<u64>,
+    pub(crate) open_ticks: u64,
+    pub(crate) opens: u64,
+    pub(crate) closes: u64,
+    pub(crate) items_in: u64,
+    pub(crate) items_done: u64,
+    pub(crate) dead_lettered: u64,
+    /// Per second of the run.
+    pub(crate) per_second: Series,
+    /// Simulated calls (arrivals and bulk attempts), for the speed figure.
+    pub(crate) calls: u64,
+}
+
+/// Per-second figures over the whole run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Series {
+    pub(crate) successes: Vec<u32>,
+    pub(crate) tried: Vec<u32>,
+    pub(crate) admitted: Vec<u32>,
+    pub(crate) in_flight: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Tick,
+    Phase(u32),
+    RatePhase(u32),
+    FlapUp,
+    Arrival,
+    ItemArrival,
+    Done(u64),
+    Timeout(u64),
+    Retry(u64),
+    Wake(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    Request(u64),
+    Item(u32),
+    Probe,
+}
+
+struct Job<'a> {
+    owner: Owner,
+    permit: Option<Permit<'a, Box<dyn Algorithm>, ManualClock>>,
+    outcome: Outcome,
+    holds_worker: bool,
+    hung: bool,
+}
+
+struct Request {
+    instance: u32,
+    arrived: u64,
+    deadline: u64,
+    attempts: u32,
+}
+
+#[derive(Default)]
+struct Consumer {
+    item: Option<Item>,
+    busy: bool,
+    idle: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Item {
+    attempts: u32,
+}
+
+/// A slab whose ids carry a generation, so a stale event finds nothing.
+struct Slab<T> {
+    entries: Vec<(u32, Option<T>)>,
+    free: Vec<u32>,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            entries: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, value: T) -> u64 {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push((0, None));
+                u32::try_from(self.entries.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let entry = &mut self.entries[index as usize];
+        entry.1 = Some(value);
+        (u64::from(entry.0) << 32) | u64::from(index)
+    }
+
+    fn split(id: u64) -> (usize, u32) {
+        ((id & 0xFFFF_FFFF) as usize, (id >> 32) as u32)
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        let (index, generation) = Self::split(id);
+        match self.entries.get_mut(index) {
+            Some((g, Some(v))) if *g == generation => Some(v),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<T> {
+        let (index, generation) = Self::split(id);
+        match self.entries.get_mut(index) {
+            Some((g, slot)) if *g == generation && slot.is_some() => {
+                *g = g.wrapping_add(1);
+                self.free.push(index as u32);
+                slot.take()
+            }
+            _ => None,
+        }
+    }
+}
+
+fn secs(nanos: u64) -> f64 {
+    nanos as f64 / NANOS as f64
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4)
+}
+
+fn exp(rng: &mut Pcg64Mcg, rate: f64) -> u64 {
+    let u: f64 = rng.random();
+    let gap = -(1.0 - u).ln() / rate;
+    (gap * NANOS as f64).max(1.0) as u64
+}
+
+struct World<'a> {
+    sc: &'a Scenario,
+    limiters: &'a [Lim],
+    clock: ManualClock,
+    oracle: Option<&'a Arc<AtomicU32>>,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+    now: u64,
+    end: u64,
+    window: (u64, u64),
+    arrivals: Pcg64Mcg,
+    model: Model,
+    jobs: Slab<Job<'a>>,
+    requests: Slab<Request>,
+    consumers: Vec<Consumer>,
+    backlog: VecDeque<Item>,
+    rate: f64,
+    arrival_pending: bool,
+    item_rate: f64,
+    next_instance: u32,
+    flap_at: Option<u64>,
+    firsts: u64,
+    retries: u64,
+    probe_in_flight: bool,
+    active: u64,
+    last: u64,
+    ticks: u64,
+    r: RunResult,
+}
+
+/// Run `kind` through `scenario` with `seed`.
+pub(crate) fn run(scenario: &Scenario, kind: PolicyKind, seed: u64) -> Result<RunResult, ConfigError> {
+    let clock = ManualClock::new();
+    let base = clock.now();
+    let oracle_cell = Arc::new(AtomicU32::new(policies::share(
+        scenario,
+        scenario.dependency.workers.0,
+    )));
+    let transitions = Arc::new(Mutex::new(Vec::new()));
+    let instances = policies::instances(scenario);
+    let mut limiters = Vec::with_capacity(instances as usize);
+    for i in 0..instances {
+        let policy = policies::build(kind, scenario, i, &oracle_cell)?;
+        let log = Arc::clone(&transitions);
+        limiters.push(
+            Limiter::builder(policy)
+                .clock(clock.clone())
+                .seed(seed ^ (u64::from(i) << 32) ^ 0xA5A5)
+                .on_transition(move |t| {
+                    if let Ok(mut log) = log.lock() {
+                        log.push((t.at, t.from, t.to));
+                    }
+                })
+                .build()?,
+        );
+    }
+    let end = nanos(scenario.duration);
+    let window = scenario
+        .measure
+        .map_or((0, end), |m| (nanos(m.from), nanos(m.to)));
+    let seconds = scenario.duration.as_secs() as usize + 1;
+    let mut world = World {
+        sc: scenario,
+        limiters: &limiters,
+        clock,
+        oracle: (kind == PolicyKind::Oracle).then_some(&oracle_cell),
+        events: BinaryHeap::new(),
+        seq: 0,
+        now: 0,
+        end,
+        window,
+        arrivals: Pcg64Mcg::new(u128::from(seed) << 1 | 1),
+        model: Model::new(&scenario.dependency, seed.wrapping_mul(31).wrapping_add(7)),
+        jobs: Slab::new(),
+        requests: Slab::new(),
+        consumers: Vec::new(),
+        backlog: VecDeque::new(),
+        rate: scenario.traffic.as_ref().map_or(0.0, |t| t.rate.0),
+        arrival_pending: false,
+        item_rate: scenario.bulk.as_ref().map_or(0.0, |b| b.rate.0),
+        next_instance: 0,
+        flap_at: None,
+        firsts: 0,
+        retries: 0,
+        probe_in_flight: false,
+        active: 0,
+        last: 0,
+        ticks: 0,
+        r: RunResult {
+            offered: 0,
+            successes: 0,
+            rejected: 0,
+            timeouts: 0,
+            failed: 0,
+            client_errors: 0,
+            sent: 0,
+            probes: 0,
+            in_flight_area: 0.0,
+            in_flight_max: 0,
+            latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .unwrap_or_else(|_| unreachable!("valid histogram bounds")),
+            open_ticks: 0,
+            opens: 0,
+            closes: 0,
+            items_in: 0,
+            items_done: 0,
+            dead_lettered: 0,
+            per_second: Series {
+                successes: vec![0; seconds],
+                tried: vec![0; seconds],
+                admitted: vec![0; seconds],
+                in_flight: vec![0; seconds],
+            },
+            calls: 0,
+        },
+    };
+    world.start();
+    world.run();
+    let mut r = world.r;
+    if let Ok(log) = transitions.lock() {
+        for (at, from, to) in log.iter() {
+            let t = nanos(at.saturating_duration_since(base));
+            if t < window.0 || t > window.1 {
+                continue;
+            }
+            if *to == BreakerState::Open && *from != BreakerState::Open {
+                r.opens += 1;
+            }
+            if *to == BreakerState::Closed && *from == BreakerState::HalfOpen {
+                r.closes += 1;
+            }
+        }
+    }
+    Ok(r)
+}
+
+impl<'a> World<'a> {
+    fn at(&mut self, t: u64, e: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, e)));
+    }
+
+    fn in_window(&self) -> bool {
+        self.now >= self.window.0 && self.now <= self.window.1
+    }
+
+    fn second(&self) -> usize {
+        (self.now / NANOS) as usize
+    }
+
+    fn start(&mut self) {
+        self.at(0, Event::Tick);
+        for (i, phase) in self.sc.dependency.phase.iter().enumerate() {
+            self.at(nanos(phase.at), Event::Phase(i as u32));
+        }
+        if let Some(traffic) = &self.sc.traffic {
+            for (i, phase) in traffic.phase.iter().enumerate() {
+                self.at(nanos(phase.at), Event::RatePhase(i as u32));
+            }
+        }
+        self.arm_arrival();
+        if let Some(bulk) = &self.sc.bulk {
+            self.consumers = (0..bulk.consumers.0).map(|_| Consumer::default()).collect();
+            for _ in 0..bulk.backlog {
+                self.backlog.push_back(Item { attempts: 0 });
+                self.r.items_in += 1;
+            }
+            if self.item_rate > 0.0 {
+                let gap = exp(&mut self.arrivals, self.item_rate);
+                self.at(gap, Event::ItemArrival);
+            }
+            for c in 0..bulk.consumers.0 {
+                self.at(0, Event::Wake(c));
+            }
+        }
+    }
+
+    fn arm_arrival(&mut self) {
+        if self.rate > 0.0 && !self.arrival_pending && self.sc.traffic.is_some() {
+            let gap = exp(&mut self.arrivals, self.rate);
+            self.arrival_pending = true;
+            self.at(self.now + gap, Event::Arrival);
+        }
+    }
+
+    fn run(&mut self) {
+        while let Some(Reverse((t, _, event))) = self.events.pop() {
+            if t > self.end {
+                break;
+            }
+            self.advance(t);
+            match event {
+                Event::Tick => self.tick(),
+                Event::Phase(i) => self.phase(i as usize),
+                Event::RatePhase(i) => {
+                    if let Some(traffic) = &self.sc.traffic {
+                        self.rate = traffic.phase[i as usize].rate.0;
+                    }
+                    self.arm_arrival();
+                }
+                Event::FlapUp => {
+                    self.flap_at = None;
+                    self.model.flap_tick(secs(self.now));
+                    let started = self.model.start_queued(secs(self.now));
+                    self.started(started);
+                    self.capacity_changed();
+                }
+                Event::Arrival => self.arrival(),
+                Event::ItemArrival => self.item_arrival(),
+                Event::Done(job) => self.done(job),
+                Event::Timeout(job) => self.timeout(job),
+                Event::Retry(req) => self.attempt(req),
+                Event::Wake(c) => self.wake(c),
+            }
+        }
+        self.advance(self.end);
+    }
+
+    fn advance(&mut self, t: u64) {
+        let from = self.last.max(self.window.0);
+        let to = t.min(self.window.1);
+        if to > from {
+            self.r.in_flight_area += self.active as f64 * secs(to - from);
+        }
+        self.last = t;
+        self.now = t;
+        self.clock.set_elapsed(Duration::from_nanos(t));
+    }
+
+    fn set_active(&mut self, active: u64) {
+        self.active = active;
+        if self.in_window() {
+            self.r.in_flight_max = self.r.in_flight_max.max(active);
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = self.clock.now();
+        for limiter in self.limiters {
+            if limiter.poll_timeout().is_some_and(|t| t <= now) {
+                limiter.handle_timeout();
+            }
+            if self.in_window() && limiter.gate().is_shut() {
+                self.r.open_ticks += 1;
+            }
+        }
+        if self.ticks % 10 == 0 {
+            let s = self.second();
+            if let Some(slot) = self.r.per_second.in_flight.get_mut(s) {
+                *slot = u32::try_from(self.active).unwrap_or(u32::MAX);
+            }
+        }
+        self.ticks += 1;
+        self.at(self.now + TICK, Event::Tick);
+    }
+
+    fn capacity_changed(&mut self) {
+        if let Some(cell) = self.oracle {
+            let capacity = self.model.capacity(secs(self.now));
+            let share = if capacity == 0 {
+                0
+            } else {
+                policies::share(self.sc, capacity)
+            };
+            if cell.swap(share, Ordering::Relaxed) != share {
+                for limiter in self.limiters {
+                    limiter.update(|_| ());
+                }
+            }
+        }
+        if self.flap_at.is_none() {
+            if let Some(up) = self.model.flap_up_at() {
+                // Round up, so that at `t` the model agrees it is time.
+                let t = (up * NANOS as f64).ceil() as u64 + 1;
+                self.flap_at = Some(t);
+                self.at(t.max(self.now), Event::FlapUp);
+            }
+        }
+    }
+
+    fn phase(&mut self, i: usize) {
+        let phase = &self.sc.dependency.phase[i];
+        self.flap_at = None;
+        let refused = self.model.apply(phase, secs(self.now));
+        let after = nanos(self.sc.dependency.refuse_latency);
+        for job in refused {
+            if let Some(j) = self.jobs.get_mut(job) {
+                j.outcome = Outcome::Overload;
+                self.at(self.now + after, Event::Done(job));
+            }
+        }
+        let started = self.model.start_queued(secs(self.now));
+        self.started(started);
+        self.capacity_changed();
+    }
+
+    // ----- interactive callers ---------------------------------------
+
+    fn arrival(&mut self) {
+        self.arrival_pending = false;
+        self.arm_arrival();
+        let Some(traffic) = &self.sc.traffic else { return };
+        let instance = self.next_instance;
+        self.next_instance = (self.next_instance + 1) % traffic.instances.0;
+        self.r.calls += 1;
+        if self.in_window() {
+            self.r.offered += 1;
+        }
+        self.firsts += 1;
+        let req = self.requests.insert(Request {
+            instance,
+            arrived: self.now,
+            deadline: self.now + nanos(traffic.deadline),
+            attempts: 0,
+        });
+        self.set_active(self.active + 1);
+        self.attempt(req);
+    }
+
+    fn attempt(&mut self, req: u64) {
+        let Some(traffic) = &self.sc.traffic else { return };
+        let Some(request) = self.requests.get_mut(req) else { return };
+        request.attempts += 1;
+        let (instance, deadline) = (request.instance, request.deadline);
+        let s = self.second();
+        if let Some(slot) = self.r.per_second.tried.get_mut(s) {
+            *slot += 1;
+        }
+        match self.limiters[instance as usize].try_acquire() {
+            Err(_) => {
+                if self.in_window() {
+                    self.r.rejected += 1;
+                }
+                self.end_request(req);
+            }
+            Ok(permit) => {
+                if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
+                    *slot += 1;
+                }
+                let probe = permit.is_probe();
+                let timeout = if probe {
+                    traffic.probe_timeout.unwrap_or(traffic.timeout)
+                } else {
+                    traffic.timeout
+                };
+                let timeout = nanos(timeout).min(deadline.saturating_sub(self.now)).max(1);
+                self.send(Owner::Request(req), permit, timeout);
+            }
+        }
+    }
+
+    fn send(
+        &mut self,
+        owner: Owner,
+        permit: Permit<'a, Box<dyn Algorithm>, ManualClock>,
+        timeout: u64,
+    ) {
+        if self.in_window() {
+            self.r.sent += 1;
+            if permit.is_probe() {
+                self.r.probes += 1;
+            }
+        }
+        let job = self.jobs.insert(Job {
+            owner,
+            permit: Some(permit),
+            outcome: Outcome::Overload,
+            holds_worker: false,
+            hung: false,
+        });
+        self.at(self.now + timeout, Event::Timeout(job));
+        let accept = self.model.arrive(job, secs(self.now));
+        self.accepted(job, accept);
+    }
+
+    fn accepted(&mut self, job: u64, accept: Accept) {
+        let Some(j) = self.jobs.get_mut(job) else { return };
+        match accept {
+            Accept::Serve { after, outcome } => {
+                j.holds_worker = true;
+                j.outcome = outcome;
+                self.at(self.now + nanos(after), Event::Done(job));
+            }
+            Accept::Queued => {}
+            Accept::Refuse { after } => {
+                j.outcome = Outcome::Overload;
+                self.at(self.now + nanos(after), Event::Done(job));
+            }
+            Accept::Hang => j.hung = true,
+        }
+    }
+
+    fn started(&mut self, started: Vec<(u64, Accept)>) {
+        for (job, accept) in started {
+            self.accepted(job, accept);
+        }
+    }
+
+    fn done(&mut self, job: u64) {
+        let Some(mut j) = self.jobs.remove(job) else { return };
+        if j.holds_worker {
+            let started = self.model.finish(secs(self.now));
+            self.started(started);
+            self.capacity_changed();
+        }
+        if let Some(permit) = j.permit.take() {
+            permit.record(j.outcome);
+            self.deliver(j.owner, Some(j.outcome));
+        }
+    }
+
+    fn timeout(&mut self, job: u64) {
+        let Some(j) = self.jobs.get_mut(job) else { return };
+        let Some(permit) = j.permit.take() else { return };
+        let (owner, hung) = (j.owner, j.hung);
+        if hung {
+            self.jobs.remove(job);
+        }
+        permit.overload();
+        if self.in_window() {
+            self.r.timeouts += 1;
+        }
+        self.deliver(owner, None);
+    }
+
+    /// An attempt ended: `Some(outcome)` answered, `None` timed out.
+    fn deliver(&mut self, owner: Owner, outcome: Option<Outcome>) {
+        match owner {
+            Owner::Request(req) => self.request_attempt_ended(req, outcome),
+            Owner::Item(c) => self.item_attempt_ended(c, outcome),
+            Owner::Probe => self.probe_in_flight = false,
+        }
+    }
+
+    fn request_attempt_ended(&mut self, req: u64, outcome: Option<Outcome>) {
+        let Some(traffic) = &self.sc.traffic else { return };
+        match outcome {
+            Some(Outcome::Success) => {
+                let arrived = self.requests.get_mut(req).map_or(self.now, |r| r.arrived);
+                self.success(Some(self.now - arrived));
+                self.end_request(req);
+            }
+            Some(Outcome::Ignore) => {
+                if self.in_window() {
+                    self.r.client_errors += 1;
+                }
+                self.end_request(req);
+            }
+            Some(Outcome::Overload) | None => {
+                let Some(request) = self.requests.get_mut(req) else { return };
+                let retry_at = self.now + nanos(traffic.backoff);
+                let budget = traffic.retry_budget.0 * self.firsts as f64;
+                if request.attempts < traffic.attempts.0
+                    && retry_at < request.deadline
+                    && (self.retries as f64) < budget
+                {
+                    self.retries += 1;
+                    self.at(retry_at, Event::Retry(req));
+                } else {
+                    if self.in_window() {
+                        self.r.failed += 1;
+                    }
+                    self.end_request(req);
+                }
+            }
+        }
+    }
+
+    /// A success; `latency` from arrival for interactive requests.
+    fn success(&mut self, latency: Option<u64>) {
+        let s = self.second();
+        if let Some(slot) = self.r.per_second.successes.get_mut(s) {
+            *slot += 1;
+        }
+        if self.in_window() {
+            self.r.successes += 1;
+            if let Some(latency) = latency {
+                let micros = (latency / 1_000).max(1);
+                let _ = self.r.latency.record(micros.min(3_600_000_000));
+            }
+        }
+    }
+
+    fn end_request(&mut self, req: u64) {
+        if self.requests.remove(req).is_some() {
+            self.set_active(self.active.saturating_sub(1));
+        }
+    }
+
+    // ----- bulk consumers ----------------------------------------------
+
+    fn item_arrival(&mut self) {
+        self.backlog.push_back(Item { attempts: 0 });
+        self.r.items_in += 1;
+        if let Some(c) = self.consumers.iter().position(|c| c.idle) {
+            self.consumers[c].idle = false;
+            self.at(self.now, Event::Wake(c as u32));
+        }
+        let gap = exp(&mut self.arrivals, self.item_rate);
+        self.at(self.now + gap, Event::ItemArrival);
+    }
+
+    fn wake(&mut self, c: u32) {
+        let Some(bulk) = &self.sc.bulk else { return };
+        let pause = nanos(bulk.pause);
+        let consumer = &mut self.consumers[c as usize];
+        if consumer.busy {
+            return;
+        }
+        if consumer.item.is_none() {
+            match self.backlog.pop_front() {
+                Some(item) => consumer.item = Some(item),
+                None => {
+                    consumer.idle = true;
+                    return;
+                }
+            }
+        }
+        let limiter = &self.limiters[0];
+        match limiter.readiness() {
+            Readiness::Shut { retry_after } => {
+                let wait = retry_after.map_or(pause, nanos).max(1_000_000);
+                self.at(self.now + wait, Event::Wake(c));
+                return;
+            }
+            Readiness::Probing if bulk.active_probe => {
+                if !self.probe_in_flight {
+                    if let Ok(permit) = limiter.try_acquire() {
+                        if permit.is_probe() {
+                            self.probe_in_flight = true;
+                            self.send(Owner::Probe, permit, nanos(bulk.timeout));
+                        } else {
+                            permit.ignore();
+                        }
+                    }
+                }
+                self.at(self.now + pause, Event::Wake(c));
+                return;
+            }
+            Readiness::Probing | Readiness::Ready => {}
+        }
+        match limiter.try_acquire() {
+            Err(_) => self.at(self.now + pause, Event::Wake(c)),
+            Ok(permit) => {
+                self.consumers[c as usize].busy = true;
+                self.r.calls += 1;
+                let s = self.second();
+                if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
+                    *slot += 1;
+                }
+                if let Some(slot) = self.r.per_second.tried.get_mut(s) {
+                    *slot += 1;
+                }
+                self.set_active(self.active + 1);
+                self.send(Owner::Item(c), permit, nanos(bulk.timeout));
+            }
+        }
+    }
+
+    fn item_attempt_ended(&mut self, c: u32, outcome: Option<Outcome>) {
+        let Some(bulk) = &self.sc.bulk else { return };
+        self.set_active(self.active.saturating_sub(1));
+        let consumer = &mut self.consumers[c as usize];
+        consumer.busy = false;
+        let Some(item) = consumer.item.as_mut() else { return };
+        match outcome {
+            Some(Outcome::Success | Outcome::Ignore) => {
+                consumer.item = None;
+                self.r.items_done += 1;
+                self.success(None);
+                self.at(self.now, Event::Wake(c));
+            }
+            Some(Outcome::Overload) | None => {
+                item.attempts += 1;
+                if item.attempts >= bulk.attempts.0 {
+                    consumer.item = None;
+                    self.r.dead_lettered += 1;
+                    self.at(self.now, Event::Wake(c));
+                } else {
+                    let i = (item.attempts as usize - 1).min(bulk.backoff.len() - 1);
+                    let wait = nanos(bulk.backoff[i]);
+                    self.at(self.now + wait, Event::Wake(c));
+                }
+            }
+        }
+    }
+}

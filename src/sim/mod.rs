@@ -1,0 +1,204 @@
+//! A deterministic simulator that runs the real [`Limiter`](crate::Limiter)
+//! against a modelled dependency, in virtual time.
+//!
+//! A [`Scenario`] describes the dependency — workers, a service-time
+//! distribution, a queue, injected overload and client errors, outages that
+//! refuse or hang, flapping, a cache that warms only under traffic and cools
+//! when idle — and the callers: open-loop Poisson arrivals over a fleet of
+//! instances (each with its own limiter), per-attempt timeouts, retries with a
+//! budget, and bulk queue consumers that dead-letter an item after its
+//! attempts. Every event moves a [`ManualClock`](crate::ManualClock); the
+//! limiters are the ones users run. The same seed gives the same run, byte for
+//! byte.
+//!
+//! [`compare`] runs scenarios against every [`PolicyKind`], including an
+//! oracle that knows the dependency's true concurrency at every instant.
+//!
+//! Enabled by the `sim` feature.
+//!
+//! # Examples
+//!
+//! ```
+//! use rheostat::sim::{compare, PolicyKind, Scenario};
+//!
+//! let scenario = Scenario::from_toml("inline", r#"
+//!     name = "tiny"
+//!     duration = "30s"
+//!     [dependency]
+//!     workers = 10
+//!     service = { median = "50ms", p99 = "100ms" }
+//!     [traffic]
+//!     rate = 20
+//!     timeout = "1s"
+//!     deadline = "1s"
+//! "#)?;
+//! let (report, _stats) = compare(&[scenario], &[PolicyKind::Aimd], 7, |_| {})?;
+//! let aimd = report.scenarios[0].policy(PolicyKind::Aimd).unwrap();
+//! assert_eq!(aimd.rejected, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod engine;
+mod model;
+mod plot;
+mod policies;
+mod report;
+mod scenario;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub use plot::svg;
+pub use policies::PolicyKind;
+pub use report::{Comparison, Latency, PolicyReport, ScenarioReport, SeriesReport};
+pub use scenario::{
+    Bulk, Cold, Count, Dependency, Flap, Fraction, Outage, Phase, PolicyParams, Rate, RatePhase,
+    Scenario, ScenarioError, Span, Traffic,
+};
+
+use crate::algorithms::ConfigError;
+use engine::RunResult;
+
+/// One finished run, for progress reports.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Progress<'a> {
+    /// Runs finished so far, this one included.
+    pub done: usize,
+    /// Runs in all.
+    pub total: usize,
+    /// The scenario.
+    pub scenario: &'a str,
+    /// The policy.
+    pub policy: PolicyKind,
+    /// Wall-clock time the run took.
+    pub took: Duration,
+}
+
+/// How much simulating a comparison took.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Simulated calls: arrivals and bulk attempts, over every run.
+    pub calls: u64,
+    /// Wall-clock time, all runs.
+    pub wall: Duration,
+    /// Time spent inside runs, summed over threads (CPU time, roughly).
+    pub busy: Duration,
+}
+
+impl Stats {
+    /// Simulated calls per second of one core's time.
+    pub fn calls_per_core_second(&self) -> f64 {
+        self.calls as f64 / self.busy.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Run every scenario against `policies` (the oracle always runs too, first:
+/// every ratio is against it), on all cores, calling `progress` after each
+/// run. Deterministic for a given `seed`, whatever the number of threads.
+///
+/// # Errors
+///
+/// A policy could not be sized for a scenario (a [`ConfigError`]).
+pub fn compare(
+    scenarios: &[Scenario],
+    policies: &[PolicyKind],
+    seed: u64,
+    progress: impl Fn(Progress<'_>) + Sync,
+) -> Result<(Comparison, Stats), ConfigError> {
+    let started = Instant::now();
+    let mut kinds = vec![PolicyKind::Oracle];
+    kinds.extend(policies.iter().copied().filter(|k| *k != PolicyKind::Oracle));
+    let jobs: Vec<(usize, PolicyKind)> = scenarios
+        .iter()
+        .enumerate()
+        .flat_map(|(i, sc)| {
+            kinds
+                .iter()
+                .filter(move |k| k.applies_to(sc))
+                .map(move |k| (i, *k))
+        })
+        .collect();
+    let results: Vec<Mutex<Option<(Result<RunResult, ConfigError>, Duration)>>> =
+        jobs.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(jobs.len()).max(1) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&(s, kind)) = jobs.get(i) else { break };
+                let t = Instant::now();
+                let result = engine::run(&scenarios[s], kind, seed);
+                let took = t.elapsed();
+                if let Ok(mut slot) = results[i].lock() {
+                    *slot = Some((result, took));
+                }
+                progress(Progress {
+                    done: done.fetch_add(1, Ordering::SeqCst) + 1,
+                    total: jobs.len(),
+                    scenario: &scenarios[s].name,
+                    policy: kind,
+                    took,
+                });
+            });
+        }
+    });
+    let mut runs: Vec<Vec<(PolicyKind, RunResult)>> = scenarios.iter().map(|_| Vec::new()).collect();
+    let mut calls = 0;
+    let mut busy = Duration::ZERO;
+    for ((s, kind), slot) in jobs.iter().zip(results) {
+        let Some((result, took)) = slot.into_inner().ok().flatten() else {
+            continue;
+        };
+        let r = result?;
+        calls += r.calls;
+        busy += took;
+        runs[*s].push((*kind, r));
+    }
+    let reports = scenarios
+        .iter()
+        .zip(runs)
+        .map(|(sc, runs)| {
+            let oracle = runs
+                .iter()
+                .find(|(k, _)| *k == PolicyKind::Oracle)
+                .map(|(_, r)| r);
+            ScenarioReport {
+                name: sc.name.clone(),
+                about: sc.about.clone(),
+                measured_seconds: sc
+                    .measure
+                    .map_or(sc.duration, |m| m.to.saturating_sub(m.from))
+                    .as_secs_f64(),
+                recovers_at_seconds: sc.recovers_at.map(|d| d.as_secs_f64()),
+                policies: runs
+                    .iter()
+                    .map(|(k, r)| report::policy_report(sc, *k, r, oracle))
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok((
+        Comparison {
+            seed,
+            scenarios: reports,
+        },
+        Stats {
+            calls,
+            wall: started.elapsed(),
+            busy,
+        },
+    ))
+}
+
+impl Comparison {
+    /// The comparison as pretty-printed JSON (the same seed gives the same
+    /// bytes).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

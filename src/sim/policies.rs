@@ -1,0 +1,250 @@
+//! The policies every scenario is run against, sized for the scenario.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::scenario::Scenario;
+use crate::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
+use crate::algorithms::{
+    Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Sample,
+    Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
+};
+
+/// A policy in the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum PolicyKind {
+    /// The physical limit: the dependency's true concurrency at every
+    /// instant (0 while it is down), known by magic.
+    Oracle,
+    /// No limiter: timeouts and retries only.
+    None,
+    /// A static bulkhead sized for the dependency's normal capacity.
+    Bulkhead,
+    /// The breaker of the incident in the seed documents: one probe that is
+    /// an ordinary request, a doubling cooldown up to 30 minutes.
+    BreakerClassic,
+    /// The recommended breaker, its probes scaled by fleet size.
+    Breaker,
+    /// The recommended breaker without fleet scaling (fleets only).
+    BreakerUnscaled,
+    /// Loss-based adaptive limit.
+    Aimd,
+    /// Delay-based adaptive limit (queue estimate).
+    Vegas,
+    /// Delay-based adaptive limit (latency gradient).
+    Gradient,
+    /// Google SRE client-side adaptive throttling.
+    Throttle,
+    /// The recommended breaker in front of a gradient limit.
+    BreakerGradient,
+}
+
+impl PolicyKind {
+    /// Every policy, in table order.
+    pub const ALL: [PolicyKind; 11] = [
+        PolicyKind::Oracle,
+        PolicyKind::None,
+        PolicyKind::Bulkhead,
+        PolicyKind::BreakerClassic,
+        PolicyKind::Breaker,
+        PolicyKind::BreakerUnscaled,
+        PolicyKind::Aimd,
+        PolicyKind::Vegas,
+        PolicyKind::Gradient,
+        PolicyKind::Throttle,
+        PolicyKind::BreakerGradient,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Oracle => "oracle",
+            PolicyKind::None => "none",
+            PolicyKind::Bulkhead => "bulkhead",
+            PolicyKind::BreakerClassic => "breaker-classic",
+            PolicyKind::Breaker => "breaker",
+            PolicyKind::BreakerUnscaled => "breaker-unscaled",
+            PolicyKind::Aimd => "aimd",
+            PolicyKind::Vegas => "vegas",
+            PolicyKind::Gradient => "gradient",
+            PolicyKind::Throttle => "throttle",
+            PolicyKind::BreakerGradient => "breaker+gradient",
+        }
+    }
+
+    /// The policy called `name`, if any.
+    pub fn from_name(name: &str) -> Option<PolicyKind> {
+        PolicyKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether this policy is compared in `scenario` (the unscaled breaker
+    /// only where there is a fleet).
+    pub fn applies_to(self, scenario: &Scenario) -> bool {
+        self != PolicyKind::BreakerUnscaled || instances(scenario) > 1
+    }
+
+    /// Whether it is adaptive (moves its gate from what it sees), for the
+    /// headline comparison.
+    pub fn is_adaptive(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::Aimd
+                | PolicyKind::Vegas
+                | PolicyKind::Gradient
+                | PolicyKind::Throttle
+                | PolicyKind::BreakerGradient
+        )
+    }
+
+    /// Whether it is a breaker.
+    pub fn is_breaker(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::BreakerClassic
+                | PolicyKind::Breaker
+                | PolicyKind::BreakerUnscaled
+                | PolicyKind::BreakerGradient
+        )
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+pub(crate) fn instances(scenario: &Scenario) -> u32 {
+    scenario.traffic.as_ref().map_or(1, |t| t.instances.0)
+}
+
+/// The dependency's normal concurrency share per instance.
+pub(crate) fn share(scenario: &Scenario, workers: u32) -> u32 {
+    workers.div_ceil(instances(scenario)).max(1)
+}
+
+/// The oracle: a limit the simulator sets to the dependency's true
+/// concurrency at every instant.
+#[derive(Debug)]
+pub(crate) struct Oracle {
+    pub(crate) limit: Arc<AtomicU32>,
+}
+
+impl Algorithm for Oracle {
+    fn name(&self) -> &'static str {
+        "oracle"
+    }
+    fn gate(&self) -> Gate {
+        match self.limit.load(Ordering::Relaxed) {
+            0 => Gate::shut(None),
+            n => Gate::limited(n),
+        }
+    }
+    fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
+}
+
+/// The slow-call threshold for a scenario.
+pub(crate) fn slow_call(scenario: &Scenario) -> Duration {
+    scenario
+        .policies
+        .slow_call
+        .unwrap_or(scenario.dependency.service.median * 4)
+}
+
+/// Build `kind` for instance `instance` of `scenario`. The oracle's limit
+/// cell is returned alongside.
+pub(crate) fn build(
+    kind: PolicyKind,
+    scenario: &Scenario,
+    instance: u32,
+    oracle: &Arc<AtomicU32>,
+) -> Result<Box<dyn Algorithm>, ConfigError> {
+    let workers = scenario.dependency.workers.0;
+    let c = share(scenario, workers);
+    let ceiling = (c * 4).clamp(c, MAX_LIMIT);
+    let slow = slow_call(scenario);
+    let fleet = instances(scenario);
+    let probe_timeout = scenario
+        .traffic
+        .as_ref()
+        .map_or(Duration::from_secs(30), |t| {
+            t.probe_timeout.unwrap_or(t.timeout)
+        });
+    let call_timeout = scenario
+        .traffic
+        .as_ref()
+        .map_or(Duration::from_secs(10), |t| t.timeout);
+    let seed = 0x5EED_0000 + u64::from(instance);
+    // A queue consumer's call rate collapses while its items back off, so a
+    // time window rarely holds the volume floor: count the last calls.
+    let window = if scenario.traffic.is_none() {
+        BreakerWindow::Count { calls: 20 }
+    } else {
+        BreakerConfig::recommended().window
+    };
+    let recommended = |fleet_size: u32| BreakerConfig {
+        // Slow calls trip breakers only where the scenario says what slow
+        // is: a cold dependency is slow and must still be let back in.
+        slow_call_rate: scenario.policies.slow_call.map(|_| 0.5),
+        slow_call_duration: slow,
+        window,
+        // The breaker's own deadline for a probe: a little past the one the
+        // caller gives it, so the caller's timeout decides.
+        probe_timeout: probe_timeout.max(call_timeout) + Duration::from_secs(1),
+        fleet_size,
+        seed,
+        ..BreakerConfig::recommended()
+    };
+    Ok(match kind {
+        PolicyKind::Oracle => Box::new(Oracle {
+            limit: Arc::clone(oracle),
+        }),
+        PolicyKind::None => Box::new(Fixed::new(MAX_LIMIT)?),
+        PolicyKind::Bulkhead => Box::new(Fixed::new(
+            scenario.policies.bulkhead.map_or(c, |b| b.0),
+        )?),
+        PolicyKind::BreakerClassic => Box::new(Breaker::new(BreakerConfig {
+            // One ordinary request, with the ordinary timeout, is the probe.
+            probe_timeout: call_timeout + Duration::from_secs(1),
+            seed,
+            ..BreakerConfig::classic()
+        })?),
+        PolicyKind::Breaker => Box::new(Breaker::new(recommended(fleet))?),
+        PolicyKind::BreakerUnscaled => Box::new(Breaker::new(recommended(1))?),
+        PolicyKind::Aimd => Box::new(Aimd::new(AimdConfig {
+            initial: c,
+            min: 1,
+            max: ceiling,
+            timeout: slow,
+            ..AimdConfig::default()
+        })?),
+        PolicyKind::Vegas => Box::new(Vegas::new(VegasConfig {
+            initial: c.min(20),
+            min: 1,
+            max: ceiling,
+            seed,
+            ..VegasConfig::default()
+        })?),
+        PolicyKind::Gradient => Box::new(Gradient::new(GradientConfig {
+            initial: c.min(20),
+            min: 1,
+            max: ceiling,
+            ..GradientConfig::default()
+        })?),
+        PolicyKind::Throttle => Box::new(Throttle::new(ThrottleConfig::default())?),
+        PolicyKind::BreakerGradient => Box::new(
+            Stack::builder()
+                .push(Breaker::new(recommended(fleet))?)
+                .push(Gradient::new(GradientConfig {
+                    initial: c.min(20),
+                    min: 1,
+                    max: ceiling,
+                    ..GradientConfig::default()
+                })?)
+                .build()?,
+        ),
+    })
+}

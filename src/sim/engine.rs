@@ -176,6 +176,7 @@ struct World<'a> {
     limiters: &'a [Lim],
     clock: ManualClock,
     oracle: Option<&'a Arc<AtomicU32>>,
+    probe_aware: bool,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     now: u64,
@@ -237,6 +238,7 @@ pub(crate) fn run(scenario: &Scenario, kind: PolicyKind, seed: u64) -> Result<Ru
         limiters: &limiters,
         clock,
         oracle: (kind == PolicyKind::Oracle).then_some(&oracle_cell),
+        probe_aware: kind.honours_probes(),
         events: BinaryHeap::new(),
         seq: 0,
         now: 0,
@@ -510,13 +512,13 @@ impl<'a> World<'a> {
                 if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
                     *slot += 1;
                 }
-                let probe = permit.is_probe();
-                let timeout = if probe {
-                    traffic.probe_timeout.unwrap_or(traffic.timeout)
-                } else {
-                    traffic.timeout
-                };
-                let timeout = nanos(timeout).min(deadline.saturating_sub(self.now)).max(1);
+                let timeout = match traffic.probe_timeout {
+                    // A probe is given its own, longer patience, past the
+                    // ordinary request's deadline.
+                    Some(longer) if self.probe_aware && permit.is_probe() => nanos(longer),
+                    _ => nanos(traffic.timeout).min(deadline.saturating_sub(self.now)),
+                }
+                .max(1);
                 self.send(Owner::Request(req), permit, timeout);
             }
         }

@@ -99,6 +99,13 @@ impl PolicyKind {
         )
     }
 
+    /// Whether its callers give calls admitted as probes the longer probe
+    /// timeout. The classic breaker's probe is an ordinary request with the
+    /// ordinary timeout: that is the fault it reproduces.
+    pub fn honours_probes(self) -> bool {
+        self != PolicyKind::BreakerClassic
+    }
+
     /// Whether it is a breaker.
     pub fn is_breaker(self) -> bool {
         matches!(

@@ -50,6 +50,8 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+#[cfg(feature = "config")]
+pub mod config;
 mod error;
 mod gate;
 mod limiter;

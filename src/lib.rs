@@ -55,9 +55,13 @@ pub mod config;
 mod error;
 mod gate;
 mod limiter;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod observe;
 mod permit;
 mod ready;
+#[cfg(feature = "tracing")]
+pub mod tracing;
 mod wait;
 
 pub use rheostat_algorithms as algorithms;

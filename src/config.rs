@@ -4,7 +4,7 @@
 //! for a breaker is an edit to a file, not to code. [`LimiterConfig`] adds
 //! the limiter's own options (queue, waits, drop outcome), and
 //! [`LimitersConfig`] is a whole file: one limiter per dependency, plus a
-//! default for keyed limiters.
+//! default for [keyed limiters](crate::keyed).
 //!
 //! ```toml
 //! [limiters.payments]

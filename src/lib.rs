@@ -54,6 +54,8 @@ mod clock;
 pub mod config;
 mod error;
 mod gate;
+#[cfg(feature = "config")]
+pub mod keyed;
 mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;

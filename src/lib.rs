@@ -62,6 +62,8 @@ pub mod metrics;
 mod observe;
 mod permit;
 mod ready;
+#[cfg(feature = "tower")]
+pub mod tower;
 #[cfg(feature = "tracing")]
 pub mod tracing;
 mod wait;

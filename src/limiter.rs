@@ -938,6 +938,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// The longer timeout a probe is given, if configured.
+    #[cfg_attr(
+        not(feature = "tower"),
+        allow(dead_code, reason = "used by the tower layer")
+    )]
+    pub(crate) fn probe_timeout(&self) -> Option<Duration> {
+        self.options.probe_timeout
+    }
+
     pub(crate) fn on_drop_outcome(&self) -> Outcome {
         self.options.on_drop
     }

@@ -7,21 +7,21 @@ use crate::algorithms::Outcome;
 /// Turns the result of a call, and how long it took, into what it says
 /// about the dependency.
 ///
-/// Implemented for closures `Fn(&Result<Res, E>, Duration) -> Outcome`.
+/// Wrap a closure in [`ClassifyFn`] to use it as one.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat::tower::Classify;
+/// use rheostat::tower::{Classify, ClassifyFn};
 /// use rheostat::Outcome;
 ///
 /// // A gRPC-ish classifier: only "unavailable" is the dependency's fault.
-/// let classify = |r: &Result<u32, &str>, _latency: Duration| match r {
+/// let classify = ClassifyFn(|r: &Result<u32, &str>, _latency: Duration| match r {
 ///     Ok(_) => Outcome::Success,
 ///     Err(e) if *e == "unavailable" => Outcome::Overload,
 ///     Err(_) => Outcome::Ignore,
-/// };
+/// });
 /// assert_eq!(classify.classify(&Err("unavailable"), Duration::ZERO), Outcome::Overload);
 /// ```
 pub trait Classify<Res, E> {
@@ -29,12 +29,20 @@ pub trait Classify<Res, E> {
     fn classify(&self, result: &Result<Res, E>, latency: Duration) -> Outcome;
 }
 
-impl<F, Res, E> Classify<Res, E> for F
+/// A closure `Fn(&Result<Res, E>, Duration) -> Outcome` as a [`Classify`].
+///
+/// (A wrapper rather than an implementation for every closure: such a
+/// blanket implementation makes the compiler fail to prove that futures
+/// using the service are `Send`.)
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClassifyFn<F>(pub F);
+
+impl<F, Res, E> Classify<Res, E> for ClassifyFn<F>
 where
     F: Fn(&Result<Res, E>, Duration) -> Outcome,
 {
     fn classify(&self, result: &Result<Res, E>, latency: Duration) -> Outcome {
-        self(result, latency)
+        (self.0)(result, latency)
     }
 }
 
@@ -68,7 +76,7 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
 /// [`Outcome::Ignore`] so that it does not trip a breaker.
 ///
 /// An error is always an overload: the classifier cannot see inside an
-/// arbitrary error type. Write a closure (see [`Classify`]) to tell errors
+/// arbitrary error type. Write a closure (see [`ClassifyFn`]) to tell errors
 /// apart.
 ///
 /// # Examples

@@ -52,7 +52,8 @@ impl<A: Algorithm, C: Clock> RheostatLayer<ResultClassifier, A, C> {
 
 impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
     /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier),
-    /// a closure, any [`Classify`](super::Classify)).
+    /// a closure in a [`ClassifyFn`](super::ClassifyFn), any
+    /// [`Classify`](super::Classify)).
     pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C> {
         RheostatLayer {
             limiter: self.limiter,

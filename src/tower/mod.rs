@@ -69,6 +69,6 @@ mod service;
 
 #[cfg(feature = "http")]
 pub use classify::HttpClassifier;
-pub use classify::{Classify, ResultClassifier};
+pub use classify::{Classify, ClassifyFn, ResultClassifier};
 pub use layer::RheostatLayer;
 pub use service::Rheostat;

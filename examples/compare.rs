@@ -51,12 +51,16 @@ fn parse() -> Result<Args, String> {
             }
             "--seed" => {
                 let v = value("--seed")?;
-                args.seed = v.parse().map_err(|_| format!("--seed takes a whole number, not `{v}`"))?;
+                args.seed = v
+                    .parse()
+                    .map_err(|_| format!("--seed takes a whole number, not `{v}`"))?;
             }
             "--json" => args.json = Some(PathBuf::from(value("--json")?)),
             "--out" => args.out = PathBuf::from(value("--out")?),
             "-h" | "--help" => return Err(USAGE.to_string()),
-            flag if flag.starts_with("--") => return Err(format!("unknown flag `{flag}`\n{USAGE}")),
+            flag if flag.starts_with("--") => {
+                return Err(format!("unknown flag `{flag}`\n{USAGE}"))
+            }
             file => args.files.push(PathBuf::from(file)),
         }
     }

@@ -50,14 +50,24 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+#[cfg(feature = "config")]
+pub mod config;
 mod error;
 mod gate;
+#[cfg(feature = "config")]
+pub mod keyed;
 mod limiter;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod observe;
 mod permit;
 mod ready;
 #[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(feature = "tower")]
+pub mod tower;
+#[cfg(feature = "tracing")]
+pub mod tracing;
 mod wait;
 
 pub use rheostat_algorithms as algorithms;

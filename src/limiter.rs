@@ -238,6 +238,37 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
+    /// The name given so far.
+    #[cfg_attr(
+        not(any(feature = "metrics", feature = "tracing")),
+        allow(dead_code, reason = "used by the optional observers")
+    )]
+    pub(crate) fn name_ref(&self) -> &str {
+        &self.options.name
+    }
+
+    /// The policy the limiter will run.
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "used by the optional observers")
+    )]
+    pub(crate) fn policy_ref(&self) -> &A {
+        &self.policy
+    }
+
+    /// Add `observer` beside any observer set so far.
+    #[cfg_attr(
+        not(any(feature = "metrics", feature = "tracing")),
+        allow(dead_code, reason = "used by the optional observers")
+    )]
+    pub(crate) fn also_observe(mut self, observer: impl Observer) -> Self {
+        self.observer = Some(match self.observer.take() {
+            Some(previous) => Box::new((previous, observer)),
+            None => Box::new(observer),
+        });
+        self
+    }
+
     /// Build the limiter.
     ///
     /// # Errors
@@ -905,6 +936,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 observer.transition(t);
             }
         }
+    }
+
+    /// The longer timeout a probe is given, if configured.
+    #[cfg_attr(
+        not(feature = "tower"),
+        allow(dead_code, reason = "used by the tower layer")
+    )]
+    pub(crate) fn probe_timeout(&self) -> Option<Duration> {
+        self.options.probe_timeout
     }
 
     pub(crate) fn on_drop_outcome(&self) -> Outcome {

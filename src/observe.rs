@@ -67,6 +67,73 @@ pub trait Observer: Send + Sync + 'static {
 /// The observer that observes nothing.
 impl Observer for () {}
 
+/// Both observers, `self.0` first: `.observer((metrics, logs))`.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use rheostat::{algorithms::Fixed, Limiter, Observer};
+///
+/// #[derive(Default)]
+/// struct Admitted(AtomicU64);
+///
+/// impl Observer for Admitted {
+///     fn admitted(&self, _: u32, _: bool) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let (a, b) = (Arc::new(Admitted::default()), Arc::new(Admitted::default()));
+/// let limiter = Limiter::builder(Fixed::new(1)?)
+///     .observer((Arc::clone(&a), Arc::clone(&b)))
+///     .build()?;
+/// limiter.try_acquire()?.success();
+/// assert_eq!((a.0.load(Ordering::Relaxed), b.0.load(Ordering::Relaxed)), (1, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<A: Observer, B: Observer> Observer for (A, B) {
+    fn admitted(&self, in_flight: u32, probe: bool) {
+        self.0.admitted(in_flight, probe);
+        self.1.admitted(in_flight, probe);
+    }
+    fn rejected(&self, rejection: &Rejection) {
+        self.0.rejected(rejection);
+        self.1.rejected(rejection);
+    }
+    fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
+        self.0.finished(outcome, latency, in_flight);
+        self.1.finished(outcome, latency, in_flight);
+    }
+    fn gate_changed(&self, gate: &Gate) {
+        self.0.gate_changed(gate);
+        self.1.gate_changed(gate);
+    }
+    fn transition(&self, transition: &Transition) {
+        self.0.transition(transition);
+        self.1.transition(transition);
+    }
+}
+
+impl<O: Observer + ?Sized> Observer for Box<O> {
+    fn admitted(&self, in_flight: u32, probe: bool) {
+        (**self).admitted(in_flight, probe);
+    }
+    fn rejected(&self, rejection: &Rejection) {
+        (**self).rejected(rejection);
+    }
+    fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
+        (**self).finished(outcome, latency, in_flight);
+    }
+    fn gate_changed(&self, gate: &Gate) {
+        (**self).gate_changed(gate);
+    }
+    fn transition(&self, transition: &Transition) {
+        (**self).transition(transition);
+    }
+}
+
 impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
     fn admitted(&self, in_flight: u32, probe: bool) {
         (**self).admitted(in_flight, probe);

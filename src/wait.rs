@@ -28,6 +28,8 @@ use crate::permit::{Permit, Ticket};
 
 /// The order in which waiters are served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "config", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "config", serde(rename_all = "snake_case"))]
 pub enum QueueOrder {
     /// Oldest first: fair.
     #[default]

@@ -7,6 +7,8 @@ use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
 /// The parameters of [`Aimd`]. The defaults are the widely used ones
 /// (initial 20, min 20, max 200, backoff 0.9, timeout 5 s).
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct AimdConfig {
     /// The limit to start at, in `[min, max]`.
     pub initial: u32,
@@ -17,6 +19,7 @@ pub struct AimdConfig {
     /// The factor a drop multiplies the limit by, in `(0, 1)`.
     pub backoff: f64,
     /// A success slower than this counts as a drop (a *slow call*).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub timeout: Duration,
     /// When set (the default), drops from calls that were already in flight
     /// when the limit was last cut do not cut it again: a burst of timeouts

@@ -34,6 +34,8 @@ const LONG_DECAY: f64 = 0.9;
 /// assert_eq!(err.to_string(), "invalid `gradient.tolerance`: found 0.8, expected a number in [1, 10]");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct GradientConfig {
     /// The limit to start at, in `[min, max]`.
     pub initial: u32,

@@ -41,6 +41,8 @@ pub mod buckets;
 pub mod fixed;
 pub mod gradient;
 mod rng;
+#[cfg(feature = "serde")]
+mod serde_rate;
 pub mod stack;
 pub mod throttle;
 pub mod vegas;
@@ -69,6 +71,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 ///
 /// This is the one outcome vocabulary shared by every policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Outcome {
     /// The dependency answered. A success slower than a policy's threshold may
     /// still be treated as a sign of overload (a *slow call*).

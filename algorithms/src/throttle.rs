@@ -64,6 +64,8 @@ pub const MAX_K: f64 = 100.0;
 /// assert_eq!(err.field(), "throttle.k");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct ThrottleConfig {
     /// How many requests the throttle lets through per accept before it
     /// starts rejecting, in `[1, 100]`. 2 is the SRE book's recommendation;
@@ -76,6 +78,7 @@ pub struct ThrottleConfig {
     pub pad: u32,
     /// How far back the throttle looks (default 2 minutes), above 0 and at
     /// most [`MAX_DURATION`](crate::MAX_DURATION).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub window: Duration,
     /// How many buckets the window is split into, in `[1, 10_000]`, each at
     /// least 1 ms wide (default 120: one-second buckets). Old counts leave the

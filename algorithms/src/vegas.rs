@@ -32,6 +32,8 @@ const MIN_RTT: f64 = 1e-9;
 /// assert_eq!(err.to_string(), "invalid `vegas.beta`: found 2, expected a number in [3, 1000]");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct VegasConfig {
     /// The limit to start at, in `[min, max]`.
     pub initial: u32,

@@ -46,6 +46,8 @@ use crate::{check, ConfigError, Outcome, Sample};
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Aggregation {
     /// The arithmetic mean, computed exactly over every success.
     Average,
@@ -74,11 +76,15 @@ pub enum Aggregation {
 /// assert_eq!(err.allowed(), "at least `window.min_duration` (250ms)");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct WindowConfig {
     /// The shortest a window lasts, above zero.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub min_duration: Duration,
     /// The longest a window lasts: one that has lasted this long closes with
     /// however many calls it holds. At least `min_duration`.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub max_duration: Duration,
     /// The calls a window needs before it may close at `min_duration`; at
     /// least 1.

@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use rand::Rng;
@@ -203,7 +203,11 @@ struct World<'a> {
 }
 
 /// Run `kind` through `scenario` with `seed`.
-pub(crate) fn run(scenario: &Scenario, kind: PolicyKind, seed: u64) -> Result<RunResult, ConfigError> {
+pub(crate) fn run(
+    scenario: &Scenario,
+    kind: PolicyKind,
+    seed: u64,
+) -> Result<RunResult, ConfigError> {
     let clock = ManualClock::new();
     let base = clock.now();
     let oracle_cell = Arc::new(AtomicU32::new(policies::share(
@@ -474,7 +478,9 @@ impl<'a> World<'a> {
     fn arrival(&mut self) {
         self.arrival_pending = false;
         self.arm_arrival();
-        let Some(traffic) = &self.sc.traffic else { return };
+        let Some(traffic) = &self.sc.traffic else {
+            return;
+        };
         let instance = self.next_instance;
         self.next_instance = (self.next_instance + 1) % traffic.instances.0;
         self.r.calls += 1;
@@ -493,8 +499,12 @@ impl<'a> World<'a> {
     }
 
     fn attempt(&mut self, req: u64) {
-        let Some(traffic) = &self.sc.traffic else { return };
-        let Some(request) = self.requests.get_mut(req) else { return };
+        let Some(traffic) = &self.sc.traffic else {
+            return;
+        };
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
         request.attempts += 1;
         let (instance, deadline) = (request.instance, request.deadline);
         let s = self.second();
@@ -549,7 +559,9 @@ impl<'a> World<'a> {
     }
 
     fn accepted(&mut self, job: u64, accept: Accept) {
-        let Some(j) = self.jobs.get_mut(job) else { return };
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
         match accept {
             Accept::Serve { after, outcome } => {
                 j.holds_worker = true;
@@ -572,7 +584,9 @@ impl<'a> World<'a> {
     }
 
     fn done(&mut self, job: u64) {
-        let Some(mut j) = self.jobs.remove(job) else { return };
+        let Some(mut j) = self.jobs.remove(job) else {
+            return;
+        };
         if j.holds_worker {
             let started = self.model.finish(secs(self.now));
             self.started(started);
@@ -585,8 +599,12 @@ impl<'a> World<'a> {
     }
 
     fn timeout(&mut self, job: u64) {
-        let Some(j) = self.jobs.get_mut(job) else { return };
-        let Some(permit) = j.permit.take() else { return };
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        let Some(permit) = j.permit.take() else {
+            return;
+        };
         let (owner, hung) = (j.owner, j.hung);
         if hung {
             self.jobs.remove(job);
@@ -608,7 +626,9 @@ impl<'a> World<'a> {
     }
 
     fn request_attempt_ended(&mut self, req: u64, outcome: Option<Outcome>) {
-        let Some(traffic) = &self.sc.traffic else { return };
+        let Some(traffic) = &self.sc.traffic else {
+            return;
+        };
         match outcome {
             Some(Outcome::Success) => {
                 let arrived = self.requests.get_mut(req).map_or(self.now, |r| r.arrived);
@@ -622,7 +642,9 @@ impl<'a> World<'a> {
                 self.end_request(req);
             }
             Some(Outcome::Overload) | None => {
-                let Some(request) = self.requests.get_mut(req) else { return };
+                let Some(request) = self.requests.get_mut(req) else {
+                    return;
+                };
                 let retry_at = self.now + nanos(traffic.backoff);
                 let budget = traffic.retry_budget.0 * self.firsts as f64;
                 if request.attempts < traffic.attempts.0
@@ -737,7 +759,9 @@ impl<'a> World<'a> {
         self.set_active(self.active.saturating_sub(1));
         let consumer = &mut self.consumers[c as usize];
         consumer.busy = false;
-        let Some(item) = consumer.item.as_mut() else { return };
+        let Some(item) = consumer.item.as_mut() else {
+            return;
+        };
         match outcome {
             Some(Outcome::Success | Outcome::Ignore) => {
                 consumer.item = None;

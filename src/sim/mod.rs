@@ -110,7 +110,12 @@ pub fn compare(
 ) -> Result<(Comparison, Stats), ConfigError> {
     let started = Instant::now();
     let mut kinds = vec![PolicyKind::Oracle];
-    kinds.extend(policies.iter().copied().filter(|k| *k != PolicyKind::Oracle));
+    kinds.extend(
+        policies
+            .iter()
+            .copied()
+            .filter(|k| *k != PolicyKind::Oracle),
+    );
     let jobs: Vec<(usize, PolicyKind)> = scenarios
         .iter()
         .enumerate()
@@ -121,8 +126,8 @@ pub fn compare(
                 .map(move |k| (i, *k))
         })
         .collect();
-    let results: Vec<Mutex<Option<(Result<RunResult, ConfigError>, Duration)>>> =
-        jobs.iter().map(|_| Mutex::new(None)).collect();
+    type Slot = Mutex<Option<(Result<RunResult, ConfigError>, Duration)>>;
+    let results: Vec<Slot> = jobs.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -147,7 +152,8 @@ pub fn compare(
             });
         }
     });
-    let mut runs: Vec<Vec<(PolicyKind, RunResult)>> = scenarios.iter().map(|_| Vec::new()).collect();
+    let mut runs: Vec<Vec<(PolicyKind, RunResult)>> =
+        scenarios.iter().map(|_| Vec::new()).collect();
     let mut calls = 0;
     let mut busy = Duration::ZERO;
     for ((s, kind), slot) in jobs.iter().zip(results) {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use super::scenario::Scenario;
 use crate::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
 use crate::algorithms::{
-    Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Sample,
-    Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
+    Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Sample, Stack,
+    Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
 };
 
 /// A policy in the comparison.
@@ -210,9 +210,9 @@ pub(crate) fn build(
             limit: Arc::clone(oracle),
         }),
         PolicyKind::None => Box::new(Fixed::new(MAX_LIMIT)?),
-        PolicyKind::Bulkhead => Box::new(Fixed::new(
-            scenario.policies.bulkhead.map_or(c, |b| b.0),
-        )?),
+        PolicyKind::Bulkhead => {
+            Box::new(Fixed::new(scenario.policies.bulkhead.map_or(c, |b| b.0))?)
+        }
         PolicyKind::BreakerClassic => Box::new(Breaker::new(BreakerConfig {
             // One ordinary request, with the ordinary timeout, is the probe.
             probe_timeout: call_timeout + Duration::from_secs(1),

@@ -127,21 +127,26 @@ pub(crate) fn policy_report(
     r: &RunResult,
     oracle: Option<&RunResult>,
 ) -> PolicyReport {
-    let (from, to) = scenario.measure.map_or((0.0, scenario.duration.as_secs_f64()), |m| {
-        (m.from.as_secs_f64(), m.to.as_secs_f64())
-    });
+    let (from, to) = scenario
+        .measure
+        .map_or((0.0, scenario.duration.as_secs_f64()), |m| {
+            (m.from.as_secs_f64(), m.to.as_secs_f64())
+        });
     let span = (to - from).max(1e-9);
     let goodput = r.successes as f64 / span;
-    let goodput_vs_oracle = oracle.and_then(|o| {
-        (o.successes > 0).then(|| r.successes as f64 / o.successes as f64)
-    });
+    let goodput_vs_oracle =
+        oracle.and_then(|o| (o.successes > 0).then(|| r.successes as f64 / o.successes as f64));
     let latency = (!r.latency.is_empty()).then(|| Latency {
         p50: round(r.latency.value_at_quantile(0.5) as f64 / 1_000.0),
         p99: round(r.latency.value_at_quantile(0.99) as f64 / 1_000.0),
         max: round(r.latency.max() as f64 / 1_000.0),
     });
     let recovery_seconds = match (scenario.recovers_at, oracle) {
-        (Some(at), Some(o)) => recovery(&r.per_second.successes, &o.per_second.successes, at.as_secs() as usize),
+        (Some(at), Some(o)) => recovery(
+            &r.per_second.successes,
+            &o.per_second.successes,
+            at.as_secs() as usize,
+        ),
         _ => None,
     };
     let instances = super::policies::instances(scenario).max(1);
@@ -228,7 +233,9 @@ impl ScenarioReport {
             "p50 ms", "p99 ms", "recover", "open s", "opens", "closes", "dead"
         );
         for p in &self.policies {
-            let ratio = p.goodput_vs_oracle.map_or("-".to_string(), |r| format!("{r:.2}"));
+            let ratio = p
+                .goodput_vs_oracle
+                .map_or("-".to_string(), |r| format!("{r:.2}"));
             let (p50, p99) = p
                 .latency_ms
                 .map_or(("-".to_string(), "-".to_string()), |l| {

@@ -364,13 +364,31 @@ impl std::error::Error for ScenarioError {}
 
 /// The scenarios shipped in `scenarios/`, in the order they are compared.
 const BUILTIN: [(&str, &str); 8] = [
-    ("brownout.toml", include_str!("../../scenarios/brownout.toml")),
-    ("cold-start.toml", include_str!("../../scenarios/cold-start.toml")),
+    (
+        "brownout.toml",
+        include_str!("../../scenarios/brownout.toml"),
+    ),
+    (
+        "cold-start.toml",
+        include_str!("../../scenarios/cold-start.toml"),
+    ),
     ("fleet.toml", include_str!("../../scenarios/fleet.toml")),
-    ("low-traffic.toml", include_str!("../../scenarios/low-traffic.toml")),
-    ("client-errors.toml", include_str!("../../scenarios/client-errors.toml")),
-    ("slow-success.toml", include_str!("../../scenarios/slow-success.toml")),
-    ("flapping.toml", include_str!("../../scenarios/flapping.toml")),
+    (
+        "low-traffic.toml",
+        include_str!("../../scenarios/low-traffic.toml"),
+    ),
+    (
+        "client-errors.toml",
+        include_str!("../../scenarios/client-errors.toml"),
+    ),
+    (
+        "slow-success.toml",
+        include_str!("../../scenarios/slow-success.toml"),
+    ),
+    (
+        "flapping.toml",
+        include_str!("../../scenarios/flapping.toml"),
+    ),
     ("bulk.toml", include_str!("../../scenarios/bulk.toml")),
 ];
 

@@ -39,6 +39,11 @@ pub const MAX_COOLDOWN_FACTOR: f64 = 100.0;
 /// assert_eq!(tiny.validate().unwrap_err().field(), "breaker.min_calls");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum BreakerWindow {
     /// The last `calls` recorded calls, however old.
     Count {
@@ -51,6 +56,7 @@ pub enum BreakerWindow {
     /// and `length`.
     Time {
         /// How far back the window reaches, above 0 and at most a year.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         length: Duration,
         /// How many buckets it is cut into, in `[1, 1_000]`, each at least
         /// 1 ms wide.
@@ -78,18 +84,25 @@ pub enum BreakerWindow {
 /// assert_eq!(err.field(), "breaker.cooldown.base");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum Cooldown {
     /// Always the same open period.
-    Fixed(Duration),
+    Fixed(#[cfg_attr(feature = "serde", serde(with = "humantime_serde"))] Duration),
     /// `base` after a trip from closed, multiplied by `factor` for every
     /// half-open cycle that failed since the breaker was last closed, never
     /// more than `cap`. Closing resets it to `base`.
     Exponential {
         /// The first open period, above 0 and at most `cap`.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         base: Duration,
         /// The growth per failed half-open cycle, in `[1, 100]` (1 is fixed).
         factor: f64,
         /// The longest open period, at most a year.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         cap: Duration,
     },
 }
@@ -114,6 +127,11 @@ pub enum Cooldown {
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum HalfOpen {
     /// Admit `probes` trial calls per half-open cycle in total; close as soon
     /// as `close_after` of them have succeeded, open again as soon as that has
@@ -137,6 +155,7 @@ pub enum HalfOpen {
         /// fleet scaling.
         fraction: f64,
         /// How long to sample, above 0 and at most a year.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         period: Duration,
         /// The share of judged probes that must succeed to close, in
         /// `(0, 1]`.
@@ -180,19 +199,24 @@ pub enum HalfOpen {
 /// assert_eq!(bad.validate().unwrap_err().field(), "breaker.half_open.close_after");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct BreakerConfig {
     /// Trip when at least this share of the window's calls failed
     /// (`Overload`), in `(0, 1]`; `None` never trips on failures. Default
     /// 50%.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_rate"))]
     pub failure_rate: Option<f64>,
     /// Trip when at least this share of the window's calls were slow
     /// successes, in `(0, 1]`; `None` (the default) never trips on slowness.
     /// At least one of the two rates must be set.
+    #[cfg_attr(feature = "serde", serde(with = "crate::serde_rate"))]
     pub slow_call_rate: Option<f64>,
     /// A success that took longer than this is a *slow call* (exactly this
     /// long is not). While [`slow_call_rate`](Self::slow_call_rate) is set, a
     /// slow probe is a failed probe. Above 0 and at most a year; default
     /// 10 s.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub slow_call_duration: Duration,
     /// Which calls the rates are measured over. Default: the last 30 s, in
     /// 30 one-second buckets.
@@ -220,10 +244,12 @@ pub struct BreakerConfig {
     /// failed probe, so half-open can never stick. Make it longer than a
     /// normal call's timeout: a dependency coming back cold answers slowly
     /// at first. Above 0 and at most a year; default 30 s.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub probe_timeout: Duration,
     /// After closing, the admit probability rises linearly from
     /// [`ramp_start`](Self::ramp_start) to 1 over this long. Zero jumps
     /// straight to full traffic. At most a year; default 30 s.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub ramp: Duration,
     /// The admit probability the ramp starts from, in `(0, 1]`. Default 0.1.
     pub ramp_start: f64,

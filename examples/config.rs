@@ -1,0 +1,64 @@
+//! Limiters from a configuration file.
+//!
+//! ```sh
+//! cargo run --example config                       # examples/policies.toml
+//! cargo run --example config -- my-policies.toml   # or any other file
+//! ```
+//!
+//! Switching a dependency from AIMD to a breaker is an edit to the file. A bad
+//! file is refused with the field, the reason and the line:
+//!
+//! ```text
+//! examples/policies.toml:22: invalid `limiters.payments.policy.backoff`: found 1.5, expected a number in (0, 1)
+//! ```
+
+use std::process::ExitCode;
+
+use rheostat::config::LimitersConfig;
+
+fn main() -> ExitCode {
+    let path = std::env::args().nth(1).unwrap_or_else(|| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/policies.toml").to_owned()
+    });
+    let file = match LimitersConfig::load(&path) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{path}:");
+    for name in file.limiters.keys() {
+        describe(&file, name);
+    }
+    // A name the file does not list gets the default.
+    describe(&file, "anything-else");
+    ExitCode::SUCCESS
+}
+
+fn describe(file: &LimitersConfig, name: &str) {
+    match file.build(name) {
+        Ok(limiter) => {
+            let snapshot = limiter.snapshot();
+            let gate = limiter.gate();
+            let members = match file.get(name).map(|c| &c.policy) {
+                Some(rheostat::config::PolicyConfig::Stack { members }) => {
+                    let names: Vec<_> = members.iter().map(|m| m.name()).collect();
+                    format!(" [{}]", names.join(" → "))
+                }
+                _ => String::new(),
+            };
+            let limit = if gate.limit == rheostat::algorithms::MAX_LIMIT {
+                "unlimited".to_owned()
+            } else {
+                gate.limit.to_string()
+            };
+            println!(
+                "  {name:<16} {:<9}{members:<22} limit {limit:<10} admit {:.0}%",
+                snapshot.policy,
+                gate.admit_probability * 100.0,
+            );
+        }
+        Err(e) => println!("  {name:<16} {e}"),
+    }
+}

@@ -1,0 +1,431 @@
+//! One limiter per key — per dependency, route, tenant or model — created
+//! from configuration on first use.
+//!
+//! [`KeyedLimiters`] hands out an `Arc<DynLimiter>` per key, building it the
+//! first time the key is asked for from the key's own [`LimiterConfig`] or
+//! the default, and named after the key (so its metrics are labelled with
+//! it). The number of keys is capped; limiters left idle are evicted to make
+//! room, but never one that is in use or whose breaker is not closed:
+//!
+//! - a limiter is **idle** when nobody holds it (no `Arc` handed out is still
+//!   alive, so no call, permit or service is using it), no call is in
+//!   flight, and it has not been asked for in the idle timeout;
+//! - a limiter whose breaker is open, half-open or forced open, or whose
+//!   gate is shut, is **kept**: evicting it would forget an outage and send
+//!   a fresh, closed limiter's full traffic at a dependency that is down.
+//!
+//! Eviction runs when a new key finds the map full, and whenever
+//! [`KeyedLimiters::evict_idle`] is called (from a periodic task, say). A new
+//! key that still finds no room is refused with [`KeyedError::Full`].
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use rheostat::algorithms::AimdConfig;
+//! use rheostat::config::{LimiterConfig, PolicyConfig};
+//! use rheostat::keyed::KeyedLimiters;
+//!
+//! let models = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
+//!     .key("gpt-large".to_owned(), LimiterConfig::new(PolicyConfig::Fixed { limit: 4 }))
+//!     .max_keys(100)
+//!     .idle_timeout(Duration::from_secs(600))
+//!     .build()?;
+//!
+//! let large = models.get("gpt-large")?;
+//! assert_eq!(large.gate().limit, 4);
+//! assert_eq!(large.name(), "gpt-large");
+//! let small = models.get("gpt-small")?; // the default: AIMD
+//! assert_eq!(small.snapshot().policy, "aimd");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::algorithms::{check, Algorithm, BreakerState, ConfigError};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{LimiterConfig, LimitersConfig};
+use crate::limiter::{Builder, DynLimiter};
+
+/// The keys a [`KeyedLimiters`] holds at most, unless told otherwise.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// How long a limiter must go unasked-for before it may be evicted, unless
+/// told otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+type Configure<K> =
+    Box<dyn Fn(&K, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
+
+/// One limiter per key, created on first use; see the [module
+/// documentation](self).
+///
+/// The clock `C` is read only to tell how long a limiter has been idle (the
+/// limiters themselves use the system clock).
+pub struct KeyedLimiters<K, C = SystemClock> {
+    default: LimiterConfig,
+    overrides: HashMap<K, LimiterConfig>,
+    configure: Option<Configure<K>>,
+    max_keys: usize,
+    idle_timeout: Duration,
+    clock: C,
+    entries: Mutex<HashMap<K, Entry>>,
+}
+
+struct Entry {
+    limiter: Arc<DynLimiter>,
+    last_used: Instant,
+}
+
+/// Builds a [`KeyedLimiters`]; see [`KeyedLimiters::builder`].
+#[must_use]
+pub struct KeyedBuilder<K, C = SystemClock> {
+    default: LimiterConfig,
+    overrides: HashMap<K, LimiterConfig>,
+    configure: Option<Configure<K>>,
+    max_keys: usize,
+    idle_timeout: Duration,
+    clock: C,
+}
+
+/// Why [`KeyedLimiters::get`] could not hand out a limiter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// The key is new, and every one of the `max_keys` limiters is in use or
+    /// must be kept.
+    Full {
+        /// The cap on keys.
+        max_keys: usize,
+    },
+    /// The limiter could not be built (an option set by
+    /// [`KeyedBuilder::configure`] is out of range).
+    Config(ConfigError),
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyedError::Full { max_keys } => write!(
+                f,
+                "no room for a new key: all {max_keys} limiters are in use or kept"
+            ),
+            KeyedError::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for KeyedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KeyedError::Config(e) => Some(e),
+            KeyedError::Full { .. } => None,
+        }
+    }
+}
+
+impl From<ConfigError> for KeyedError {
+    fn from(e: ConfigError) -> Self {
+        KeyedError::Config(e)
+    }
+}
+
+impl<K> KeyedLimiters<K, SystemClock>
+where
+    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+{
+    /// Start building: keys without a configuration of their own get a
+    /// limiter made from `default`.
+    pub fn builder(default: LimiterConfig) -> KeyedBuilder<K, SystemClock> {
+        KeyedBuilder {
+            default,
+            overrides: HashMap::new(),
+            configure: None,
+            max_keys: DEFAULT_MAX_KEYS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            clock: SystemClock,
+        }
+    }
+}
+
+impl KeyedBuilder<String, SystemClock> {
+    /// Start building from a file: its `default` for unlisted keys, its
+    /// `limiters` by name.
+    ///
+    /// # Errors
+    ///
+    /// With field `default` if the file has none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::config::LimitersConfig;
+    /// use rheostat::keyed::KeyedBuilder;
+    ///
+    /// let file = LimitersConfig::from_toml(r#"
+    ///     [default.policy]
+    ///     policy = "aimd"
+    ///     [limiters.search.policy]
+    ///     policy = "fixed"
+    ///     limit = 3
+    /// "#)?;
+    /// let routes = KeyedBuilder::from_config(&file)?.build()?;
+    /// assert_eq!(routes.get("search")?.gate().limit, 3);
+    /// assert_eq!(routes.get("/checkout")?.snapshot().policy, "aimd");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_config(file: &LimitersConfig) -> Result<Self, ConfigError> {
+        let Some(default) = file.default.clone() else {
+            return Err(ConfigError::new(
+                "default",
+                "nothing",
+                "a default limiter for keys not listed",
+            ));
+        };
+        let mut builder = KeyedLimiters::builder(default);
+        builder.overrides = file
+            .limiters
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(builder)
+    }
+}
+
+impl<K, C> KeyedBuilder<K, C>
+where
+    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+    C: Clock,
+{
+    /// Give `key` its own configuration instead of the default.
+    pub fn key(mut self, key: K, config: LimiterConfig) -> Self {
+        self.overrides.insert(key, config);
+        self
+    }
+
+    /// Hold at most `max_keys` limiters (default [`DEFAULT_MAX_KEYS`]).
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Let a limiter be evicted once it has not been asked for in
+    /// `idle_timeout` (default [`DEFAULT_IDLE_TIMEOUT`]) and is idle.
+    pub fn idle_timeout(mut self, idle_timeout: Duration) -> Self {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+
+    /// Adjust each limiter's [`Builder`] before it is built, given its key:
+    /// attach metrics or an observer. It is already named after the key and
+    /// has the options of its configuration.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::algorithms::AimdConfig;
+    /// use rheostat::config::LimiterConfig;
+    /// use rheostat::keyed::KeyedLimiters;
+    ///
+    /// let tenants = KeyedLimiters::<u64>::builder(LimiterConfig::new(AimdConfig::default()))
+    ///     .configure(|_tenant, limiter| limiter.metrics())
+    ///     .build()?;
+    /// assert_eq!(tenants.get(&42)?.name(), "42");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn configure(
+        mut self,
+        configure: impl Fn(&K, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.configure = Some(Box::new(configure));
+        self
+    }
+
+    /// Read idle time from `clock` instead of the system clock.
+    pub fn clock<D: Clock>(self, clock: D) -> KeyedBuilder<K, D> {
+        KeyedBuilder {
+            default: self.default,
+            overrides: self.overrides,
+            configure: self.configure,
+            max_keys: self.max_keys,
+            idle_timeout: self.idle_timeout,
+            clock,
+        }
+    }
+
+    /// Check every configuration and build.
+    ///
+    /// # Errors
+    ///
+    /// `keyed.max_keys` of 0, `keyed.idle_timeout` zero or over a year, or a
+    /// field of the default or of a key's configuration (named
+    /// `default.aimd.backoff`, `<key>.aimd.backoff`).
+    pub fn build(self) -> Result<KeyedLimiters<K, C>, ConfigError> {
+        if self.max_keys == 0 {
+            return Err(ConfigError::new(
+                "keyed.max_keys",
+                0,
+                "a whole number above 0",
+            ));
+        }
+        check::duration("keyed.idle_timeout", self.idle_timeout)?;
+        self.default.validate().map_err(|e| e.within("default"))?;
+        for (key, config) in &self.overrides {
+            config.validate().map_err(|e| e.within(&key.to_string()))?;
+        }
+        Ok(KeyedLimiters {
+            default: self.default,
+            overrides: self.overrides,
+            configure: self.configure,
+            max_keys: self.max_keys,
+            idle_timeout: self.idle_timeout,
+            clock: self.clock,
+            entries: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+impl<K, C> KeyedLimiters<K, C>
+where
+    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+    C: Clock,
+{
+    /// The limiter for `key`, built on first use.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyedError::Full`] if `key` is new and, after evicting idle
+    /// limiters, the cap is still reached; [`KeyedError::Config`] if the
+    /// limiter cannot be built.
+    pub fn get<Q>(&self, key: &Q) -> Result<Arc<DynLimiter>, KeyedError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let now = self.clock.now();
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get_mut(key) {
+            entry.last_used = now;
+            return Ok(Arc::clone(&entry.limiter));
+        }
+        if entries.len() >= self.max_keys {
+            self.evict(&mut entries, now);
+            if entries.len() >= self.max_keys {
+                return Err(KeyedError::Full {
+                    max_keys: self.max_keys,
+                });
+            }
+        }
+        let config = self.overrides.get(key).unwrap_or(&self.default);
+        let key = key.to_owned();
+        let mut builder = config.builder(key.to_string())?;
+        if let Some(configure) = &self.configure {
+            builder = configure(&key, builder);
+        }
+        let limiter = Arc::new(builder.build()?);
+        entries.insert(
+            key,
+            Entry {
+                limiter: Arc::clone(&limiter),
+                last_used: now,
+            },
+        );
+        Ok(limiter)
+    }
+
+    /// Evict every idle limiter (see the [module documentation](self)) and
+    /// say how many went.
+    pub fn evict_idle(&self) -> usize {
+        let now = self.clock.now();
+        let mut entries = self.lock();
+        self.evict(&mut entries, now)
+    }
+
+    /// How many limiters are held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no limiter is held.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Whether a limiter for `key` is held now.
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.lock().contains_key(key)
+    }
+
+    /// The cap on keys.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    fn evict(&self, entries: &mut HashMap<K, Entry>, now: Instant) -> usize {
+        let before = entries.len();
+        entries.retain(|_, entry| !self.evictable(entry, now));
+        before - entries.len()
+    }
+
+    fn evictable(&self, entry: &Entry, now: Instant) -> bool {
+        let limiter = &entry.limiter;
+        // Held elsewhere: a caller, an owned permit or a service still uses
+        // it. New handles are only made under the map's lock, which is held.
+        if Arc::strong_count(limiter) > 1 || limiter.in_flight() > 0 {
+            return false;
+        }
+        if now.saturating_duration_since(entry.last_used) < self.idle_timeout {
+            return false;
+        }
+        // Apply a cooldown that has run out before judging the breaker.
+        limiter.handle_timeout();
+        let kept = matches!(
+            limiter.snapshot().state,
+            Some(BreakerState::Open | BreakerState::HalfOpen | BreakerState::ForcedOpen)
+        );
+        !kept && limiter.gate().limit > 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiters<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = self
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("KeyedLimiters")
+            .field("held", &held)
+            .field("max_keys", &self.max_keys)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("default", &self.default)
+            .field("overrides", &self.overrides.len())
+            .field("max_keys", &self.max_keys)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,157 @@
+//! The service.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use tower_service::Service;
+
+use super::classify::Classify;
+use super::future::ResponseFuture;
+use crate::algorithms::Algorithm;
+use crate::clock::Clock;
+use crate::error::{CallError, Rejection};
+use crate::limiter::Limiter;
+use crate::permit::OwnedPermit;
+
+type Acquire<A, C> =
+    Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
+
+/// A service that admits each request through a [`Limiter`], holds the
+/// permit until the response future completes, and records the classified
+/// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
+/// documentation](super) for readiness.
+pub struct Rheostat<S, K, A: Algorithm = Box<dyn Algorithm>, C: Clock = crate::SystemClock> {
+    inner: S,
+    limiter: Arc<Limiter<A, C>>,
+    classifier: K,
+    timeout: Option<Duration>,
+    wait: bool,
+    /// Waiting for a slot (wait mode only).
+    acquiring: Option<Acquire<A, C>>,
+    /// The slot (or refusal) `poll_ready` got for the next `call`.
+    reserved: Option<Result<OwnedPermit<A, C>, Rejection>>,
+}
+
+impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
+    pub(crate) fn new(
+        inner: S,
+        limiter: Arc<Limiter<A, C>>,
+        classifier: K,
+        timeout: Option<Duration>,
+        wait: bool,
+    ) -> Self {
+        Rheostat {
+            inner,
+            limiter,
+            classifier,
+            timeout,
+            wait,
+            acquiring: None,
+            reserved: None,
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped (a slot reserved by `poll_ready` is
+    /// given back).
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+        &self.limiter
+    }
+}
+
+impl<S, Req, K, A, C> Service<Req> for Rheostat<S, K, A, C>
+where
+    S: Service<Req>,
+    K: Classify<S::Response, S::Error> + Clone,
+    A: Algorithm + 'static,
+    C: Clock,
+{
+    type Response = S::Response;
+    type Error = CallError<S::Error>;
+    type Future = ResponseFuture<S::Future, K, A, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if self.wait && self.reserved.is_none() {
+            let limiter = &self.limiter;
+            let acquiring = self
+                .acquiring
+                .get_or_insert_with(|| Box::pin(Arc::clone(limiter).acquire_owned()));
+            let slot = ready!(acquiring.as_mut().poll(cx));
+            self.acquiring = None;
+            self.reserved = Some(slot);
+        }
+        if let Some(Err(_)) = self.reserved {
+            // The refusal is the next call's answer; the inner service is
+            // not called, so its readiness does not matter.
+            return Poll::Ready(Ok(()));
+        }
+        self.inner.poll_ready(cx).map_err(CallError::Failed)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let slot = match self.reserved.take() {
+            Some(slot) => slot,
+            // Failing fast, or `call` without `poll_ready`: take a slot now.
+            None => self.limiter.try_acquire_owned(),
+        };
+        let permit = match slot {
+            Ok(permit) => permit,
+            Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
+        };
+        let timeout = if permit.is_probe() {
+            self.limiter.probe_timeout().or(self.timeout)
+        } else {
+            self.timeout
+        };
+        ResponseFuture::new(
+            self.inner.call(request),
+            permit,
+            self.classifier.clone(),
+            timeout,
+        )
+    }
+}
+
+impl<S: Clone, K: Clone, A: Algorithm, C: Clock> Clone for Rheostat<S, K, A, C> {
+    /// A clone shares the limiter but not a slot reserved by `poll_ready`.
+    fn clone(&self) -> Self {
+        Rheostat::new(
+            self.inner.clone(),
+            Arc::clone(&self.limiter),
+            self.classifier.clone(),
+            self.timeout,
+            self.wait,
+        )
+    }
+}
+
+impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for Rheostat<S, K, A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rheostat")
+            .field("inner", &self.inner)
+            .field("limiter", &self.limiter.name())
+            .field("classifier", &self.classifier)
+            .field("timeout", &self.timeout)
+            .field("wait", &self.wait)
+            .field("reserved", &self.reserved.is_some())
+            .finish_non_exhaustive()
+    }
+}

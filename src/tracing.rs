@@ -1,0 +1,96 @@
+//! Breaker transitions as [`tracing`](https://docs.rs/tracing) events.
+//!
+//! [`TracingObserver`] logs each transition a policy reports, with the
+//! limiter's name and the figures that caused it (`limiter`, `policy`, `from`,
+//! `to`, `failure_rate`, `slow_call_rate`, `calls`):
+//!
+//! - a breaker opening (or forced open) at `WARN`: `circuit opened`;
+//! - a breaker closing (or forced closed) at `INFO`: `circuit closed`;
+//! - any other change (half-open, disabled, metrics-only) at `DEBUG`.
+//!
+//! Nothing is logged per call.
+//!
+//! # Examples
+//!
+//! ```
+//! use rheostat::{algorithms::Breaker, Limiter};
+//!
+//! let limiter = Limiter::builder(Breaker::new(Default::default())?)
+//!     .name("payments")
+//!     .tracing()
+//!     .build()?;
+//! # drop(limiter);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::borrow::Cow;
+
+use crate::algorithms::{Algorithm, BreakerState, Transition};
+use crate::clock::Clock;
+use crate::limiter::Builder;
+use crate::observe::Observer;
+
+/// Logs one limiter's breaker transitions; see the [module
+/// documentation](self).
+#[derive(Clone, Debug)]
+pub struct TracingObserver {
+    limiter: Cow<'static, str>,
+}
+
+impl TracingObserver {
+    /// An observer whose events carry `limiter = <limiter>`.
+    pub fn new(limiter: impl Into<Cow<'static, str>>) -> Self {
+        TracingObserver {
+            limiter: limiter.into(),
+        }
+    }
+}
+
+impl Observer for TracingObserver {
+    fn transition(&self, t: &Transition) {
+        let limiter: &str = &self.limiter;
+        match t.to {
+            BreakerState::Open | BreakerState::ForcedOpen => ::tracing::warn!(
+                limiter,
+                policy = t.policy,
+                from = t.from.as_str(),
+                to = t.to.as_str(),
+                failure_rate = t.failure_rate,
+                slow_call_rate = t.slow_call_rate,
+                calls = t.calls,
+                "circuit opened"
+            ),
+            BreakerState::Closed | BreakerState::ForcedClosed => ::tracing::info!(
+                limiter,
+                policy = t.policy,
+                from = t.from.as_str(),
+                to = t.to.as_str(),
+                failure_rate = t.failure_rate,
+                slow_call_rate = t.slow_call_rate,
+                calls = t.calls,
+                "circuit closed"
+            ),
+            _ => ::tracing::debug!(
+                limiter,
+                policy = t.policy,
+                from = t.from.as_str(),
+                to = t.to.as_str(),
+                failure_rate = t.failure_rate,
+                slow_call_rate = t.slow_call_rate,
+                calls = t.calls,
+                "breaker state changed"
+            ),
+        }
+    }
+}
+
+impl<A: Algorithm, C: Clock> Builder<A, C> {
+    /// Log breaker transitions through `tracing`, with the name given so far
+    /// (call [`name`](Builder::name) first), beside any observer already
+    /// set. See [`crate::tracing`].
+    #[must_use]
+    pub fn tracing(self) -> Self {
+        let observer = TracingObserver::new(self.name_ref().to_owned());
+        self.also_observe(observer)
+    }
+}

@@ -1,0 +1,375 @@
+//! Policies and limiters from TOML and JSON: every policy round-trips, and
+//! every bad field is reported by name, with the reason and the line.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::time::Duration;
+
+use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
+use rheostat::algorithms::window::{Aggregation, WindowConfig};
+use rheostat::algorithms::{AimdConfig, GradientConfig, ThrottleConfig, VegasConfig};
+use rheostat::config::{LimiterConfig, LimitersConfig, PolicyConfig};
+use rheostat::{Limiter, Outcome, QueueOrder};
+
+fn every_policy() -> Vec<PolicyConfig> {
+    let ms = Duration::from_millis;
+    vec![
+        PolicyConfig::Fixed { limit: 12 },
+        PolicyConfig::Aimd(AimdConfig::default()),
+        PolicyConfig::Aimd(AimdConfig {
+            initial: 5,
+            min: 2,
+            max: 50,
+            backoff: 0.75,
+            timeout: ms(800),
+            one_backoff_per_flight: false,
+        }),
+        PolicyConfig::Vegas(VegasConfig::default()),
+        PolicyConfig::Vegas(VegasConfig {
+            beta: 9.0,
+            window: WindowConfig {
+                aggregation: Aggregation::Percentile(0.99),
+                min_duration: ms(100),
+                ..WindowConfig::default()
+            },
+            ..VegasConfig::default()
+        }),
+        PolicyConfig::Gradient(GradientConfig::default()),
+        PolicyConfig::Gradient(GradientConfig {
+            tolerance: 1.5,
+            long_window: 100,
+            ..GradientConfig::default()
+        }),
+        PolicyConfig::Throttle(ThrottleConfig::default()),
+        PolicyConfig::Throttle(ThrottleConfig {
+            k: 1.0,
+            window: Duration::from_secs(30),
+            buckets: 30,
+            count_rejected: true,
+            ..ThrottleConfig::default()
+        }),
+        PolicyConfig::Breaker(BreakerConfig::recommended()),
+        PolicyConfig::Breaker(BreakerConfig::classic()),
+        PolicyConfig::Breaker(BreakerConfig {
+            failure_rate: None,
+            slow_call_rate: Some(0.5),
+            slow_call_duration: Duration::from_secs(5),
+            cooldown: Cooldown::Fixed(Duration::from_secs(30)),
+            half_open: HalfOpen::Fraction {
+                fraction: 0.05,
+                period: Duration::from_secs(30),
+                success_rate: 0.8,
+                min_probes: 5,
+            },
+            window: BreakerWindow::Count { calls: 50 },
+            ramp: Duration::ZERO,
+            ..BreakerConfig::recommended()
+        }),
+        PolicyConfig::Stack {
+            members: vec![
+                PolicyConfig::Breaker(BreakerConfig::default()),
+                PolicyConfig::Gradient(GradientConfig::default()),
+                PolicyConfig::Stack {
+                    members: vec![PolicyConfig::Fixed { limit: 3 }],
+                },
+            ],
+        },
+    ]
+}
+
+#[test]
+fn every_policy_round_trips_through_toml_and_builds() {
+    for policy in every_policy() {
+        let text = toml::to_string(&policy).unwrap();
+        let back = PolicyConfig::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, policy, "{text}");
+        let limiter = Limiter::from_config(&back).unwrap();
+        assert_eq!(limiter.snapshot().policy, policy.name());
+    }
+}
+
+#[test]
+fn every_policy_round_trips_through_json_and_builds() {
+    for policy in every_policy() {
+        let text = serde_json::to_string_pretty(&policy).unwrap();
+        let back = PolicyConfig::from_json(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, policy, "{text}");
+        assert!(back.build().is_ok());
+    }
+}
+
+#[test]
+fn a_whole_file_round_trips_with_limiter_options() {
+    let mut payments = LimiterConfig::new(AimdConfig::default());
+    payments.queue = QueueOrder::Lifo;
+    payments.max_waiters = 64;
+    payments.max_wait = Some(Duration::from_millis(200));
+    payments.on_drop = Outcome::Overload;
+    payments.probe_timeout = Some(Duration::from_secs(5));
+    let mut file = LimitersConfig {
+        default: Some(LimiterConfig::new(PolicyConfig::Fixed { limit: 10 })),
+        ..LimitersConfig::default()
+    };
+    file.limiters.insert("payments".into(), payments);
+    for policy in every_policy() {
+        file.limiters
+            .insert(format!("dep{}", file.limiters.len()), policy.into());
+    }
+    let toml_text = toml::to_string(&file).unwrap();
+    assert_eq!(LimitersConfig::from_toml(&toml_text).unwrap(), file);
+    let json_text = serde_json::to_string(&file).unwrap();
+    assert_eq!(LimitersConfig::from_json(&json_text).unwrap(), file);
+    let limiter = file.build("payments").unwrap();
+    assert_eq!(limiter.name(), "payments");
+    assert_eq!(file.build("unlisted").unwrap().gate().limit, 10);
+}
+
+#[test]
+fn omitted_fields_take_the_policy_defaults() {
+    for (name, expected) in [
+        ("aimd", PolicyConfig::Aimd(AimdConfig::default())),
+        ("vegas", PolicyConfig::Vegas(VegasConfig::default())),
+        (
+            "gradient",
+            PolicyConfig::Gradient(GradientConfig::default()),
+        ),
+        (
+            "throttle",
+            PolicyConfig::Throttle(ThrottleConfig::default()),
+        ),
+        ("breaker", PolicyConfig::Breaker(BreakerConfig::default())),
+    ] {
+        let parsed = PolicyConfig::from_toml(&format!("policy = \"{name}\"")).unwrap();
+        assert_eq!(parsed, expected);
+    }
+    let parsed = PolicyConfig::from_toml(
+        r#"
+        policy = "aimd"
+        timeout = "800ms"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(
+        parsed,
+        PolicyConfig::Aimd(AimdConfig {
+            timeout: Duration::from_millis(800),
+            ..AimdConfig::default()
+        })
+    );
+}
+
+#[test]
+fn switching_aimd_to_a_breaker_is_an_edit_to_the_file() {
+    let aimd = "[limiters.payments.policy]\npolicy = \"aimd\"\n";
+    let breaker = "[limiters.payments.policy]\npolicy = \"breaker\"\n";
+    let a = LimitersConfig::from_toml(aimd)
+        .unwrap()
+        .build("payments")
+        .unwrap();
+    let b = LimitersConfig::from_toml(breaker)
+        .unwrap()
+        .build("payments")
+        .unwrap();
+    assert_eq!(a.snapshot().policy, "aimd");
+    assert_eq!(b.snapshot().policy, "breaker");
+}
+
+/// `(file body, field, words in the reason, line)`.
+const BAD_FILES: &[(&str, &str, &str, usize)] = &[
+    // Unknown fields, at every level.
+    ("[limiters.p]\nmax_wat = \"1s\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.max_wat", "unknown field `max_wat`", 2),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nbackof = 0.9", "limiters.p.policy.backof", "unknown field `backof`", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.time = { lenght = \"30s\", buckets = 3 }", "limiters.p.policy.window.time.lenght", "unknown field `lenght`", 3),
+    ("[limiters.p.policy]\npolicy = \"vegas\"\n[limiters.p.policy.window]\nmin_sample = 3", "limiters.p.policy.window.min_sample", "unknown field `min_sample`", 4),
+    ("[limitters.p.policy]\npolicy = \"aimd\"", "limitters", "unknown field `limitters`", 1),
+    // Unknown or missing policy names and required fields.
+    ("[limiters.p.policy]\npolicy = \"aimdd\"", "limiters.p.policy.policy", "unknown policy `aimdd`", 2),
+    ("[limiters.p.policy]\nbackoff = 0.5", "limiters.p.policy", "missing field `policy`", 1),
+    ("[limiters.p]\nmax_wait = \"1s\"", "limiters.p", "missing field `policy`", 1),
+    ("[limiters.p.policy]\npolicy = \"fixed\"", "limiters.p.policy", "missing field `limit`", 1),
+    // Wrong types.
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = \"fast\"", "limiters.p.policy.backoff", "invalid type: string \"fast\", expected f64", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = -1", "limiters.p.policy.min", "invalid value: integer `-1`", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"soon\"", "limiters.p.policy.timeout", "expected a duration", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = 5", "limiters.p.policy.timeout", "invalid type: integer `5`", 3),
+    ("[limiters.p]\nqueue = \"random\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.queue", "unknown variant `random`", 2),
+    // Out of range: NaN, zero and huge durations, bounds.
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = nan", "limiters.p.policy.backoff", "found NaN, expected a number in (0, 1)", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = 1.5", "limiters.p.policy.backoff", "found 1.5", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"0s\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"400 years\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = 50\nmax = 10", "limiters.p.policy.min", "at most `aimd.max` (10)", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ninitial = 500", "limiters.p.policy.initial", "[min, max] = [20, 200]", 3),
+    ("[limiters.p.policy]\npolicy = \"fixed\"\nlimit = 0", "limiters.p.policy.limit", "found 0", 3),
+    ("[limiters.p.policy]\npolicy = \"vegas\"\nbeta = 2.0", "limiters.p.policy.beta", "found 2", 3),
+    ("[limiters.p.policy]\npolicy = \"vegas\"\nwindow = { aggregation.percentile = nan }", "limiters.p.policy.window.aggregation.percentile", "a percentile in (0, 1]", 3),
+    ("[limiters.p.policy]\npolicy = \"gradient\"\nsmoothing = 0.0", "limiters.p.policy.smoothing", "a number in (0, 1]", 3),
+    ("[limiters.p.policy]\npolicy = \"gradient\"\n[limiters.p.policy.window]\nmax_duration = \"100ms\"", "limiters.p.policy.window.max_duration", "at least `window.min_duration`", 4),
+    ("[limiters.p.policy]\npolicy = \"throttle\"\nk = 0.5", "limiters.p.policy.k", "a number in [1, 100]", 3),
+    ("[limiters.p.policy]\npolicy = \"throttle\"\nmax_reject_probability = 1.0", "limiters.p.policy.max_reject_probability", "[0, 1)", 3),
+    ("[limiters.p.policy]\npolicy = \"throttle\"\nwindow = \"0s\"", "limiters.p.policy.window", "found 0ns", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = 1.5", "limiters.p.policy.failure_rate", "a rate in (0, 1]", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"off\"", "limiters.p.policy.failure_rate", "when `breaker.slow_call_rate` is not set either", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"sometimes\"", "limiters.p.policy.failure_rate", "a rate in (0, 1] or \"off\"", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.exponential = { base = \"90s\", factor = 2.0, cap = \"60s\" }", "limiters.p.policy.cooldown.exponential.base", "at most `breaker.cooldown.cap` (60s)", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.fixed = \"0ms\"", "limiters.p.policy.cooldown.fixed", "above 0", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.time = { length = \"30s\", buckets = 0 }", "limiters.p.policy.window.time.buckets", "[1, 1000]", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.count = { calls = 10 }", "limiters.p.policy.min_calls", "at most `breaker.window.calls` (10)", 1),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nhalf_open.probes = { probes = 3, close_after = 4 }", "limiters.p.policy.half_open.probes.close_after", "at most `breaker.half_open.probes` (3)", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown_jitter = inf", "limiters.p.policy.cooldown_jitter", "found inf", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nramp = \"2000 days\"", "limiters.p.policy.ramp", "at most 365 days", 3),
+    ("[limiters.p]\nmax_wait = \"0s\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.max_wait", "above 0", 2),
+    ("[limiters.p]\nmax_waiters = 99999999\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.max_waiters", "[0, 1048576]", 2),
+    ("[default]\nprobe_timeout = \"0s\"\n[default.policy]\npolicy = \"aimd\"", "default.probe_timeout", "above 0", 2),
+    // Stacks name the member.
+    ("[limiters.p.policy]\npolicy = \"stack\"\nmembers = []", "limiters.p.policy.members", "at least one policy", 3),
+    ("[limiters.p.policy]\npolicy = \"stack\"\n[[limiters.p.policy.members]]\npolicy = \"fixed\"\nlimit = 4\n[[limiters.p.policy.members]]\npolicy = \"aimd\"\nbackoff = 2", "limiters.p.policy.members[1].backoff", "found 2", 8),
+    ("[limiters.p.policy]\npolicy = \"stack\"\n[[limiters.p.policy.members]]\npolicy = \"aimd\"\nbackof = 0.5", "limiters.p.policy.members[0].backof", "unknown field `backof`", 5),
+];
+
+#[test]
+fn each_invalid_field_in_a_file_is_reported_by_name_reason_and_line() {
+    for &(body, field, reason, line) in BAD_FILES {
+        let err = LimitersConfig::from_toml(body).expect_err(body);
+        assert_eq!(err.field(), field, "{body}\n{err}");
+        assert!(err.reason().contains(reason), "{body}\n{err}");
+        assert_eq!(err.line(), Some(line), "{body}\n{err}");
+        let shown = err.to_string();
+        assert!(
+            shown.contains(field) && shown.contains(&format!("line {line}")),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn json_files_name_the_field_too() {
+    for (body, field, reason) in [
+        (
+            r#"{"limiters": {"p": {"policy": {"policy": "aimd", "backof": 1}}}}"#,
+            "limiters.p.policy.backof",
+            "unknown field `backof`",
+        ),
+        (
+            r#"{"limiters": {"p": {"policy": {"policy": "aimd", "backoff": 2}}}}"#,
+            "limiters.p.policy.backoff",
+            "found 2",
+        ),
+        (
+            r#"{"limiters": {"p": {"policy": {"policy": "aimd", "timeout": 5}}}}"#,
+            "limiters.p.policy.timeout",
+            "invalid type: integer `5`",
+        ),
+        (
+            r#"{"limiters": {"p": {"policy": {"policy": "breaker", "failure_rate": null}}}}"#,
+            "limiters.p.policy.failure_rate",
+            "not set either",
+        ),
+        (
+            r#"{"limiters": {"p": {"policy": {"policy": "stack", "members": [{"policy": "fixed", "limit": 0}]}}}}"#,
+            "limiters.p.policy.members[0].limit",
+            "found 0",
+        ),
+    ] {
+        let err = LimitersConfig::from_json(body).expect_err(body);
+        assert_eq!(err.field(), field, "{err}");
+        assert!(err.reason().contains(reason), "{err}");
+    }
+    let err = LimitersConfig::from_json(
+        "{\n  \"limiters\": {\n    \"p\": {\"policy\": {\"policy\": \"aimd\", \"min\": \"x\"}}}}",
+    )
+    .unwrap_err();
+    assert_eq!(err.line(), Some(3));
+}
+
+#[test]
+fn a_syntax_error_gives_the_line_and_a_range_error_its_source() {
+    let err = LimitersConfig::from_toml("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = = 2")
+        .unwrap_err();
+    assert_eq!(err.field(), "");
+    assert_eq!(err.line(), Some(3));
+    assert!(err.config_error().is_none());
+
+    let err = LimitersConfig::from_toml("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = 2.0")
+        .unwrap_err();
+    assert_eq!(err.config_error().unwrap().field(), "aimd.backoff");
+    assert!(std::error::Error::source(&err).is_some());
+}
+
+#[test]
+fn a_file_is_loaded_from_disk_and_its_errors_name_it() {
+    let dir = std::env::temp_dir().join(format!("rheostat-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "[limiters.p.policy]\npolicy = \"fixed\"\nlimit = 2\n",
+    )
+    .unwrap();
+    assert_eq!(
+        LimitersConfig::load(&good)
+            .unwrap()
+            .build("p")
+            .unwrap()
+            .gate()
+            .limit,
+        2
+    );
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"limiters": {"p": {"policy": {"policy": "fixed", "limit": 0}}}}"#,
+    )
+    .unwrap();
+    let err = LimitersConfig::load(&bad).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&bad.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(err.field(), "limiters.p.policy.limit");
+    let missing = LimitersConfig::load(dir.join("missing.toml")).unwrap_err();
+    assert!(
+        missing.reason().starts_with("cannot read the file"),
+        "{missing}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_shipped_example_file_loads() {
+    let file = LimitersConfig::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/policies.toml"
+    ))
+    .unwrap();
+    for name in file.limiters.keys() {
+        assert!(file.build(name).is_ok(), "{name}");
+    }
+    assert!(file.default.is_some());
+}
+
+#[test]
+fn policy_errors_outside_files_use_the_policy_names() {
+    let stack = PolicyConfig::Stack {
+        members: vec![
+            PolicyConfig::Fixed { limit: 3 },
+            PolicyConfig::Aimd(AimdConfig {
+                backoff: 2.0,
+                ..AimdConfig::default()
+            }),
+        ],
+    };
+    assert_eq!(
+        stack.validate().unwrap_err().field(),
+        "stack.members[1].aimd.backoff"
+    );
+    let err = Limiter::from_config(&PolicyConfig::Aimd(AimdConfig {
+        backoff: f64::NAN,
+        ..AimdConfig::default()
+    }))
+    .unwrap_err();
+    assert_eq!(err.field(), "aimd.backoff");
+}

@@ -1,0 +1,166 @@
+//! Keyed limiters: created on first use, capped, idle ones evicted, busy or
+//! open ones kept.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use rheostat::algorithms::breaker::{BreakerConfig, Cooldown};
+use rheostat::algorithms::{AimdConfig, BreakerState};
+use rheostat::config::{LimiterConfig, PolicyConfig};
+use rheostat::keyed::{KeyedError, KeyedLimiters};
+use rheostat::ManualClock;
+
+const IDLE: Duration = Duration::from_secs(60);
+
+fn limiters(max_keys: usize, clock: &ManualClock) -> KeyedLimiters<String, ManualClock> {
+    KeyedLimiters::builder(LimiterConfig::new(PolicyConfig::Fixed { limit: 2 }))
+        .key(
+            "ledger".to_owned(),
+            LimiterConfig::new(BreakerConfig {
+                cooldown: Cooldown::Fixed(Duration::from_secs(3600)),
+                ..BreakerConfig::recommended()
+            }),
+        )
+        .max_keys(max_keys)
+        .idle_timeout(IDLE)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_key_gets_the_same_limiter_each_time_built_from_its_own_config_or_the_default() {
+    let clock = ManualClock::new();
+    let keyed = limiters(10, &clock);
+    let a = keyed.get("search").unwrap();
+    let b = keyed.get("search").unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    assert_eq!(a.name(), "search");
+    assert_eq!(a.gate().limit, 2);
+    assert_eq!(keyed.get("ledger").unwrap().snapshot().policy, "breaker");
+    assert_eq!(keyed.len(), 2);
+}
+
+#[test]
+fn the_key_cap_holds_while_every_limiter_is_in_use() {
+    let clock = ManualClock::new();
+    let keyed = limiters(3, &clock);
+    let held: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|k| keyed.get(*k).unwrap())
+        .collect();
+    clock.advance(IDLE * 10);
+    assert_eq!(
+        keyed.get("d").unwrap_err(),
+        KeyedError::Full { max_keys: 3 }
+    );
+    assert_eq!(keyed.len(), 3);
+    // Known keys are still served.
+    assert!(keyed.get("a").is_ok());
+    drop(held);
+}
+
+#[test]
+fn idle_limiters_are_evicted_to_make_room_and_on_request() {
+    let clock = ManualClock::new();
+    let keyed = limiters(2, &clock);
+    drop(keyed.get("a").unwrap());
+    drop(keyed.get("b").unwrap());
+    // Not idle long enough: no room yet.
+    clock.advance(IDLE / 2);
+    assert!(matches!(keyed.get("c"), Err(KeyedError::Full { .. })));
+    clock.advance(IDLE);
+    // Asking for `b` again makes it recent; `a` is evicted for `c`.
+    drop(keyed.get("b").unwrap());
+    drop(keyed.get("c").unwrap());
+    assert!(!keyed.contains("a") && keyed.contains("b") && keyed.contains("c"));
+    clock.advance(IDLE);
+    assert_eq!(keyed.evict_idle(), 2);
+    assert!(keyed.is_empty());
+}
+
+#[test]
+fn eviction_never_removes_a_limiter_with_a_call_in_flight_or_held_by_a_caller() {
+    let clock = ManualClock::new();
+    let keyed = limiters(2, &clock);
+    let busy = keyed.get("busy").unwrap();
+    let permit = busy.clone().try_acquire_owned().unwrap();
+    drop(busy);
+    let held = keyed.get("held").unwrap();
+    clock.advance(IDLE * 2);
+    assert_eq!(keyed.evict_idle(), 0);
+    assert!(keyed.contains("busy") && keyed.contains("held"));
+    assert_eq!(permit.limiter().in_flight(), 1);
+    permit.success();
+    drop(held);
+    assert_eq!(keyed.evict_idle(), 2);
+}
+
+#[test]
+fn eviction_never_removes_an_open_breaker() {
+    let clock = ManualClock::new();
+    let keyed = limiters(2, &clock);
+    let ledger = keyed.get("ledger").unwrap();
+    for _ in 0..20 {
+        ledger.try_acquire().unwrap().overload();
+    }
+    assert_eq!(ledger.snapshot().state, Some(BreakerState::Open));
+    drop(ledger);
+    drop(keyed.get("other").unwrap());
+    clock.advance(IDLE * 2);
+    assert_eq!(keyed.evict_idle(), 1);
+    assert!(keyed.contains("ledger"));
+    assert!(!keyed.contains("other"));
+    // Still the same open breaker: the outage is not forgotten.
+    assert_eq!(
+        keyed.get("ledger").unwrap().snapshot().state,
+        Some(BreakerState::Open)
+    );
+}
+
+#[test]
+fn bad_configuration_is_refused_when_built_naming_the_key() {
+    let err = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
+        .key(
+            "payments".to_owned(),
+            LimiterConfig::new(AimdConfig {
+                backoff: 2.0,
+                ..AimdConfig::default()
+            }),
+        )
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "payments.aimd.backoff");
+    let err = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
+        .max_keys(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "keyed.max_keys");
+}
+
+#[test]
+fn many_threads_asking_for_the_same_keys_share_one_limiter_each() {
+    let clock = ManualClock::new();
+    let keyed = Arc::new(limiters(64, &clock));
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let keyed = Arc::clone(&keyed);
+            thread::spawn(move || {
+                (0..200)
+                    .map(|i| Arc::as_ptr(&keyed.get(&format!("k{}", i % 16)).unwrap()) as usize)
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let seen: Vec<Vec<usize>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(keyed.len(), 16);
+    for run in &seen[1..] {
+        assert_eq!(run, &seen[0]);
+    }
+}

@@ -1,0 +1,234 @@
+//! The metrics observer: names, labels and values, read back through
+//! metrics-util's debugging recorder.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::MetricKind;
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
+use rheostat::algorithms::{Fixed, MAX_LIMIT};
+use rheostat::{Limiter, ManualClock};
+
+/// `(kind, name, sorted labels)` → value.
+type Seen = BTreeMap<(MetricKind, String, Vec<(String, String)>), DebugValue>;
+
+fn read(recorder: &DebuggingRecorder) -> Seen {
+    recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _unit, _description, value)| {
+            let (kind, key) = key.into_parts();
+            let mut labels: Vec<_> = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            ((kind, key.name().to_owned(), labels), value)
+        })
+        .collect()
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<_> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn gauge(seen: &Seen, name: &str, limiter: &str) -> f64 {
+    match seen.get(&(
+        MetricKind::Gauge,
+        name.to_owned(),
+        labels(&[("limiter", limiter)]),
+    )) {
+        Some(DebugValue::Gauge(v)) => v.into_inner(),
+        other => panic!("{name}: {other:?} in {seen:?}"),
+    }
+}
+
+fn counter(seen: &Seen, name: &str, pairs: &[(&str, &str)]) -> u64 {
+    match seen.get(&(MetricKind::Counter, name.to_owned(), labels(pairs))) {
+        Some(DebugValue::Counter(v)) => *v,
+        other => panic!("{name} {pairs:?}: {other:?} in {seen:?}"),
+    }
+}
+
+#[test]
+fn every_metric_is_registered_at_construction_with_the_limiter_label() {
+    let recorder = DebuggingRecorder::new();
+    let _limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Fixed::new(4).unwrap())
+            .name("payments")
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    let seen = read(&recorder);
+    let names: Vec<_> = seen
+        .keys()
+        .map(|(k, n, l)| (*k, n.as_str(), l.clone()))
+        .collect();
+    let limiter = labels(&[("limiter", "payments")]);
+    for (kind, name) in [
+        (MetricKind::Gauge, "rheostat_limit"),
+        (MetricKind::Gauge, "rheostat_in_flight"),
+        (MetricKind::Gauge, "rheostat_admit_probability"),
+        (MetricKind::Gauge, "rheostat_breaker_state"),
+        (MetricKind::Histogram, "rheostat_call_duration_seconds"),
+    ] {
+        assert!(
+            names.contains(&(kind, name, limiter.clone())),
+            "{name}: {names:?}"
+        );
+    }
+    for outcome in ["success", "overload", "ignored", "rejected"] {
+        let l = labels(&[("limiter", "payments"), ("outcome", outcome)]);
+        assert!(
+            names.contains(&(MetricKind::Counter, "rheostat_calls_total", l)),
+            "{outcome}: {names:?}"
+        );
+    }
+    assert_eq!(gauge(&seen, "rheostat_limit", "payments"), 4.0);
+    assert_eq!(gauge(&seen, "rheostat_admit_probability", "payments"), 1.0);
+}
+
+#[test]
+fn calls_are_counted_by_outcome_and_timed_and_in_flight_follows() {
+    let recorder = DebuggingRecorder::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Fixed::new(2).unwrap())
+            .name("search")
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    let a = limiter.try_acquire().unwrap();
+    let b = limiter.try_acquire().unwrap();
+    assert_eq!(gauge(&read(&recorder), "rheostat_in_flight", "search"), 2.0);
+    assert!(limiter.try_acquire().is_err());
+    a.success();
+    b.overload();
+    limiter.try_acquire().unwrap().ignore();
+    limiter.try_acquire().unwrap().success();
+    let seen = read(&recorder);
+    let calls = |outcome| {
+        counter(
+            &seen,
+            "rheostat_calls_total",
+            &[("limiter", "search"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (
+            calls("success"),
+            calls("overload"),
+            calls("ignored"),
+            calls("rejected")
+        ),
+        (2, 1, 1, 1)
+    );
+    assert_eq!(gauge(&seen, "rheostat_in_flight", "search"), 0.0);
+    match seen.get(&(
+        MetricKind::Histogram,
+        "rheostat_call_duration_seconds".into(),
+        labels(&[("limiter", "search")]),
+    )) {
+        Some(DebugValue::Histogram(samples)) => {
+            assert_eq!(samples.len(), 4);
+            assert!(samples
+                .iter()
+                .all(|s| s.into_inner() >= 0.0 && s.into_inner() < 10.0));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn breaker_state_limit_and_transitions_follow_the_breaker() {
+    let recorder = DebuggingRecorder::new();
+    // Transition counters are registered when the transition happens, with
+    // the recorder of that moment: keep this one installed throughout.
+    metrics::with_local_recorder(&recorder, || {
+        let clock = ManualClock::new();
+        let config = BreakerConfig {
+            cooldown: Cooldown::Fixed(Duration::from_secs(10)),
+            cooldown_jitter: 0.0,
+            ..BreakerConfig::recommended()
+        };
+        let limiter = Limiter::builder(Breaker::new(config).unwrap())
+            .name("ledger")
+            .clock(clock.clone())
+            .metrics()
+            .build()
+            .unwrap();
+        let seen = read(&recorder);
+        assert_eq!(gauge(&seen, "rheostat_breaker_state", "ledger"), 0.0);
+        assert_eq!(
+            gauge(&seen, "rheostat_limit", "ledger"),
+            f64::from(MAX_LIMIT)
+        );
+        for _ in 0..20 {
+            limiter.try_acquire().unwrap().overload();
+        }
+        assert!(limiter.try_acquire().is_err());
+        let seen = read(&recorder);
+        assert_eq!(gauge(&seen, "rheostat_breaker_state", "ledger"), 1.0);
+        assert_eq!(gauge(&seen, "rheostat_limit", "ledger"), 0.0);
+        let open = [("limiter", "ledger"), ("from", "closed"), ("to", "open")];
+        assert_eq!(counter(&seen, "rheostat_transitions_total", &open), 1);
+
+        clock.advance(Duration::from_secs(10));
+        limiter.handle_timeout();
+        let seen = read(&recorder);
+        assert_eq!(gauge(&seen, "rheostat_breaker_state", "ledger"), 2.0);
+        let half = [("limiter", "ledger"), ("from", "open"), ("to", "half_open")];
+        assert_eq!(counter(&seen, "rheostat_transitions_total", &half), 1);
+    });
+}
+
+#[test]
+fn metrics_sit_beside_another_observer() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Default)]
+    struct Count(AtomicU64);
+    impl rheostat::Observer for Count {
+        fn rejected(&self, _: &rheostat::Rejection) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    let recorder = DebuggingRecorder::new();
+    let count = Arc::new(Count::default());
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Fixed::new(1).unwrap())
+            .name("both")
+            .observer(Arc::clone(&count))
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    let _held = limiter.try_acquire().unwrap();
+    assert!(limiter.try_acquire().is_err());
+    assert_eq!(count.0.load(Ordering::Relaxed), 1);
+    let seen = read(&recorder);
+    assert_eq!(
+        counter(
+            &seen,
+            "rheostat_calls_total",
+            &[("limiter", "both"), ("outcome", "rejected")]
+        ),
+        1
+    );
+}

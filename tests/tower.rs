@@ -1,0 +1,287 @@
+//! The tower layer: readiness, rejection, the permit held until the
+//! response completes, the classifier's mapping, waiting for a slot.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
+use rheostat::algorithms::Fixed;
+use rheostat::tower::future::ResponseFuture;
+use rheostat::tower::{HttpClassifier, Rheostat, RheostatLayer};
+use rheostat::{CallError, Limiter, Observer, Outcome, RejectReason, TokioClock};
+use tokio::sync::oneshot;
+use tower::{service_fn, Layer, Service, ServiceExt};
+
+/// Records every finished call's outcome.
+#[derive(Clone, Default)]
+struct Outcomes(Arc<Mutex<Vec<Outcome>>>);
+
+impl Observer for Outcomes {
+    fn finished(&self, outcome: Outcome, _: Duration, _: u32) {
+        self.0.lock().unwrap().push(outcome);
+    }
+}
+
+impl Outcomes {
+    fn take(&self) -> Vec<Outcome> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A service whose readiness is switched by hand and whose calls answer
+/// with the status asked for, after the delay asked for.
+#[derive(Clone)]
+struct Dependency {
+    ready: Arc<AtomicBool>,
+}
+
+impl Service<(u16, Duration)> for Dependency {
+    type Response = http::Response<()>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if self.ready.load(Ordering::SeqCst) {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn call(&mut self, (status, delay): (u16, Duration)) -> Self::Future {
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            if status == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "refused",
+                ));
+            }
+            Ok(http::Response::builder().status(status).body(()).unwrap())
+        })
+    }
+}
+
+fn poll_once<S: Service<R>, R>(service: &mut S) -> Poll<Result<(), S::Error>> {
+    service.poll_ready(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn readiness_is_the_inner_services_and_admission_is_decided_in_call() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
+    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(Dependency {
+        ready: Arc::clone(&ready),
+    });
+    assert!(poll_once(&mut service).is_pending());
+    ready.store(true, Ordering::SeqCst);
+    // The limit being reached does not make the service unready.
+    let _held = limiter.try_acquire().unwrap();
+    assert!(matches!(poll_once(&mut service), Poll::Ready(Ok(()))));
+    assert_eq!(limiter.in_flight(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_call_fails_fast_with_the_rejection_and_never_reaches_the_service() {
+    let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
+    let called = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&called);
+    let service = RheostatLayer::new(Arc::clone(&limiter)).layer(service_fn(move |_: ()| {
+        seen.store(true, Ordering::SeqCst);
+        async { Ok::<_, Infallible>(()) }
+    }));
+    let _held = limiter.try_acquire().unwrap();
+    match service.oneshot(()).await {
+        Err(CallError::Rejected(rejection)) => {
+            assert_eq!(rejection.reason(), RejectReason::LimitReached);
+            assert_eq!(rejection.policy(), "fixed");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!called.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn an_open_breaker_rejection_says_when_to_retry() {
+    let config = BreakerConfig {
+        cooldown: Cooldown::Fixed(Duration::from_secs(10)),
+        cooldown_jitter: 0.0,
+        ..BreakerConfig::recommended()
+    };
+    let limiter = Arc::new(Limiter::new(Breaker::new(config).unwrap()));
+    for _ in 0..20 {
+        limiter.try_acquire().unwrap().overload();
+    }
+    let service =
+        RheostatLayer::new(limiter).layer(service_fn(|_: ()| async { Ok::<_, Infallible>(()) }));
+    let Err(CallError::Rejected(rejection)) = service.oneshot(()).await else {
+        panic!("admitted through an open breaker")
+    };
+    assert_eq!(rejection.reason(), RejectReason::Open);
+    assert!(rejection
+        .retry_after()
+        .is_some_and(|d| d <= Duration::from_secs(10)));
+}
+
+#[tokio::test]
+async fn the_permit_is_held_until_the_response_future_completes() {
+    let outcomes = Outcomes::default();
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(4).unwrap())
+            .observer(outcomes.clone())
+            .build()
+            .unwrap(),
+    );
+    let answers: Arc<Mutex<Option<oneshot::Receiver<()>>>> = Arc::default();
+    let (send, receive) = oneshot::channel();
+    *answers.lock().unwrap() = Some(receive);
+    let slot = Arc::clone(&answers);
+    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(service_fn(move |_: ()| {
+        let answer = slot.lock().unwrap().take().unwrap();
+        async move {
+            answer.await.unwrap();
+            Ok::<_, Infallible>("done")
+        }
+    }));
+    service.ready().await.unwrap();
+    let mut response = std::pin::pin!(service.call(()));
+    assert_eq!(limiter.in_flight(), 1);
+    assert!(response
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_pending());
+    assert_eq!(limiter.in_flight(), 1);
+    send.send(()).unwrap();
+    assert_eq!(response.await.unwrap(), "done");
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(outcomes.take(), [Outcome::Success]);
+}
+
+#[tokio::test]
+async fn a_dropped_response_future_gives_the_slot_back() {
+    let outcomes = Outcomes::default();
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(1).unwrap())
+            .observer(outcomes.clone())
+            .build()
+            .unwrap(),
+    );
+    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(service_fn(|_: ()| {
+        std::future::pending::<Result<(), Infallible>>()
+    }));
+    service.ready().await.unwrap();
+    let response = service.call(());
+    assert_eq!(limiter.in_flight(), 1);
+    drop(response);
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(outcomes.take(), [Outcome::Ignore]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_http_classifier_maps_5xx_4xx_429_slow_errors_and_timeouts() {
+    let outcomes = Outcomes::default();
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(100).unwrap())
+            .clock(TokioClock)
+            .observer(outcomes.clone())
+            .build()
+            .unwrap(),
+    );
+    let ms = Duration::from_millis;
+    let layer = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new().slow_after(ms(500)))
+        .timeout(ms(2000))
+        .unwrap();
+    let service = layer.layer(Dependency {
+        ready: Arc::new(AtomicBool::new(true)),
+    });
+    for (status, delay, expected) in [
+        (200, ms(10), Outcome::Success),
+        (204, ms(10), Outcome::Success),
+        (302, ms(10), Outcome::Success),
+        (500, ms(10), Outcome::Overload),
+        (503, ms(10), Outcome::Overload),
+        (529, ms(10), Outcome::Overload),
+        (400, ms(10), Outcome::Ignore),
+        (404, ms(10), Outcome::Ignore),
+        (429, ms(10), Outcome::Overload),
+        (200, ms(900), Outcome::Overload), // slow
+        (0, ms(10), Outcome::Overload),    // connection refused
+    ] {
+        let result = service.clone().oneshot((status, delay)).await;
+        assert_eq!(result.is_ok(), status != 0, "{status}");
+        assert_eq!(outcomes.take(), [expected], "{status} after {delay:?}");
+    }
+    // Hung past the layer's timeout.
+    let hung = service.clone().oneshot((200, ms(60_000))).await;
+    assert!(matches!(hung, Err(CallError::TimedOut(d)) if d == ms(2000)));
+    assert_eq!(outcomes.take(), [Outcome::Overload]);
+    assert_eq!(limiter.in_flight(), 0);
+
+    // 429 as a quota, not a sign of overload.
+    let quota = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new().too_many_requests(Outcome::Ignore))
+        .layer(Dependency {
+            ready: Arc::new(AtomicBool::new(true)),
+        });
+    quota.oneshot((429, ms(1))).await.unwrap();
+    assert_eq!(outcomes.take(), [Outcome::Ignore]);
+}
+
+#[tokio::test]
+async fn waiting_holds_a_slot_from_poll_ready_and_a_refusal_comes_from_call() {
+    let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
+    let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .wait()
+        .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }));
+    let held = limiter.try_acquire().unwrap();
+    assert!(poll_once(&mut service).is_pending());
+    held.success();
+    // The freed slot was handed to the waiting service.
+    assert!(matches!(poll_once(&mut service), Poll::Ready(Ok(()))));
+    assert_eq!(limiter.in_flight(), 1);
+    assert_eq!(service.call(()).await.unwrap(), 7);
+    assert_eq!(limiter.in_flight(), 0);
+
+    // A wait that cannot succeed is not a readiness error.
+    let short = Arc::new(
+        Limiter::builder(Fixed::new(1).unwrap())
+            .max_wait(Duration::from_millis(5))
+            .build()
+            .unwrap(),
+    );
+    let _held = short.try_acquire().unwrap();
+    let mut service = RheostatLayer::new(Arc::clone(&short))
+        .wait()
+        .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }));
+    service.ready().await.unwrap();
+    match service.call(()).await {
+        Err(CallError::Rejected(r)) => assert_eq!(r.reason(), RejectReason::TimedOut),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_service_and_its_future_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    type Inner = tower::util::BoxCloneSyncService<(), (), Infallible>;
+    send_sync::<Rheostat<Inner, HttpClassifier>>();
+    send_sync::<RheostatLayer<HttpClassifier>>();
+    fn send<T: Send>() {}
+    send::<
+        ResponseFuture<
+            Pin<Box<dyn Future<Output = Result<(), Infallible>> + Send>>,
+            HttpClassifier,
+        >,
+    >();
+}

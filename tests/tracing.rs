@@ -1,0 +1,99 @@
+//! The tracing observer: a warning when a breaker opens, info when it closes,
+//! with the transition's fields.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
+use rheostat::{Limiter, ManualClock};
+
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buffer {
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8(self.0.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[test]
+fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let clock = ManualClock::new();
+        let config = BreakerConfig {
+            cooldown: Cooldown::Fixed(Duration::from_secs(10)),
+            cooldown_jitter: 0.0,
+            ramp: Duration::ZERO,
+            ..BreakerConfig::recommended()
+        };
+        let limiter = Limiter::builder(Breaker::new(config).unwrap())
+            .name("payments")
+            .clock(clock.clone())
+            .tracing()
+            .build()
+            .unwrap();
+        for _ in 0..20 {
+            limiter.try_acquire().unwrap().overload();
+        }
+        clock.advance(Duration::from_secs(10));
+        let probes: Vec<_> = (0..5).map(|_| limiter.try_acquire().unwrap()).collect();
+        for p in probes {
+            p.success();
+        }
+    });
+    let lines = buffer.lines();
+    // Half-open is logged at debug, below this subscriber's level.
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let opened = &lines[0];
+    assert!(
+        opened.contains("WARN") && opened.contains("circuit opened"),
+        "{opened}"
+    );
+    for field in [
+        "limiter=\"payments\"",
+        "policy=\"breaker\"",
+        "from=\"closed\"",
+        "to=\"open\"",
+        "failure_rate=1",
+        "slow_call_rate=0",
+        "calls=20",
+    ] {
+        assert!(opened.contains(field), "{field} in {opened}");
+    }
+    let closed = &lines[1];
+    assert!(
+        closed.contains("INFO") && closed.contains("circuit closed"),
+        "{closed}"
+    );
+    assert!(
+        closed.contains("from=\"half_open\"") && closed.contains("to=\"closed\""),
+        "{closed}"
+    );
+}

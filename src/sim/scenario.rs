@@ -406,7 +406,7 @@ impl Scenario {
             let place = e
                 .span()
                 .map(|span| {
-                    let line = text[..span.start.min(text.len())].lines().count().max(1);
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
                     format!(", line {line}")
                 })
                 .unwrap_or_default();

@@ -56,6 +56,7 @@ mod limiter;
 mod observe;
 mod permit;
 mod ready;
+mod sync;
 mod wait;
 
 pub use rheostat_algorithms as algorithms;

@@ -5,7 +5,7 @@
 //! RHEOSTAT_STRESS_SECS=600 cargo test --release --test stress -- --ignored --nocapture
 //! ```
 //!
-//! Two limiters (FIFO and LIFO queues) each take calls from 48 Tokio tasks on
+//! Two limiters (FIFO and LIFO queues) each take calls from 128 Tokio tasks on
 //! a four-worker runtime for `RHEOSTAT_STRESS_SECS` seconds (default 60).
 //! Calls end in random outcomes against a dependency that turns sick and
 //! well again (so the breaker trips and recovers for real); queued
@@ -43,8 +43,10 @@ use rheostat::{
     CallError, Limiter, Observer, Outcome, OwnedPermit, Permit, QueueOrder, RejectReason, Rejection,
 };
 
-const TASKS: u64 = 48;
+const TASKS: u64 = 128;
 const PROBE_CONCURRENCY: u32 = 3;
+/// The largest limit the controller ever sets.
+const MAX_CEILING: u32 = 64;
 const INJECTED: &str = "injected panic";
 
 /// A small seeded generator (splitmix64), one per task.
@@ -266,6 +268,12 @@ impl Observer for Watch {
             self.0.probes.fetch_add(1, Ordering::Relaxed);
         }
         self.0.max_in_flight.fetch_max(in_flight, Ordering::Relaxed);
+        // Every admission, `call()`'s included: never above any limit set.
+        if in_flight > MAX_CEILING {
+            self.0.breach(format!(
+                "{in_flight} in flight at admission, above every limit ever set"
+            ));
+        }
     }
     fn finished(&self, _outcome: Outcome, _latency: Duration, _in_flight: u32) {
         self.0.finished.fetch_add(1, Ordering::Relaxed);
@@ -698,7 +706,7 @@ impl World {
             let now = Instant::now();
             match rng.below(100) {
                 0..=59 => {
-                    let new = 1 + u32::try_from(rng.below(24)).unwrap();
+                    let new = 1 + u32::try_from(rng.below(u64::from(MAX_CEILING))).unwrap();
                     self.change(new, |c| match &mut c.inner {
                         Inner::Fixed(f) => f.set_limit(new).unwrap(),
                         inner => *inner = limiting(0, new),
@@ -707,7 +715,7 @@ impl World {
                 }
                 60..=84 => {
                     let choice = rng.next();
-                    let new = 1 + u32::try_from(rng.below(24)).unwrap();
+                    let new = 1 + u32::try_from(rng.below(u64::from(MAX_CEILING))).unwrap();
                     self.change(new, |c| c.inner = limiting(choice, new));
                     add(&self.tally.swaps);
                 }

@@ -1,14 +1,20 @@
 //! Every interleaving of the lock-free accounting, explored by loom.
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-//!     cargo test --release --target-dir target/loom --test loom
+//! RUSTFLAGS="--cfg loom" cargo test --release --target-dir target/loom --test loom
 //! ```
 //!
 //! Under `--cfg loom` the atomics, the policy lock and the waiter queue's
 //! locks come from loom (`src/sync.rs`), so each model below runs once per
 //! distinct interleaving of them. A stranded waiter shows up as loom's
 //! deadlock report: every thread parked and nobody left to wake it.
+//!
+//! The waiter models and the raised-limit model are explored exhaustively
+//! (each in a few seconds at most). The lowered-limit and half-open models,
+//! with three busy threads and the policy lock, did not finish unbounded in
+//! minutes; they explore every interleaving with at most
+//! [`PREEMPTIONS`] preemptions. `LOOM_MAX_PREEMPTIONS` overrides the bound
+//! for all of them.
 
 #![cfg(loom)]
 #![allow(
@@ -51,6 +57,17 @@ impl Counts {
     }
 }
 
+/// The preemption bound of the two largest models.
+const PREEMPTIONS: usize = 4;
+
+/// Explore `model` with at most [`PREEMPTIONS`] preemptions, unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise.
+fn bounded(model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(PREEMPTIONS);
+    builder.check(model);
+}
+
 fn fixed(limit: u32, counts: &Arc<Counts>) -> Arc<Limiter<Fixed, ManualClock>> {
     Arc::new(
         Limiter::builder(Fixed::new(limit).unwrap())
@@ -63,7 +80,7 @@ fn fixed(limit: u32, counts: &Arc<Counts>) -> Arc<Limiter<Fixed, ManualClock>> {
 
 #[test]
 fn acquire_and_release_against_a_lowered_limit_never_overshoot_or_leak() {
-    loom::model(|| {
+    bounded(|| {
         let counts = Arc::new(Counts::default());
         let limiter = fixed(2, &counts);
         let callers: Vec<_> = [Outcome::Success, Outcome::Overload]
@@ -170,7 +187,7 @@ impl Watched {
 
 #[test]
 fn half_open_admits_no_more_probes_than_its_allowance_and_nothing_else() {
-    loom::model(|| {
+    bounded(|| {
         let clock = ManualClock::new();
         let closed = Arc::new(AtomicBool::new(true));
         let breaker = Breaker::new(BreakerConfig {

@@ -5,6 +5,7 @@
 //! never NaN.
 
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 //! adaptive limit never outside its bounds.
 
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 

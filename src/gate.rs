@@ -1,8 +1,7 @@
 //! The published gate: what the hot path reads without a lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crate::algorithms::{Gate, MAX_LIMIT};
+use crate::sync::{AtomicU64, Ordering};
 
 /// `admit` value meaning "admit every call under the limit".
 pub(crate) const ALWAYS: u32 = u32::MAX;

@@ -64,6 +64,7 @@ mod permit;
 mod ready;
 #[cfg(feature = "sim")]
 pub mod sim;
+mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;
 #[cfg(feature = "tracing")]

@@ -3,8 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
@@ -16,6 +15,9 @@ use crate::gate::{AtomicGate, Packed, ALWAYS};
 use crate::observe::Observer;
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::ready::ActiveProbe;
+use crate::sync::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError,
+};
 use crate::wait::{QueueOrder, WaitQueue};
 
 /// Most waiters a queue may be configured to hold.

@@ -9,13 +9,13 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::Clock;
 use crate::limiter::Limiter;
+use crate::sync::{AtomicBool, Ordering};
 
 /// Whether a call would be let through now, as far as the gate goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl fmt::Debug for ActiveProbe {
 }
 
 /// Releases the "a probe is running" flag however the probe ends.
-struct Probing<'a>(&'a std::sync::atomic::AtomicBool);
+struct Probing<'a>(&'a AtomicBool);
 
 impl Drop for Probing<'_> {
     fn drop(&mut self) {

@@ -15,8 +15,6 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -25,6 +23,7 @@ use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
 use crate::limiter::Limiter;
 use crate::permit::{Permit, Ticket};
+use crate::sync::{Arc, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError};
 
 /// The order in which waiters are served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -84,6 +83,7 @@ impl WaitQueue {
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
+        crate::sync::seq_cst_point();
         self.len.load(Ordering::SeqCst) == 0
     }
 
@@ -229,6 +229,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             }
             // Announce ourselves before re-checking (see the module docs).
             self.waiters.len.fetch_add(1, Ordering::SeqCst);
+            crate::sync::seq_cst_point();
             match self.admit(self.clock().now(), false, false) {
                 Ok(ticket) => {
                     self.waiters.len.fetch_sub(1, Ordering::SeqCst);

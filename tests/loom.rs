@@ -1,0 +1,323 @@
+//! Every interleaving of the lock-free accounting, explored by loom.
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg rheostat_loom" cargo test --release --target-dir target/loom --test loom
+//! ```
+//!
+//! Under `--cfg rheostat_loom` the atomics, the policy lock and the waiter queue's
+//! locks come from loom (`src/sync.rs`), so each model below runs once per
+//! distinct interleaving of them. A stranded waiter shows up as loom's
+//! deadlock report: every thread parked and nobody left to wake it.
+//!
+//! The waiter models and the raised-limit model are explored exhaustively
+//! (each in a few seconds at most). The lowered-limit and half-open models,
+//! with three busy threads and the policy lock, did not finish unbounded in
+//! minutes; they explore every interleaving with at most
+//! [`PREEMPTIONS`] preemptions. `LOOM_MAX_PREEMPTIONS` overrides the bound
+//! for all of them.
+
+#![cfg(rheostat_loom)]
+#![allow(
+    clippy::unwrap_used,
+    reason = "a model fails loudly on the first surprise"
+)]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use loom::thread;
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
+use rheostat::algorithms::{Algorithm, BreakerState, Fixed, Gate, Sample, Snapshot, Transition};
+use rheostat::{Limiter, ManualClock, Observer, Outcome};
+
+/// Counts admissions and finished calls. Loom runs a model's threads one at
+/// a time, so plain atomics are exact here (and add no interleavings).
+#[derive(Default)]
+struct Counts {
+    admitted: AtomicU64,
+    finished: AtomicU64,
+}
+
+impl Observer for Counts {
+    fn admitted(&self, _in_flight: u32, _probe: bool) {
+        self.admitted.fetch_add(1, Ordering::SeqCst);
+    }
+    fn finished(&self, _outcome: Outcome, _latency: Duration, _in_flight: u32) {
+        self.finished.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Counts {
+    fn assert_balanced(&self) {
+        let admitted = self.admitted.load(Ordering::SeqCst);
+        assert_eq!(admitted, self.finished.load(Ordering::SeqCst));
+    }
+}
+
+/// The preemption bound of the two largest models.
+const PREEMPTIONS: usize = 4;
+
+/// Explore `model` with at most [`PREEMPTIONS`] preemptions, unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise.
+fn bounded(model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound.get_or_insert(PREEMPTIONS);
+    builder.check(model);
+}
+
+fn fixed(limit: u32, counts: &Arc<Counts>) -> Arc<Limiter<Fixed, ManualClock>> {
+    Arc::new(
+        Limiter::builder(Fixed::new(limit).unwrap())
+            .clock(ManualClock::new())
+            .observer(Arc::clone(counts))
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn acquire_and_release_against_a_lowered_limit_never_overshoot_or_leak() {
+    bounded(|| {
+        let counts = Arc::new(Counts::default());
+        let limiter = fixed(2, &counts);
+        let callers: Vec<_> = [Outcome::Success, Outcome::Overload]
+            .into_iter()
+            .map(|outcome| {
+                let limiter = Arc::clone(&limiter);
+                thread::spawn(move || {
+                    if let Ok(permit) = limiter.try_acquire() {
+                        // Never more than the largest limit ever published.
+                        assert!(permit.in_flight_at_start() <= 2);
+                        permit.record(outcome);
+                    }
+                })
+            })
+            .collect();
+
+        limiter.update(|f| f.set_limit(1)).unwrap();
+        // Once the lower limit is published, an admission respects it,
+        // whatever the other callers are doing.
+        if let Ok(permit) = limiter.try_acquire() {
+            assert_eq!(permit.in_flight_at_start(), 1);
+            drop(permit);
+        }
+
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert_eq!(limiter.in_flight(), 0);
+        counts.assert_balanced();
+        assert!(limiter.try_acquire().is_ok());
+    });
+}
+
+#[test]
+fn acquire_and_release_against_a_raised_limit_never_overshoot_or_leak() {
+    loom::model(|| {
+        let counts = Arc::new(Counts::default());
+        let limiter = fixed(1, &counts);
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let limiter = Arc::clone(&limiter);
+                thread::spawn(move || {
+                    if let Ok(permit) = limiter.try_acquire() {
+                        assert!(permit.in_flight_at_start() <= 2);
+                        permit.success();
+                    }
+                })
+            })
+            .collect();
+        limiter.update(|f| f.set_limit(2)).unwrap();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert_eq!(limiter.in_flight(), 0);
+        counts.assert_balanced();
+    });
+}
+
+/// A policy that remembers, under the policy lock, whether its breaker has
+/// closed again, so a model can tell whether a call that was not a probe
+/// was let through before that.
+struct Watched {
+    breaker: Breaker,
+    closed: Arc<AtomicBool>,
+}
+
+impl Algorithm for Watched {
+    fn name(&self) -> &'static str {
+        self.breaker.name()
+    }
+    fn gate(&self) -> Gate {
+        self.breaker.gate()
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        self.breaker.on_sample(now, sample);
+        self.note();
+    }
+    fn on_admit(&mut self, now: Instant) -> bool {
+        let admitted = self.breaker.on_admit(now);
+        self.note();
+        admitted
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.breaker.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.breaker.handle_timeout(now);
+        self.note();
+    }
+    fn snapshot(&self) -> Snapshot {
+        self.breaker.snapshot()
+    }
+    fn poll_transition(&mut self) -> Option<Transition> {
+        self.breaker.poll_transition()
+    }
+}
+
+impl Watched {
+    fn note(&self) {
+        let closed = self.breaker.state() == BreakerState::Closed;
+        self.closed.store(closed, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn half_open_admits_no_more_probes_than_its_allowance_and_nothing_else() {
+    bounded(|| {
+        let clock = ManualClock::new();
+        let closed = Arc::new(AtomicBool::new(true));
+        let breaker = Breaker::new(BreakerConfig {
+            window: BreakerWindow::Count { calls: 1 },
+            min_calls: 1,
+            cooldown: Cooldown::Fixed(Duration::from_secs(1)),
+            cooldown_jitter: 0.0,
+            // Two probes, one at a time, both needed to close.
+            half_open: HalfOpen::Probes {
+                probes: 2,
+                close_after: 2,
+            },
+            probe_concurrency: 1,
+            ramp: Duration::ZERO,
+            ..BreakerConfig::recommended()
+        })
+        .unwrap();
+        let counts = Arc::new(Counts::default());
+        let limiter = Arc::new(
+            Limiter::builder(Watched {
+                breaker,
+                closed: Arc::clone(&closed),
+            })
+            .clock(clock.clone())
+            .observer(Arc::clone(&counts))
+            .build()
+            .unwrap(),
+        );
+        // One failure opens it; the cooldown is over before the callers
+        // arrive, so the first of them moves it to half-open.
+        limiter.try_acquire().unwrap().overload();
+        assert!(!closed.load(Ordering::SeqCst));
+        clock.advance(Duration::from_secs(1));
+
+        let probes = Arc::new(AtomicU64::new(0));
+        let callers: Vec<_> = [Outcome::Success, Outcome::Ignore, Outcome::Success]
+            .into_iter()
+            .map(|outcome| {
+                let (limiter, probes, closed) = (
+                    Arc::clone(&limiter),
+                    Arc::clone(&probes),
+                    Arc::clone(&closed),
+                );
+                thread::spawn(move || {
+                    let Ok(permit) = limiter.try_acquire() else {
+                        return;
+                    };
+                    if permit.is_probe() {
+                        // One probe at a time.
+                        assert_eq!(permit.in_flight_at_start(), 1);
+                        if outcome != Outcome::Ignore {
+                            probes.fetch_add(1, Ordering::SeqCst);
+                        }
+                    } else {
+                        // Past a half-open breaker only once it has closed.
+                        assert!(closed.load(Ordering::SeqCst));
+                    }
+                    permit.record(outcome);
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        // An ignored probe gives its place back, so two can still succeed;
+        // never more than the allowance of two are judged.
+        assert!(probes.load(Ordering::SeqCst) <= 2);
+        assert_eq!(limiter.in_flight(), 0);
+        counts.assert_balanced();
+    });
+}
+
+#[test]
+fn a_waiter_enqueued_while_a_slot_frees_is_handed_it() {
+    loom::model(|| {
+        let counts = Arc::new(Counts::default());
+        let limiter = fixed(1, &counts);
+        let held = limiter.try_acquire_owned().unwrap();
+        let waiter = {
+            let limiter = Arc::clone(&limiter);
+            // A stranded waiter parks forever: loom reports the deadlock.
+            thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
+        };
+        held.success();
+        waiter.join().unwrap();
+        assert_eq!(limiter.in_flight(), 0);
+        counts.assert_balanced();
+    });
+}
+
+#[test]
+fn a_waiter_enqueued_while_the_limit_is_raised_is_handed_a_slot() {
+    loom::model(|| {
+        let counts = Arc::new(Counts::default());
+        let limiter = fixed(1, &counts);
+        let held = limiter.try_acquire_owned().unwrap();
+        let waiter = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
+        };
+        limiter.update(|f| f.set_limit(2)).unwrap();
+        waiter.join().unwrap();
+        held.success();
+        assert_eq!(limiter.in_flight(), 0);
+        counts.assert_balanced();
+    });
+}
+
+#[test]
+fn a_waiter_cancelled_while_a_slot_is_handed_to_it_gives_the_slot_back() {
+    loom::model(|| {
+        let counts = Arc::new(Counts::default());
+        let limiter = fixed(1, &counts);
+        let held = limiter.try_acquire_owned().unwrap();
+        let waiter = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                let mut acquire = Box::pin(limiter.acquire());
+                let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+                // Poll once (it may queue, or find the slot already free),
+                // then give up: a slot handed over meanwhile must go back.
+                if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                    permit.unwrap().success();
+                }
+            })
+        };
+        held.success();
+        waiter.join().unwrap();
+        assert_eq!(limiter.in_flight(), 0);
+        counts.assert_balanced();
+        assert!(limiter.try_acquire().is_ok());
+    });
+}

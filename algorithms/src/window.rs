@@ -14,13 +14,14 @@
 //! that times out short of samples is summarised and fed to the policy, not
 //! thrown away.
 //!
-//! [`crate::Vegas`] does not act on one window alone: it blends each
-//! window into a recent latency by its number of successes (a window that
-//! timed out with fewer than `min_samples` counts in proportion), tracks
-//! that latency's standard error from the spread of single latencies, and
-//! reads a rise as queueing only beyond a number of standard errors (its
-//! `noise`). So a window's size trades how soon a policy reacts against how
-//! precise each window is, not whether noise is taken for load.
+//! [`crate::Vegas`] and [`crate::Gradient`] do not act on one window alone:
+//! they blend each window into a recent latency by its number of successes
+//! (a window that timed out with fewer than `min_samples` counts in
+//! proportion), track that latency's standard error from the spread of
+//! single latencies, and read a rise as queueing only beyond a number of
+//! standard errors (their `noise`). So a window's size trades how soon a
+//! policy reacts against how precise each window is, not whether noise is
+//! taken for load.
 //!
 //! Only [`Outcome::Success`] and [`Outcome::Overload`] calls count.
 //! [`Outcome::Ignore`] calls are never recorded. The latency of a drop is not
@@ -72,13 +73,13 @@ pub enum Aggregation {
 /// any number of calls, and aggregate by the average.
 ///
 /// The average, because it is the aggregate whose noise is known: its
-/// standard error is the spread over `√n`, which [`crate::Vegas`] uses to
-/// tell noise from queueing, and queueing adds to it directly. The sizes
-/// stay small because Vegas now weighs each window by its noise: in front
-/// of a log-normal dependency (p99 2 to 3 × the median) in this crate's
-/// simulator, windows of 20 or 40 calls instead of 10 changed neither
-/// goodput nor the calls kept in flight, and would only slow the reaction
-/// to a real change.
+/// standard error is the spread over `√n`, which the latency-driven policies
+/// use to tell noise from queueing, and queueing adds to it directly. The
+/// sizes stay small because those policies now weigh each window by its
+/// noise: in front of a log-normal dependency (p99 2 to 3 × the median) in
+/// this crate's simulator, windows of 20 or 40 calls instead of 10 changed
+/// neither goodput nor the calls kept in flight, and would only slow the
+/// reaction to a real change.
 ///
 /// # Examples
 ///

@@ -4,19 +4,49 @@
 use std::time::{Duration, Instant};
 
 use crate::rng::SplitMix64;
-use crate::window::{Window, WindowConfig, WindowSummary};
+use crate::window::{Recent, Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
 /// zero latency is read as this, so ratios stay finite.
 const MIN_RTT: f64 = 1e-9;
 
+/// How many recent round-trip times a re-probe waits, after restoring the
+/// gate, for the calls of its cohort to finish. With a log-normal latency
+/// whose p99 is 3 × its median, 3 × the mean leaves about 0.5% of the cohort
+/// unfinished.
+const PROBE_SETTLE: f64 = 3.0;
+
+/// The share of recent calls that must be drops before a drop cuts the limit
+/// of a caller using under half of it, if `loss_tolerance` is lower: its own
+/// load cannot be what overloads the dependency, so only a dependency failing
+/// in earnest lowers a limit it is not using.
+const APP_LIMITED_LOSS: f64 = 0.25;
+
 /// The parameters of [`Vegas`].
 ///
 /// The defaults: initial 20, min 1, max 1000; α = 3, β = 6 and threshold = 1
-/// times `max(1, ⌊log10 L⌋)`; a drop multiplies the limit by 0.9; slow start
-/// on; the no-load round-trip time re-probed every 15 to 30 windows, at half
-/// the limit; the [`WindowConfig`] defaults.
+/// times `max(1, ⌊log10 L⌋)`; a drop multiplies the limit by 0.9, once drops
+/// are more than 10% of recent calls (`loss_tolerance`); slow start on; the
+/// no-load round-trip time re-probed every 15 to 30 windows, at half the
+/// limit; 2 standard errors of latency read as noise (`noise`); the
+/// [`WindowConfig`] defaults.
+///
+/// `noise` and `loss_tolerance` are what let Vegas run in front of a real
+/// dependency, whose latency is log-normal (p99 2 to 3 × the median) rather
+/// than a few percent around its mean. A window of 25 such calls averages
+/// within ±7% of the mean only two times in three: without a band, Vegas
+/// reads that spread as `L · 7%` queued calls — more than β from a limit of
+/// 90 — and shrinks toward the point where the spread stops looking like a
+/// queue, about 30 for 25-call windows, whatever the dependency can take. In
+/// this crate's simulator a caller needing 42 calls in flight from a
+/// healthy dependency was held near 22 and refused half its calls. Two
+/// standard errors (one false alarm in 40 windows, and then only from a
+/// limit large enough for the excess to count) removed that, while a
+/// dependency that lost 40% of its workers still held the caller within 1.3
+/// × the calls it could serve at once. A 1% trickle of overload errors at 100 calls a
+/// second is one drop a second; `loss_tolerance` keeps it from being read as
+/// congestion.
 ///
 /// # Examples
 ///
@@ -60,10 +90,19 @@ pub struct VegasConfig {
     /// uniformly from `[probe_interval / 2, probe_interval]`. At least 1.
     pub probe_interval: u32,
     /// The fraction of the limit admitted during a re-probe, in `(0, 1]`, so
-    /// that the dependency's queue drains and the window measures its no-load
+    /// that the dependency's queue drains and the probe measures its no-load
     /// time. At 1 the probe does not lower the limit, and the baseline it
     /// measures includes whatever queue the caller keeps.
     pub probe_factor: f64,
+    /// How many standard errors of the recent latency are read as noise, in
+    /// `[0, 10]`: a rise above the baseline counts as queueing only beyond
+    /// this many, and the baseline is set from the upper end of the same
+    /// band. 0 reads every rise as queueing. See [`Vegas`].
+    pub noise: f64,
+    /// The share of recent calls (about the last 50) that may be drops
+    /// before a drop cuts the limit, in `[0, 1)`: a steady trickle of errors
+    /// from a healthy dependency is not congestion. 0 cuts at every drop.
+    pub loss_tolerance: f64,
     /// The seed of the generator that jitters the re-probes.
     pub seed: u64,
     /// How samples are gathered into windows.
@@ -83,6 +122,8 @@ impl Default for VegasConfig {
             slow_start: true,
             probe_interval: 30,
             probe_factor: 0.5,
+            noise: 2.0,
+            loss_tolerance: 0.1,
             seed: 0x7665_6761_735f_7631,
             window: WindowConfig::default(),
         }
@@ -115,6 +156,14 @@ impl VegasConfig {
                 "a number in (0, 1]",
             ));
         }
+        check::closed("vegas.noise", self.noise, 0.0, 10.0)?;
+        if !(self.loss_tolerance >= 0.0 && self.loss_tolerance < 1.0) {
+            return Err(ConfigError::new(
+                "vegas.loss_tolerance",
+                self.loss_tolerance,
+                "a number in [0, 1)",
+            ));
+        }
         self.window.validate().map_err(|e| e.within("vegas"))
     }
 }
@@ -122,30 +171,58 @@ impl VegasConfig {
 /// A delay-based limit in the manner of TCP Vegas.
 ///
 /// Every closed window estimates how many calls wait in the dependency's
-/// queue, `queue = ⌈L · (1 − rtt_noload / rtt)⌉`, with `rtt` the window's
-/// aggregated latency and `rtt_noload` the baseline, and moves the limit `L`
-/// by steps of `s = max(1, ⌊log10 L⌋)`:
+/// queue, `queue = ⌈L · (1 − rtt_noload / rtt_low)⌉`, with `rtt_low` the
+/// lower end of the noise band around the recent latency (see below) and
+/// `rtt_noload` the baseline, and moves the limit `L` by steps of
+/// `s = max(1, ⌊log10 L⌋)`:
 ///
-/// - a window with a drop multiplies `L` by `backoff` (once per flight: drops
-///   of calls that started before the last cut do not cut again);
+/// - a window with a drop multiplies `L` by `backoff`, when drops are more
+///   than `loss_tolerance` of recent calls (a quarter of them for a caller
+///   using under half its limit), and once per flight: drops of calls that
+///   started before the last cut do not cut again;
 /// - `queue > β·s`: `L − s`, even when the caller is not using its limit;
 /// - a caller using under half its limit (app-limited): hold;
 /// - `queue ≤ threshold·s`: `L + β·s`; `queue < α·s`: `L + s`; else hold.
 ///
-/// Unlike the widely used implementation it fixes three faults:
+/// Unlike the widely used implementation it fixes these faults:
 ///
 /// - **slow start**: from the initial limit it doubles every window until the
 ///   first sign of queueing (then it sheds the estimated queue) or a drop;
-/// - **a lucky-fast or drifting baseline**: the baseline is the lowest window
-///   *aggregate* seen (never one fast call among many), and every
-///   `U(0.5, 1) · probe_interval` windows it is re-measured from scratch by a
-///   probe window during which the gate admits only `probe_factor` of the
-///   limit, so the dependency's queue drains and the probe sees its no-load
-///   time. Calls that started before the probe do not count toward it. So the
-///   baseline follows a dependency that became permanently slower, and cannot
-///   creep up with the caller's own queue;
+/// - **growth outrunning its own evidence**: a new limit shows in latency
+///   only once the calls it admits finish, so the limit grows (or doubles)
+///   only from a window most of whose successes were admitted since it last
+///   grew: once a round trip, as in TCP Vegas. Windows are shorter than the
+///   round trip in front of a slow dependency, and growing on each let the
+///   limit run past 3 × the true concurrency after a re-probe, before the
+///   queue it built could show;
+/// - **noise read as queueing**: the recent latency is the window's
+///   aggregate blended with earlier windows by sample count (a window that
+///   timed out with fewer than `min_samples` calls counts in proportion), and
+///   its standard error follows from the spread of single latencies. Only a
+///   rise beyond `noise` standard errors counts: `rtt_low = rtt · (1 −
+///   noise · error)`. A dependency whose latency merely spreads is not taken
+///   to be queueing, however few calls a window holds;
+/// - **a lucky-fast or drifting baseline**: a window lowers the baseline only
+///   to the upper end of its own band, `rtt · (1 + noise · error)`: the
+///   lowest such bound is near the true no-load mean, where the lowest window
+///   average is the luckiest window, several standard errors below it. Every
+///   `U(0.5, 1) · probe_interval` windows the baseline is re-measured from
+///   scratch: the gate admits only `probe_factor` of the limit until a
+///   window's worth of the calls admitted since (the *cohort*) has finished,
+///   so the dependency's queue drains; then the gate is restored, and the
+///   cohort is summarised once its slower calls have had time to finish too
+///   (three recent round-trip times) — its first calls to finish are its
+///   fastest, and a probe that stopped at them would read the no-load time a
+///   third too low in front of a log-normal dependency. The upper end of the
+///   cohort's band is the new baseline. So the baseline follows a dependency
+///   that became permanently slower, and cannot creep up with the caller's
+///   own queue. Windows that close during a re-probe neither lower the
+///   baseline nor grow the limit: while the gate is lowered the queue drains,
+///   and afterwards the burst of new calls finishes fastest first;
+/// - **a trickle of errors read as congestion**: see `loss_tolerance`;
 /// - **low traffic**: windows that time out short of samples still count
-///   (see [`crate::window`]).
+///   (see [`crate::window`]), and a caller using under half its limit holds
+///   it through isolated drops.
 ///
 /// # Examples
 ///
@@ -182,12 +259,32 @@ pub struct Vegas {
     /// The no-load round-trip time, in seconds.
     baseline: Option<f64>,
     window: Window,
+    recent: Recent,
     rng: SplitMix64,
     slow_start: bool,
     windows_until_probe: u32,
-    /// When the current re-probe began.
-    probing: Option<Instant>,
+    /// The re-probe under way, if any.
+    probe: Option<Probe>,
+    /// The calls of the re-probe's cohort.
+    probe_window: Window,
     last_cut: Option<Instant>,
+    /// When the limit last grew.
+    grown_at: Option<Instant>,
+    /// The successes of the open window admitted since the limit last grew.
+    fresh: u32,
+}
+
+/// A re-probe: the cohort of calls admitted while the gate is lowered,
+/// summarised once they have had time to finish.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    /// When the gate was lowered: the cohort are the calls admitted from
+    /// then...
+    started: Instant,
+    /// ...until the gate was restored, `None` while it is still lowered.
+    admitted_until: Option<Instant>,
+    /// When the cohort is summarised, set when the gate is restored.
+    settled_at: Option<Instant>,
 }
 
 impl Vegas {
@@ -199,9 +296,12 @@ impl Vegas {
     pub fn new(config: VegasConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let window = Window::with_seed(config.window.clone(), config.seed ^ 0x5a5a_5a5a)?;
+        let probe_window = Window::with_seed(config.window.clone(), config.seed ^ 0xa5a5_a5a5)?;
         let mut rng = SplitMix64::new(config.seed);
         let windows_until_probe = probe_gap(&mut rng, config.probe_interval);
+        let recent = Recent::new(config.window.min_samples);
         Ok(Vegas {
+            recent,
             limit: f64::from(config.initial),
             slow_start: config.slow_start,
             config,
@@ -209,8 +309,11 @@ impl Vegas {
             window,
             rng,
             windows_until_probe,
-            probing: None,
+            probe: None,
+            probe_window,
             last_cut: None,
+            grown_at: None,
+            fresh: 0,
         })
     }
 
@@ -237,9 +340,9 @@ impl Vegas {
         self.slow_start
     }
 
-    /// Whether a re-probe of the no-load time is under way.
+    /// Whether a re-probe is admitting its cohort: the gate is lowered.
     pub fn is_probing(&self) -> bool {
-        self.probing.is_some()
+        self.probe.is_some_and(|p| p.admitted_until.is_none())
     }
 
     /// How many more windows close before the next re-probe begins.
@@ -247,48 +350,126 @@ impl Vegas {
         self.windows_until_probe
     }
 
-    fn on_window(&mut self, now: Instant, summary: &WindowSummary) {
-        let min = f64::from(self.config.min);
-        let max = f64::from(self.config.max);
+    /// Whether a window's drop is a congestion event: a drop of a call that
+    /// started after the last cut, with drops above the tolerated share of
+    /// recent calls.
+    fn congested(&self, summary: &WindowSummary) -> bool {
         let new_drop = match (summary.last_drop_started, self.last_cut) {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(started), Some(cut)) => started >= cut,
         };
+        let app_limited = f64::from(summary.max_in_flight) * 2.0 < self.limit;
+        let tolerated = if app_limited {
+            self.config.loss_tolerance.max(APP_LIMITED_LOSS)
+        } else {
+            self.config.loss_tolerance
+        };
+        new_drop && self.recent.loss() > tolerated
+    }
 
-        if self.probing.take().is_some() {
-            // The probe window: whatever it measured is the new baseline.
-            if let Some(rtt) = summary.latency {
-                self.baseline = Some(rtt.as_secs_f64().max(MIN_RTT));
-            }
-            self.windows_until_probe = probe_gap(&mut self.rng, self.config.probe_interval);
-            if new_drop {
-                self.cut(now, min);
-            }
+    /// Move the re-probe on at `now`: restore the gate once the cohort's
+    /// window is due, summarise the cohort once it has settled.
+    fn advance_probe(&mut self, now: Instant) {
+        let Some(mut probe) = self.probe else {
             return;
+        };
+        match probe.settled_at {
+            None => {
+                if self.probe_window.is_due(now) {
+                    // Its first calls to finish are its fastest: wait for
+                    // the rest, a few round-trip times.
+                    let settle = self
+                        .recent
+                        .latency()
+                        .map_or(Duration::ZERO, |rtt| secs_to_duration(PROBE_SETTLE * rtt))
+                        .max(self.config.window.min_duration);
+                    probe.admitted_until = Some(now);
+                    probe.settled_at = now
+                        .checked_add(settle)
+                        .or_else(|| now.checked_add(self.config.window.min_duration));
+                    self.probe = Some(probe);
+                }
+            }
+            Some(settled_at) if now >= settled_at => {
+                self.probe = None;
+                self.windows_until_probe = probe_gap(&mut self.rng, self.config.probe_interval);
+                if let Some(summary) = self.probe_window.flush(now) {
+                    self.on_probe(now, &summary);
+                }
+            }
+            Some(_) => {}
         }
+    }
 
-        self.windows_until_probe = self.windows_until_probe.saturating_sub(1);
-        if self.windows_until_probe == 0 {
-            self.probing = Some(now);
+    /// The cohort of a re-probe has settled: the upper end of its band is
+    /// the new baseline. A cohort of one call is as good as the dependency
+    /// allows at that traffic; its band is wide, and it errs toward seeing
+    /// less queue.
+    fn on_probe(&mut self, now: Instant, summary: &WindowSummary) {
+        self.recent.update(summary);
+        if let Some(rtt) = summary.latency {
+            let n = summary.successes();
+            let rtt = rtt.as_secs_f64().max(MIN_RTT);
+            let upper = rtt * (1.0 + self.config.noise * self.recent.relative_error_of(n));
+            self.baseline = Some(upper);
         }
+        if self.congested(summary) {
+            self.cut(now, f64::from(self.config.min));
+        }
+    }
 
-        if new_drop {
+    fn on_window(&mut self, now: Instant, summary: &WindowSummary) {
+        let min = f64::from(self.config.min);
+        let max = f64::from(self.config.max);
+        // A new limit shows in latency only once the calls it admits finish:
+        // the limit grows only from a window most of whose successes were
+        // admitted since it last grew, once a round trip, as in TCP Vegas.
+        let may_grow = u64::from(self.fresh) * 2 >= u64::from(summary.successes());
+        self.fresh = 0;
+        self.recent.update(summary);
+        let limit = self.limit;
+        let app_limited = f64::from(summary.max_in_flight) * 2.0 < limit;
+        let congested = self.congested(summary);
+        let z = self.config.noise;
+        let probing = self.probe.is_some();
+
+        if !probing {
+            self.windows_until_probe = self.windows_until_probe.saturating_sub(1);
+            if self.windows_until_probe == 0 {
+                self.probe = Some(Probe {
+                    started: now,
+                    admitted_until: None,
+                    settled_at: None,
+                });
+                self.probe_window.clear();
+            }
+        }
+        if congested {
             self.cut(now, min);
             return;
         }
-        let Some(rtt) = summary.latency else {
+        if summary.latency.is_none() {
+            return;
+        }
+        let Some(rtt) = self.recent.latency() else {
             return;
         };
-        let rtt = rtt.as_secs_f64().max(MIN_RTT);
-        let baseline = self.baseline.map_or(rtt, |b| b.min(rtt));
+        let error = z * self.recent.relative_error();
+        let upper = rtt * (1.0 + error);
+        let lower = (rtt * (1.0 - error)).max(MIN_RTT);
+        // While a re-probe is under way the calls admitted around it come in
+        // bursts, whose first to finish are the fastest: such windows do not
+        // lower the baseline.
+        let baseline = match self.baseline {
+            None => upper,
+            Some(b) if probing => b,
+            Some(b) => b.min(upper),
+        };
         self.baseline = Some(baseline);
 
-        let limit = self.limit;
-        let queue = (limit * (1.0 - baseline / rtt)).ceil().max(0.0);
+        let queue = (limit * (1.0 - baseline / lower)).ceil().max(0.0);
         let step = log10_step(limit);
-        let app_limited = f64::from(summary.max_in_flight) * 2.0 < limit;
-
         // An app-limited caller's queue estimate is only a hint (it is
         // computed from the limit, not from the few calls in flight), so slow
         // start waits for real load, and such a caller only ever backs off
@@ -311,6 +492,17 @@ impl Vegas {
         } else {
             limit
         };
+        // While the gate is lowered the queue drains, and after it is
+        // restored the burst of new calls finishes fastest first: windows
+        // that close during a re-probe may shrink the limit, never grow it.
+        let next = if probing || !may_grow {
+            next.min(limit)
+        } else {
+            next
+        };
+        if next > limit {
+            self.grown_at = Some(now);
+        }
         self.set_limit(next, min, max);
         if self.limit >= max {
             self.slow_start = false;
@@ -342,6 +534,10 @@ fn probe_gap(rng: &mut SplitMix64, interval: u32) -> u32 {
     to_u32(gap.ceil()).max(1)
 }
 
+fn secs_to_duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+}
+
 /// An f64 in `[0, u32::MAX]` rounded down to a u32; NaN becomes 0.
 fn to_u32(x: f64) -> u32 {
     #[allow(
@@ -359,7 +555,7 @@ impl Algorithm for Vegas {
     }
 
     fn gate(&self) -> Gate {
-        let learnt = if self.probing.is_some() {
+        let learnt = if self.is_probing() {
             self.limit * self.config.probe_factor
         } else {
             self.limit
@@ -368,24 +564,42 @@ impl Algorithm for Vegas {
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
-        if let Some(probe_start) = self.probing {
-            // Calls admitted before the probe began may have queued behind
-            // the old limit: their latency is not the no-load time.
-            if sample.outcome == Outcome::Success && sample.started(now) < probe_start {
+        if let Some(probe) = self.probe {
+            let started = sample.started(now);
+            let in_cohort =
+                started >= probe.started && probe.admitted_until.is_none_or(|end| started < end);
+            if in_cohort {
+                self.probe_window.add(now, sample);
                 self.handle_timeout(now);
                 return;
             }
         }
+        if sample.outcome == Outcome::Success
+            && self
+                .grown_at
+                .is_none_or(|grown| sample.started(now) >= grown)
+        {
+            self.fresh = self.fresh.saturating_add(1);
+        }
         if let Some(summary) = self.window.record(now, sample) {
             self.on_window(now, &summary);
         }
+        self.advance_probe(now);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.window.deadline()
+        let probe = self.probe.and_then(|p| match p.settled_at {
+            None => self.probe_window.deadline(),
+            Some(at) => Some(at),
+        });
+        match (self.window.deadline(), probe) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        self.advance_probe(now);
         if let Some(summary) = self.window.close_if_due(now) {
             self.on_window(now, &summary);
         }
@@ -409,9 +623,11 @@ mod tests {
     }
 
     /// Windows of one call each (closing after 10 ms), no slow start, and
-    /// re-probes far away unless a test asks for them.
+    /// re-probes far away unless a test asks for them. Without the noise
+    /// band and the loss tolerance, so that each rule's arithmetic shows
+    /// exactly; the tests of those two set them.
     fn vegas(initial: u32) -> Vegas {
-        Vegas::new(VegasConfig {
+        Vegas::new(exact(VegasConfig {
             initial,
             min: 1,
             max: 1000,
@@ -419,8 +635,18 @@ mod tests {
             probe_interval: 1_000_000,
             window: one_call_windows(),
             ..VegasConfig::default()
-        })
+        }))
         .expect("valid config")
+    }
+
+    /// `config` with every rise read as queueing and every drop as
+    /// congestion.
+    fn exact(config: VegasConfig) -> VegasConfig {
+        VegasConfig {
+            noise: 0.0,
+            loss_tolerance: 0.0,
+            ..config
+        }
     }
 
     fn one_call_windows() -> WindowConfig {
@@ -438,6 +664,13 @@ mod tests {
         v.on_sample(*t, sample);
         *t += ms(10);
         v.handle_timeout(*t);
+    }
+
+    /// As [`window_of`], with the call admitted when the previous window
+    /// closed, so that the window may grow the limit.
+    fn next_window_of(v: &mut Vegas, t: &mut Instant, sample: &Sample) {
+        *t += sample.latency;
+        window_of(v, t, sample);
     }
 
     #[test]
@@ -467,21 +700,39 @@ mod tests {
     fn a_short_queue_grows_by_one_step_a_middling_one_holds_a_long_one_shrinks() {
         let mut t = Instant::now();
         let mut v = vegas(50);
-        window_of(&mut v, &mut t, &ok(20, 50));
+        next_window_of(&mut v, &mut t, &ok(20, 50));
         assert_eq!(v.raw_limit(), 56.0);
         // queue = ceil(56 · (1 − 20/21)) = ceil(2.67) = 3: not under α = 3,
         // not over β = 6: hold.
-        window_of(&mut v, &mut t, &ok(21, 56));
+        next_window_of(&mut v, &mut t, &ok(21, 56));
         assert_eq!(v.raw_limit(), 56.0);
         // queue = ceil(56 · (1 − 20/20.5)) = ceil(1.37) = 2: between the
         // threshold (1) and α (3): one step.
         let mut sample = ok(20, 56);
         sample.latency = Duration::from_micros(20_500);
-        window_of(&mut v, &mut t, &sample);
+        next_window_of(&mut v, &mut t, &sample);
         assert_eq!(v.raw_limit(), 57.0);
         // queue = ceil(57 · (1 − 20/30)) = 19 > β: one step down.
-        window_of(&mut v, &mut t, &ok(30, 57));
+        next_window_of(&mut v, &mut t, &ok(30, 57));
         assert_eq!(v.raw_limit(), 56.0);
+    }
+
+    #[test]
+    fn the_limit_grows_at_most_once_a_round_trip() {
+        let mut t = Instant::now();
+        let mut v = vegas(50);
+        window_of(&mut v, &mut t, &ok(20, 50));
+        assert_eq!(v.raw_limit(), 56.0);
+        // A window of calls admitted before that growth cannot show its
+        // effect: no queue, but no growth either...
+        window_of(&mut v, &mut t, &ok(20, 50));
+        assert_eq!(v.raw_limit(), 56.0);
+        // ...while it may still shrink the limit.
+        window_of(&mut v, &mut t, &ok(40, 50));
+        assert_eq!(v.raw_limit(), 55.0);
+        // Calls admitted since show the new limit's effect.
+        next_window_of(&mut v, &mut t, &ok(20, 55));
+        assert_eq!(v.raw_limit(), 61.0);
     }
 
     #[test]
@@ -516,37 +767,37 @@ mod tests {
     #[test]
     fn slow_start_doubles_until_the_first_sign_of_queueing() {
         let mut t = Instant::now();
-        let mut v = Vegas::new(VegasConfig {
+        let mut v = Vegas::new(exact(VegasConfig {
             initial: 5,
             probe_interval: 1_000_000,
             window: one_call_windows(),
             ..VegasConfig::default()
-        })
+        }))
         .expect("valid");
         assert!(v.in_slow_start());
         for expected in [10.0, 20.0, 40.0, 80.0] {
             let in_flight = to_u32(v.raw_limit());
-            window_of(&mut v, &mut t, &ok(20, in_flight));
+            next_window_of(&mut v, &mut t, &ok(20, in_flight));
             assert_eq!(v.raw_limit(), expected);
         }
         // Capacity was 50: at 80 the latency is 32 ms, queue = 80 · 0.375 = 30.
-        window_of(&mut v, &mut t, &ok(32, 80));
+        next_window_of(&mut v, &mut t, &ok(32, 80));
         assert!(!v.in_slow_start());
         assert_eq!(v.raw_limit(), 50.0);
         // Back to the normal rules: no queue, + β.
-        window_of(&mut v, &mut t, &ok(20, 50));
+        next_window_of(&mut v, &mut t, &ok(20, 50));
         assert_eq!(v.raw_limit(), 56.0);
     }
 
     #[test]
     fn slow_start_holds_while_app_limited_and_ends_at_a_drop() {
         let mut t = Instant::now();
-        let mut v = Vegas::new(VegasConfig {
+        let mut v = Vegas::new(exact(VegasConfig {
             initial: 10,
             probe_interval: 1_000_000,
             window: one_call_windows(),
             ..VegasConfig::default()
-        })
+        }))
         .expect("valid");
         window_of(&mut v, &mut t, &ok(20, 4));
         assert_eq!(v.raw_limit(), 10.0);
@@ -560,7 +811,7 @@ mod tests {
     #[test]
     fn the_baseline_is_the_lowest_window_aggregate_not_the_luckiest_call() {
         let mut t = Instant::now();
-        let mut v = Vegas::new(VegasConfig {
+        let mut v = Vegas::new(exact(VegasConfig {
             initial: 50,
             slow_start: false,
             probe_interval: 1_000_000,
@@ -571,7 +822,7 @@ mod tests {
                 ..WindowConfig::default()
             },
             ..VegasConfig::default()
-        })
+        }))
         .expect("valid");
         // One lucky 1 ms call among nine at 21 ms: the window averages 19 ms.
         v.on_sample(t, &ok(1, 50));
@@ -584,16 +835,16 @@ mod tests {
     }
 
     #[test]
-    fn a_re_probe_lowers_the_gate_and_re_measures_the_baseline_from_new_calls() {
+    fn a_re_probe_lowers_the_gate_and_re_measures_the_baseline_from_its_cohort() {
         let t0 = Instant::now();
         let mut t = t0;
-        let mut v = Vegas::new(VegasConfig {
+        let mut v = Vegas::new(exact(VegasConfig {
             initial: 60,
             slow_start: false,
             probe_interval: 2,
             window: one_call_windows(),
             ..VegasConfig::default()
-        })
+        }))
         .expect("valid");
         // The first gap is one or two windows.
         let gap = v.windows_until_probe();
@@ -606,19 +857,160 @@ mod tests {
         let learnt = v.raw_limit();
         assert_eq!(v.gate().limit, to_u32((learnt * 0.5).floor()));
         // The dependency is now twice as slow. A call admitted before the
-        // probe began is not counted...
+        // probe began goes to the ordinary window, not the probe...
         let probe_start = t;
-        v.on_sample(t + ms(5), &ok(500, 60));
+        v.on_sample(t + ms(5), &ok(20, 60));
         assert!(v.is_probing());
-        // ...one admitted after it is, and sets the baseline outright.
-        v.on_sample(probe_start + ms(50), &ok(40, 30));
-        v.handle_timeout(probe_start + ms(60));
+        // ...one admitted after it belongs to the cohort. Once the cohort's
+        // window is due, the gate is restored...
+        v.on_sample(probe_start + ms(40), &ok(30, 30));
+        assert!(v.is_probing());
+        let restored = probe_start + ms(50);
+        assert_eq!(v.poll_timeout(), Some(restored));
+        v.handle_timeout(restored);
         assert!(!v.is_probing());
+        assert_eq!(v.gate().limit, to_u32(learnt));
+        // ...and the cohort is summarised a few round-trip times later, with
+        // its slower calls. A call admitted after the gate was restored is
+        // not in it, and, finishing in the burst that follows, does not
+        // lower the baseline either.
+        v.on_sample(restored + ms(20), &ok(50, 30));
+        v.on_sample(restored + ms(21), &ok(1, 60));
+        let mut settled = restored;
+        while let Some(deadline) = v.poll_timeout() {
+            settled = deadline;
+            v.handle_timeout(deadline);
+        }
+        assert!(settled > restored + ms(50), "{settled:?}");
         assert_eq!(v.baseline(), Some(ms(40)));
         assert_eq!(v.raw_limit(), learnt, "a probe does not move the limit");
-        assert_eq!(v.gate().limit, to_u32(learnt));
         let gap = v.windows_until_probe();
         assert!((1..=2).contains(&gap), "{gap}");
+    }
+
+    #[test]
+    fn windows_that_close_during_a_re_probe_do_not_grow_the_limit() {
+        let mut t = Instant::now();
+        let mut v = Vegas::new(exact(VegasConfig {
+            initial: 60,
+            slow_start: false,
+            probe_interval: 1,
+            window: one_call_windows(),
+            ..VegasConfig::default()
+        }))
+        .expect("valid");
+        window_of(&mut v, &mut t, &ok(20, 60));
+        assert!(v.is_probing());
+        let learnt = v.raw_limit();
+        // The queue drains while the gate is lowered: no queue, but no
+        // growth either.
+        let old = Sample::new(Outcome::Success, ms(20), 60);
+        v.on_sample(t, &old);
+        t += ms(10);
+        v.handle_timeout(t);
+        assert_eq!(v.raw_limit(), learnt);
+        // A long queue still shrinks it.
+        let slow = Sample::new(Outcome::Success, ms(400), 60);
+        v.on_sample(t, &slow);
+        t += ms(10);
+        v.handle_timeout(t);
+        assert!(v.raw_limit() < learnt);
+    }
+
+    /// Ten calls averaging `mean_ms`, half of them `spread_ms` faster and
+    /// half slower, in one window, all admitted when the previous window
+    /// closed; `drops` of them are overloads instead.
+    fn spread_window(v: &mut Vegas, t: &mut Instant, mean_ms: u64, spread_ms: u64, drops: u32) {
+        let in_flight = to_u32(v.raw_limit());
+        *t += ms(mean_ms + spread_ms);
+        for i in 0..10_u32 {
+            let latency = if i % 2 == 0 {
+                mean_ms - spread_ms
+            } else {
+                mean_ms + spread_ms
+            };
+            let outcome = if i < drops {
+                Outcome::Overload
+            } else {
+                Outcome::Success
+            };
+            v.on_sample(*t, &Sample::new(outcome, ms(latency), in_flight));
+        }
+        *t += ms(10);
+        v.handle_timeout(*t);
+    }
+
+    fn noisy(config: VegasConfig) -> Vegas {
+        Vegas::new(VegasConfig {
+            initial: 50,
+            slow_start: false,
+            probe_interval: 1_000_000,
+            window: one_call_windows(),
+            ..config
+        })
+        .expect("valid")
+    }
+
+    #[test]
+    fn a_rise_within_the_noise_is_not_queueing_and_one_beyond_it_is() {
+        // Latencies 60 and 140 ms around a mean of 100: the average of ten
+        // is uncertain by 13%, so two standard errors are 27%.
+        let mut t = Instant::now();
+        let mut v = noisy(VegasConfig::default());
+        spread_window(&mut v, &mut t, 100, 40, 0);
+        // The baseline is the upper end of the first window's band.
+        let baseline = v.baseline().expect("set").as_secs_f64();
+        assert!((0.125..0.128).contains(&baseline), "{baseline}");
+        assert_eq!(v.raw_limit(), 56.0);
+        // 20% slower is within the noise: no queue, the limit grows.
+        spread_window(&mut v, &mut t, 120, 40, 0);
+        assert_eq!(v.raw_limit(), 62.0);
+        // Three times slower is not.
+        spread_window(&mut v, &mut t, 300, 40, 0);
+        assert_eq!(v.raw_limit(), 61.0);
+
+        // Read without the band, the same 20% is a queue of 10.
+        let mut v = noisy(exact(VegasConfig::default()));
+        spread_window(&mut v, &mut t, 100, 40, 0);
+        assert_eq!(v.baseline(), Some(ms(100)));
+        spread_window(&mut v, &mut t, 120, 40, 0);
+        assert_eq!(v.raw_limit(), 55.0);
+    }
+
+    #[test]
+    fn a_trickle_of_drops_is_tolerated_and_a_flood_is_not() {
+        let mut t = Instant::now();
+        let mut v = noisy(VegasConfig::default());
+        // One call in ten dropped, for good: at the tolerance, not above.
+        for _ in 0..20 {
+            spread_window(&mut v, &mut t, 100, 0, 1);
+        }
+        assert!(v.raw_limit() > 50.0, "{}", v.raw_limit());
+        // Half of them: the share of recent drops passes 10% at once.
+        let before = v.raw_limit();
+        spread_window(&mut v, &mut t, 100, 0, 5);
+        assert!((v.raw_limit() - before * 0.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_app_limited_caller_cuts_only_when_a_quarter_of_its_calls_drop() {
+        let mut t = Instant::now();
+        let mut v = noisy(VegasConfig::default());
+        let dropped = Sample::new(Outcome::Overload, ms(5), 2);
+        let fine = ok(20, 2);
+        // One call in five dropped, by a caller using 2 of its 50.
+        for _ in 0..20 {
+            for sample in [&dropped, &fine, &fine, &fine, &fine] {
+                window_of(&mut v, &mut t, sample);
+            }
+        }
+        assert_eq!(v.raw_limit(), 50.0);
+        // Every call dropped: the share soon passes a quarter and the limit
+        // is cut.
+        for _ in 0..10 {
+            window_of(&mut v, &mut t, &dropped);
+        }
+        assert!(v.raw_limit() < 50.0, "{}", v.raw_limit());
     }
 
     #[test]
@@ -789,6 +1181,48 @@ mod tests {
                     ..base.clone()
                 },
                 "vegas.probe_factor",
+            ),
+            (
+                VegasConfig {
+                    noise: -1.0,
+                    ..base.clone()
+                },
+                "vegas.noise",
+            ),
+            (
+                VegasConfig {
+                    noise: f64::NAN,
+                    ..base.clone()
+                },
+                "vegas.noise",
+            ),
+            (
+                VegasConfig {
+                    noise: 11.0,
+                    ..base.clone()
+                },
+                "vegas.noise",
+            ),
+            (
+                VegasConfig {
+                    loss_tolerance: 1.0,
+                    ..base.clone()
+                },
+                "vegas.loss_tolerance",
+            ),
+            (
+                VegasConfig {
+                    loss_tolerance: -0.1,
+                    ..base.clone()
+                },
+                "vegas.loss_tolerance",
+            ),
+            (
+                VegasConfig {
+                    loss_tolerance: f64::NAN,
+                    ..base.clone()
+                },
+                "vegas.loss_tolerance",
             ),
             (
                 VegasConfig {

@@ -186,3 +186,138 @@ fn vegas_follows_a_permanent_doubling_of_the_no_load_latency() {
         "limit {earlier} before, {later} after"
     );
 }
+
+/// The p99 of a log-normal service time is this many times its median.
+const P99_OVER_MEDIAN: f64 = 2.5;
+
+/// 50 workers whose service time is log-normal, median 400 ms, p99 1 s
+/// (mean 436 ms): a true concurrency capacity of 50, about 115 calls a
+/// second, offered twice that, Poisson. A 250 ms window holds about 29 calls,
+/// whose average is uncertain by ±8%: the noise a delay-based policy must not
+/// take for queueing.
+fn log_normal_twice_capacity() -> Model {
+    Model {
+        log_normal: Some(P99_OVER_MEDIAN),
+        arrivals: Arrivals::Poisson(230.0),
+        behaviour: vec![(0.0, Behaviour::Serve { mean_ms: 400.0 })],
+        ..Model::twice_capacity()
+    }
+}
+
+/// The capacity of [`log_normal_twice_capacity`] in calls a second.
+fn log_normal_capacity() -> f64 {
+    let sigma = P99_OVER_MEDIAN.ln() / 2.326;
+    50.0 / (0.400 * (sigma * sigma / 2.0).exp())
+}
+
+/// A log-normal run lasts ten minutes; the limit must settle in
+/// `[0.7, 2] ×` the true concurrency of 50 within the first...
+const LOG_NORMAL_SETTLED: (f64, f64) = (35.0, 100.0);
+const LOG_NORMAL_SETTLE_BY: f64 = 60.0;
+const LOG_NORMAL_RUN: f64 = 600.0;
+
+fn check_log_normal(name: &str, trace: &Trace) {
+    let (lo, hi) = LOG_NORMAL_SETTLED;
+    let settled = trace
+        .settled_from(lo, hi)
+        .unwrap_or_else(|| panic!("{name}: ends outside [{lo}, {hi}]"));
+    let from = settled.max(LOG_NORMAL_SETTLE_BY);
+    let goodput = trace.goodput(from, LOG_NORMAL_RUN);
+    let capacity = log_normal_capacity();
+    let p99 = trace.latency_quantile(from, LOG_NORMAL_RUN, 0.99);
+    println!(
+        "{name}, log-normal: settled in [{lo}, {hi}] from {settled:.1} s; mean limit {:.1}; \
+         goodput {goodput:.1}/s of {capacity:.1}/s; p50 {:.0} ms, p99 {:.0} ms",
+        trace.mean_limit(from, LOG_NORMAL_RUN),
+        trace.latency_quantile(from, LOG_NORMAL_RUN, 0.5) * 1e3,
+        p99 * 1e3,
+    );
+    assert!(
+        settled <= LOG_NORMAL_SETTLE_BY,
+        "{name}: settled only at {settled} s"
+    );
+    assert!(goodput >= 0.9 * capacity, "{name}: goodput {goodput}/s");
+    // The service time's own p99 is 1 s: queueing may add to it, within
+    // reason.
+    assert!(p99 < 1.6, "{name}: p99 {p99} s");
+}
+
+#[test]
+fn vegas_settles_near_a_log_normal_capacity_without_collapsing() {
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let model = log_normal_twice_capacity();
+    let trace = model::run(
+        &mut vegas,
+        &model,
+        LOG_NORMAL_RUN,
+        Vegas::raw_limit,
+        |_, _| {},
+    );
+    check_log_normal("vegas", &trace);
+}
+
+#[test]
+fn gradient_settles_near_a_log_normal_capacity_without_collapsing() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let model = log_normal_twice_capacity();
+    let trace = model::run(
+        &mut gradient,
+        &model,
+        LOG_NORMAL_RUN,
+        Gradient::raw_limit,
+        |_, _| {},
+    );
+    check_log_normal("gradient", &trace);
+}
+
+/// A healthy log-normal dependency with workers to spare (200), 100 calls a
+/// second needing about 44 in flight, and 1% of calls failing as overloads
+/// at random: one drop a second.
+fn healthy_log_normal() -> Model {
+    Model {
+        workers: 200,
+        log_normal: Some(P99_OVER_MEDIAN),
+        errors: 0.01,
+        arrivals: Arrivals::Poisson(100.0),
+        behaviour: vec![(0.0, Behaviour::Serve { mean_ms: 400.0 })],
+        ..Model::twice_capacity()
+    }
+}
+
+fn check_healthy(name: &str, trace: &Trace) {
+    // After a minute to climb from the initial limit of 20, almost nothing
+    // is refused: noise and a trickle of errors are not congestion.
+    let refused = trace.rejection_rate(60.0, LOG_NORMAL_RUN) / 100.0;
+    println!(
+        "{name}, healthy log-normal: {:.2}% refused after the first minute; mean limit {:.1}",
+        refused * 100.0,
+        trace.mean_limit(60.0, LOG_NORMAL_RUN)
+    );
+    assert!(refused < 0.01, "{name}: {:.1}% refused", refused * 100.0);
+}
+
+#[test]
+fn vegas_does_not_hold_back_a_caller_of_a_healthy_log_normal_dependency() {
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let trace = model::run(
+        &mut vegas,
+        &healthy_log_normal(),
+        LOG_NORMAL_RUN,
+        Vegas::raw_limit,
+        |_, _| {},
+    );
+    check_healthy("vegas", &trace);
+}
+
+#[test]
+fn gradient_does_not_hold_back_a_caller_of_a_healthy_log_normal_dependency() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let trace = model::run(
+        &mut gradient,
+        &healthy_log_normal(),
+        LOG_NORMAL_RUN,
+        Gradient::raw_limit,
+        |_, _| {},
+    );
+    check_healthy("gradient", &trace);
+}

@@ -3,8 +3,9 @@
 //! The dependency has `workers` identical workers and one FIFO queue. A call
 //! admitted at `a` takes the worker that frees up first, starts at
 //! `max(a, free)` and holds it for a service time drawn uniformly from
-//! `mean · [1 − jitter, 1 + jitter]`; its latency is queueing delay plus
-//! service time. Calls arrive open-loop (Poisson) or one every fixed interval;
+//! `mean · [1 − jitter, 1 + jitter]`, or, with `log_normal` set, from a
+//! log-normal distribution whose median is the behaviour's `mean_ms`; its
+//! latency is queueing delay plus service time. Calls arrive open-loop (Poisson) or one every fixed interval;
 //! a call arriving while the gate is full is rejected and forgotten. Time
 //! exists only as `Instant`s computed from one origin: nothing sleeps.
 
@@ -46,6 +47,12 @@ impl Rng {
     pub fn exp(&mut self, rate: f64) -> f64 {
         -self.unit().ln() / rate
     }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
 }
 
 /// How calls arrive.
@@ -70,6 +77,11 @@ pub enum Behaviour {
 pub struct Model {
     pub workers: usize,
     pub jitter: f64,
+    /// When set, service times are log-normal with this p99 / median ratio
+    /// (the median being the behaviour's `mean_ms`), and `jitter` is unused.
+    pub log_normal: Option<f64>,
+    /// The fraction of served calls that fail as overloads anyway, at random.
+    pub errors: f64,
     pub arrivals: Arrivals,
     /// The behaviour from each given second on (sorted by second).
     pub behaviour: Vec<(f64, Behaviour)>,
@@ -83,6 +95,8 @@ impl Model {
         Model {
             workers: 50,
             jitter: 0.1,
+            log_normal: None,
+            errors: 0.0,
             arrivals: Arrivals::Poisson(5000.0),
             behaviour: vec![(0.0, Behaviour::Serve { mean_ms: 20.0 })],
             seed: 1,
@@ -107,6 +121,8 @@ pub struct Trace {
     /// finished within the run.
     pub calls: Vec<(f64, f64)>,
     pub rejected: u64,
+    /// The second of every rejection.
+    pub rejected_at: Vec<f64>,
 }
 
 impl Trace {
@@ -156,6 +172,16 @@ impl Trace {
             .rev()
             .find(|(at, _, _)| *at <= t)
             .map_or(f64::NAN, |l| l.1)
+    }
+
+    /// Calls rejected per second over `[from, to)`.
+    pub fn rejection_rate(&self, from: f64, to: f64) -> f64 {
+        let n = self
+            .rejected_at
+            .iter()
+            .filter(|at| **at >= from && **at < to)
+            .count();
+        n as f64 / (to - from)
     }
 
     /// Calls admitted per second over `[from, to)`.
@@ -237,16 +263,26 @@ pub fn run<A: Algorithm>(
             next_arrival = now + Duration::from_secs_f64(next_gap(&mut rng));
             if in_flight >= policy.gate().limit {
                 trace.rejected += 1;
+                trace.rejected_at.push(secs(now));
             } else {
                 in_flight += 1;
                 let finish = match model.behaviour_at(secs(now)) {
                     Behaviour::Serve { mean_ms } => {
                         let Reverse(free) = workers.pop().expect("a worker");
                         let start = free.max(now);
-                        let factor = 1.0 + model.jitter * (2.0 * rng.unit() - 1.0);
+                        let factor = match model.log_normal {
+                            // The 99th percentile of a normal lies 2.326
+                            // standard deviations out.
+                            Some(p99) => (p99.ln() / 2.326 * rng.normal()).exp(),
+                            None => 1.0 + model.jitter * (2.0 * rng.unit() - 1.0),
+                        };
                         let done = start + Duration::from_secs_f64(mean_ms * factor / 1000.0);
                         workers.push(Reverse(done));
-                        (done, Outcome::Success)
+                        if model.errors > 0.0 && rng.unit() < model.errors {
+                            (done, Outcome::Overload)
+                        } else {
+                            (done, Outcome::Success)
+                        }
                     }
                     Behaviour::Fail { after_ms } => (
                         now + Duration::from_secs_f64(after_ms / 1000.0),

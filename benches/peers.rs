@@ -50,10 +50,13 @@
 //!   `+ 2 clock reads` row adds them, as for tower.
 //!
 //! **Contended** cases run the same call on two threads sharing one limiter
-//! (each thread does N calls; tower's service is cloned per thread, the
+//! (each thread makes N calls; tower's service is cloned per thread, the
 //! clones sharing one semaphore) and report aggregate calls per second, and
-//! its ratio to one thread's rate alone. Other processes on the machine
-//! weigh on this figure most: the summary prints the load average.
+//! its ratio to one thread's rate alone, timed just before or after. They
+//! are timed by a loop of our own after criterion's groups (it always runs,
+//! whatever criterion's filter): each round times every case in turn, so
+//! that load from other processes, which weighs on this figure most, falls
+//! on all cases alike. The summary prints the load average.
 //!
 //! **Memory** is `size_of` of the limiter plus the heap it holds, measured by
 //! a counting global allocator (switched on only while measuring, so it
@@ -202,6 +205,9 @@ struct Sample {
     iters: u64,
     elapsed: Duration,
     reference: Duration,
+    /// For a contended round: whether every thread timed in it ran without
+    /// waiting for a CPU (`None` where that cannot be told).
+    undisturbed: Option<bool>,
 }
 
 /// Samples per case. Set on every group, so criterion's command line cannot
@@ -229,6 +235,18 @@ impl Recorder {
 
     /// Median over the measured samples of `per(sample)`.
     fn median(&self, group: &str, id: &str, per: impl Fn(&Sample) -> f64) -> Option<f64> {
+        self.median_of(group, id, |_| true, per).map(|(m, _)| m)
+    }
+
+    /// Median over the measured samples that `keep` keeps of `per(sample)`,
+    /// and how many were kept.
+    fn median_of(
+        &self,
+        group: &str,
+        id: &str,
+        keep: impl Fn(&Sample) -> bool,
+        per: impl Fn(&Sample) -> f64,
+    ) -> Option<(f64, usize)> {
         let series = self.series.borrow();
         let s = series.iter().find(|s| s.group == group && s.id == id)?;
         if s.samples.len() < SAMPLES {
@@ -236,15 +254,20 @@ impl Recorder {
         }
         let mut values: Vec<f64> = s.samples[s.samples.len() - SAMPLES..]
             .iter()
+            .filter(|s| keep(s))
             .map(per)
             .collect();
+        if values.is_empty() {
+            return None;
+        }
         values.sort_by(f64::total_cmp);
         let mid = values.len() / 2;
-        Some(if values.len() % 2 == 0 {
+        let median = if values.len() % 2 == 0 {
             (values[mid - 1] + values[mid]) / 2.0
         } else {
             values[mid]
-        })
+        };
+        Some((median, values.len()))
     }
 
     fn ids(&self, group: &str) -> Vec<&'static str> {
@@ -331,57 +354,7 @@ impl<'a, 'r> Bench<'a, 'r> {
                         iters,
                         elapsed,
                         reference,
-                    },
-                );
-                elapsed
-            });
-        });
-    }
-
-    /// Two threads sharing one limiter, each doing `iters` calls, timed from
-    /// both being released at once until both have finished; each sample is
-    /// paired with `iters` of the same calls on this thread alone. `make` is
-    /// called once per thread to get that thread's call (a handle to the
-    /// shared limiter).
-    fn pair<F>(&mut self, id: &'static str, make: impl Fn() -> F + Sync)
-    where
-        F: FnMut(),
-    {
-        let (rec, group) = (self.rec, self.group);
-        self.g.bench_function(id, |b| {
-            b.iter_custom(|iters| {
-                let mut alone = make();
-                let start = Instant::now();
-                for _ in 0..iters {
-                    alone();
-                }
-                let reference = start.elapsed();
-                drop(alone);
-
-                let barrier = Barrier::new(3);
-                let (make, barrier) = (&make, &barrier);
-                let mut start = Instant::now();
-                std::thread::scope(|s| {
-                    for _ in 0..2 {
-                        s.spawn(move || {
-                            let mut call = make();
-                            barrier.wait();
-                            for _ in 0..iters {
-                                call();
-                            }
-                        });
-                    }
-                    barrier.wait();
-                    start = Instant::now();
-                });
-                let elapsed = start.elapsed();
-                rec.push(
-                    group,
-                    id,
-                    Sample {
-                        iters,
-                        elapsed,
-                        reference,
+                        undisturbed: None,
                     },
                 );
                 elapsed
@@ -602,38 +575,155 @@ fn uncontended(c: &mut Criterion, rec: &Recorder) {
     b.finish();
 }
 
-fn contended(c: &mut Criterion, rec: &Recorder) {
-    let mut b = Bench::new(c, rec, CONTENDED);
-    let semaphore = tokio::sync::Semaphore::new(1_000);
-    b.pair(FLOOR, || || floor_call(&semaphore));
+// ----- contended: a round-robin loop ----------------------------------------
 
+/// A contended case: `run(iters)` takes this thread's handle on the shared
+/// limiter and makes `iters` calls through it.
+struct Shared<'a> {
+    id: &'static str,
+    run: Box<dyn Fn(u64) + Sync + 'a>,
+}
+
+fn shared<'a, F: FnMut()>(id: &'static str, make: impl Fn() -> F + Sync + 'a) -> Shared<'a> {
+    Shared {
+        id,
+        run: Box::new(move |iters| {
+            let mut call = make();
+            for _ in 0..iters {
+                call();
+            }
+        }),
+    }
+}
+
+/// Nanoseconds this thread has spent waiting for a CPU while runnable
+/// (Linux's `/proc/thread-self/schedstat`); `None` where there is no such
+/// file.
+fn runqueue_wait() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether a thread that was busy for `elapsed` waited for a CPU for less
+/// than 2% of it (another process took its core only briefly, if at all).
+fn ran_undisturbed(before: Option<u64>, after: Option<u64>, elapsed: Duration) -> Option<bool> {
+    let waited = after?.checked_sub(before?)?;
+    Some(u128::from(waited) * 50 < elapsed.as_nanos())
+}
+
+fn one_thread(run: &(dyn Fn(u64) + Sync), iters: u64) -> (Duration, Option<bool>) {
+    let waited = runqueue_wait();
+    let start = Instant::now();
+    run(iters);
+    let elapsed = start.elapsed();
+    (elapsed, ran_undisturbed(waited, runqueue_wait(), elapsed))
+}
+
+/// Two threads each make `iters` calls, timed from both being released at
+/// once until both have finished; and whether neither waited for a CPU.
+fn two_threads(run: &(dyn Fn(u64) + Sync), iters: u64) -> (Duration, Option<bool>) {
+    let barrier = Barrier::new(3);
+    let barrier = &barrier;
+    let mut start = Instant::now();
+    let mut undisturbed = Some(true);
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(move || {
+                    barrier.wait();
+                    let (waited, start) = (runqueue_wait(), Instant::now());
+                    run(iters);
+                    ran_undisturbed(waited, runqueue_wait(), start.elapsed())
+                })
+            })
+            .collect();
+        barrier.wait();
+        start = Instant::now();
+        for thread in threads {
+            let quiet = thread
+                .join()
+                .unwrap_or_else(|_| unreachable!("calls do not panic"));
+            undisturbed = match (undisturbed, quiet) {
+                (Some(a), Some(b)) => Some(a && b),
+                _ => None,
+            };
+        }
+    });
+    (start.elapsed(), undisturbed)
+}
+
+/// Each case is timed on two threads and on one, in turn, round after
+/// round, so a burst of load from elsewhere on the machine falls on every
+/// case alike rather than on whichever one criterion happened to be
+/// measuring.
+fn contended(rec: &Recorder, quick: bool) {
+    let semaphore = tokio::sync::Semaphore::new(1_000);
     let (l_fixed, l_aimd, l_vegas) = (fixed(), aimd(1_000), vegas(1_000));
     let (l_gradient, l_throttle, l_breaker) = (gradient(1_000), throttle(), breaker());
-    b.pair("rheostat Fixed", || || rheostat_call(&l_fixed));
-    b.pair("rheostat Aimd", || || rheostat_call(&l_aimd));
-    b.pair("rheostat Vegas", || || rheostat_call(&l_vegas));
-    b.pair("rheostat Gradient", || || rheostat_call(&l_gradient));
-    b.pair("rheostat Throttle", || || rheostat_call(&l_throttle));
-    b.pair("rheostat Breaker (closed)", || || rheostat_call(&l_breaker));
-
     let svc = tower_limit(1_000);
-    b.pair("tower ConcurrencyLimit", || {
-        let mut svc = svc.clone();
-        move || tower_call(&mut svc)
-    });
-
     let cl_fixed = ClLimiter::new(cl::Fixed::new(1_000));
     let cl_aimd = ClLimiter::new(cl::Aimd::new_with_initial_limit(1_000));
     let cl_vegas = ClLimiter::new(cl::Vegas::new_with_initial_limit(1_000));
-    b.pair("congestion-limiter Fixed", || || cl_call(&cl_fixed));
-    b.pair("congestion-limiter Aimd", || || cl_call(&cl_aimd));
-    b.pair("congestion-limiter Vegas", || || cl_call(&cl_vegas));
-
     let fs = failsafe::Config::new().build();
     let rc = recloser::Recloser::default();
-    b.pair("failsafe (closed)", || || failsafe_call(&fs));
-    b.pair("recloser (closed)", || || recloser_call(&rc));
-    b.finish();
+
+    let cases = [
+        shared(FLOOR, || || floor_call(&semaphore)),
+        shared("rheostat Fixed", || || rheostat_call(&l_fixed)),
+        shared("rheostat Aimd", || || rheostat_call(&l_aimd)),
+        shared("rheostat Vegas", || || rheostat_call(&l_vegas)),
+        shared("rheostat Gradient", || || rheostat_call(&l_gradient)),
+        shared("rheostat Throttle", || || rheostat_call(&l_throttle)),
+        shared("rheostat Breaker (closed)", || || rheostat_call(&l_breaker)),
+        shared("tower ConcurrencyLimit", || {
+            let mut svc = svc.clone();
+            move || tower_call(&mut svc)
+        }),
+        shared("congestion-limiter Fixed", || || cl_call(&cl_fixed)),
+        shared("congestion-limiter Aimd", || || cl_call(&cl_aimd)),
+        shared("congestion-limiter Vegas", || || cl_call(&cl_vegas)),
+        shared("failsafe (closed)", || || failsafe_call(&fs)),
+        shared("recloser (closed)", || || recloser_call(&rc)),
+    ];
+
+    // Calibrate (and warm up): enough calls for about 20 ms on one thread.
+    let target = Duration::from_millis(if quick { 1 } else { 20 });
+    let iters: Vec<u64> = cases
+        .iter()
+        .map(|case| {
+            let mut n = 1_000;
+            while !quick && one_thread(&case.run, n).0 < target {
+                n *= 2;
+            }
+            n
+        })
+        .collect();
+    let rounds = if quick { 1 } else { SAMPLES };
+    println!(
+        "peers/contended: {} cases, {rounds} rounds of two threads beside one",
+        cases.len()
+    );
+    for round in 0..rounds {
+        for (case, &n) in cases.iter().zip(&iters) {
+            let ((reference, one_quiet), (elapsed, two_quiet)) = if round % 2 == 0 {
+                let one = one_thread(&case.run, n);
+                (one, two_threads(&case.run, n))
+            } else {
+                let two = two_threads(&case.run, n);
+                (one_thread(&case.run, n), two)
+            };
+            rec.push(
+                CONTENDED,
+                case.id,
+                Sample {
+                    iters: n,
+                    elapsed,
+                    reference,
+                    undisturbed: one_quiet.zip(two_quiet).map(|(a, b)| a && b),
+                },
+            );
+        }
+    }
 }
 
 fn rejected(c: &mut Criterion, rec: &Recorder) {
@@ -869,6 +959,7 @@ fn summary(
     }
     println!("congestion-limiter Gradient: not benched ({gradient}).\n");
 
+    let undisturbed = |s: &Sample| s.undisturbed == Some(true);
     let rows: Vec<_> = rec
         .ids(CONTENDED)
         .into_iter()
@@ -876,15 +967,24 @@ fn summary(
             let two = rec.median(CONTENDED, id, two_thread_rate)?;
             let one = rec.median(CONTENDED, id, one_thread_rate)?;
             let ratio = rec.median(CONTENDED, id, scaling)?;
-            Some((id, two, one, ratio))
+            let quiet = rec.median_of(CONTENDED, id, undisturbed, scaling);
+            Some((id, two, one, ratio, quiet))
         })
         .collect();
     if !rows.is_empty() {
-        println!("Two threads sharing one limiter, aggregate, beside one thread alone timed in the same sample:\n");
-        println!("| | 2 threads | 1 thread | ratio |\n| --- | ---: | ---: | ---: |");
-        for (id, two, one, ratio) in rows {
+        println!(
+            "Two threads sharing one limiter, aggregate, beside one thread alone timed in the \
+             same round ({SAMPLES} rounds); the last column keeps only the rounds in which no \
+             thread waited for a CPU for 2% of its time or more:\n"
+        );
+        println!(
+            "| | 2 threads | 1 thread | ratio | ratio, undisturbed rounds |\n\
+             | --- | ---: | ---: | ---: | ---: |"
+        );
+        for (id, two, one, ratio, quiet) in rows {
+            let quiet = quiet.map_or("none".to_owned(), |(r, n)| format!("{r:.2} ({n})"));
             println!(
-                "| {id} | {:.2} M/s | {:.2} M/s | {ratio:.2} |",
+                "| {id} | {:.2} M/s | {:.2} M/s | {ratio:.2} | {quiet} |",
                 two / 1e6,
                 one / 1e6
             );
@@ -927,8 +1027,11 @@ fn main() {
     let rec = Recorder::default();
     let mut c = Criterion::default().configure_from_args();
     uncontended(&mut c, &rec);
-    contended(&mut c, &rec);
     rejected(&mut c, &rec);
     c.final_summary();
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--list" || a == "--profile-time") {
+        contended(&rec, args.iter().any(|a| a == "--test"));
+    }
     summary(&rec, &memory, &gradient, &load_before);
 }

@@ -27,6 +27,13 @@
 //! Buckets that have left the window are zeroed lazily, when time is next
 //! moved past them; a jump of a whole window or more clears everything at
 //! once.
+//!
+//! # Narrow buckets
+//!
+//! A ring with many buckets may store each bucket in a narrower form than
+//! its running total (a [`Slot`]), such as `u32` counts under a `u64`
+//! total. A bucket that cannot hold more keeps what it has and the event is
+//! not counted, so the total is always exactly the sum of the buckets.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -86,6 +93,64 @@ impl Tally for u64 {
     }
 }
 
+/// How one bucket of a [`BucketRing`] stores its share of the total: the
+/// [`Tally`] itself (every `T` is a `Slot<T>`), or a narrower form for rings
+/// with many buckets.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::buckets::{BucketRing, Slot};
+///
+/// /// A bucket that counts up to `u32::MAX` events under a `u64` total.
+/// #[derive(Clone, Copy, Debug, Default)]
+/// struct Narrow(u32);
+///
+/// impl Slot<u64> for Narrow {
+///     fn add(&mut self, value: &u64) -> u64 {
+///         match u32::try_from(*value).ok().and_then(|v| self.0.checked_add(v)) {
+///             Some(sum) => {
+///                 self.0 = sum;
+///                 *value
+///             }
+///             None => 0, // full: not counted
+///         }
+///     }
+///     fn get(&self) -> u64 {
+///         u64::from(self.0)
+///     }
+/// }
+///
+/// let mut ring = BucketRing::<u64, Narrow>::new(Duration::from_secs(10), 10)?;
+/// let t0 = Instant::now();
+/// ring.record(t0, 5);
+/// ring.record(t0, u64::MAX); // does not fit: not counted
+/// assert_eq!(ring.total(), 5);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+pub trait Slot<T>: Copy + Default {
+    /// Add `value` to the bucket and return the part of it the bucket holds
+    /// (all of it, unless the bucket is full), which the ring adds to its
+    /// total.
+    fn add(&mut self, value: &T) -> T;
+    /// What the bucket holds.
+    fn get(&self) -> T;
+}
+
+impl<T: Tally> Slot<T> for T {
+    #[inline]
+    fn add(&mut self, value: &T) -> T {
+        Tally::add(self, value);
+        *value
+    }
+
+    #[inline]
+    fn get(&self) -> T {
+        *self
+    }
+}
+
 /// A sliding time window of `buckets` equal buckets with a running total.
 ///
 /// See the [module documentation](self) for exactly which events the window
@@ -112,8 +177,8 @@ impl Tally for u64 {
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone)]
-pub struct BucketRing<T> {
-    slots: Box<[T]>,
+pub struct BucketRing<T, S = T> {
+    slots: Box<[S]>,
     width: Duration,
     origin: Option<Instant>,
     current: u64,
@@ -126,7 +191,7 @@ pub struct BucketRing<T> {
     end: Option<Instant>,
 }
 
-impl<T: Tally> BucketRing<T> {
+impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     /// An empty ring covering `window` in `buckets` buckets of
     /// `window / buckets` each.
     ///
@@ -152,7 +217,7 @@ impl<T: Tally> BucketRing<T> {
     pub fn new(window: Duration, buckets: u32) -> Result<Self, ConfigError> {
         let width = validate(window, buckets)?;
         Ok(BucketRing {
-            slots: vec![T::default(); buckets as usize].into_boxed_slice(),
+            slots: vec![S::default(); buckets as usize].into_boxed_slice(),
             width,
             origin: None,
             current: 0,
@@ -234,13 +299,13 @@ impl<T: Tally> BucketRing<T> {
         }
         let len = self.slots.len() as u64;
         if index - self.current >= len {
-            self.slots.fill(T::default());
+            self.slots.fill(S::default());
             self.total = T::default();
         } else {
             for i in self.current + 1..=index {
                 let slot = &mut self.slots[slot_of(i, len)];
-                self.total.sub(slot);
-                *slot = T::default();
+                self.total.sub(&slot.get());
+                *slot = S::default();
             }
         }
         self.current = index;
@@ -266,23 +331,23 @@ impl<T: Tally> BucketRing<T> {
         }
         let mut total = self.total;
         for i in self.current + 1..=index {
-            total.sub(&self.slots[slot_of(i, len)]);
+            total.sub(&self.slots[slot_of(i, len)].get());
         }
         total
     }
 
     /// Move the window forward to `now`, then add `value` to the current
-    /// bucket.
+    /// bucket (what of it the bucket can hold; see [`Slot`]).
     #[inline]
     pub fn record(&mut self, now: Instant, value: T) {
         self.advance(now);
-        self.slots[self.current_slot].add(&value);
-        self.total.add(&value);
+        let held = self.slots[self.current_slot].add(&value);
+        self.total.add(&held);
     }
 
     /// Forget everything, origin included.
     pub fn clear(&mut self) {
-        self.slots.fill(T::default());
+        self.slots.fill(S::default());
         self.total = T::default();
         self.origin = None;
         self.current = 0;
@@ -318,7 +383,7 @@ pub(crate) fn validate(window: Duration, buckets: u32) -> Result<Duration, Confi
     Ok(width)
 }
 
-impl<T: fmt::Debug> fmt::Debug for BucketRing<T> {
+impl<T: fmt::Debug, S> fmt::Debug for BucketRing<T, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BucketRing")
             .field("buckets", &self.slots.len())

@@ -53,7 +53,8 @@ pub enum BreakerWindow {
     /// The calls recorded in the last `length`, kept in `buckets` buckets of
     /// `length / buckets` each; a bucket is evicted as a whole once it has
     /// aged out, so the window covers between `length − length / buckets`
-    /// and `length`.
+    /// and `length`. A bucket counts at most `u32::MAX` calls; calls past
+    /// that in the same bucket are not counted.
     Time {
         /// How far back the window reaches, above 0 and at most a year.
         #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]

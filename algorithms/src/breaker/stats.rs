@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::config::BreakerWindow;
-use crate::buckets::{BucketRing, Tally};
+use crate::buckets::{BucketRing, Slot, Tally};
 use crate::ConfigError;
 
 /// What a breaker's window holds at one instant: the figures its trip
@@ -96,12 +96,57 @@ pub(super) struct Mark {
     pub(super) slow: bool,
 }
 
+/// One bucket of a time window: `u32` counts, half the size of
+/// [`WindowStats`], since a window may hold thousands of buckets and a
+/// limiter per key may hold a window each. A bucket that has counted
+/// `u32::MAX` calls counts no more calls (that is 4.29 billion calls in one
+/// bucket; at the default one-second buckets, out of reach).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Bucket {
+    calls: u32,
+    failures: u32,
+    slow_calls: u32,
+}
+
+impl Slot<WindowStats> for Bucket {
+    #[inline]
+    fn add(&mut self, value: &WindowStats) -> WindowStats {
+        let add = |have: u32, more: u64| u32::try_from(u64::from(have) + more).ok();
+        match (
+            add(self.calls, value.calls),
+            add(self.failures, value.failures),
+            add(self.slow_calls, value.slow_calls),
+        ) {
+            (Some(calls), Some(failures), Some(slow_calls)) => {
+                *self = Bucket {
+                    calls,
+                    failures,
+                    slow_calls,
+                };
+                *value
+            }
+            // Full: the call is not counted at all, so that a bucket's
+            // failures never outgrow its calls.
+            _ => WindowStats::default(),
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> WindowStats {
+        WindowStats {
+            calls: u64::from(self.calls),
+            failures: u64::from(self.failures),
+            slow_calls: u64::from(self.slow_calls),
+        }
+    }
+}
+
 /// The window a closed breaker records into.
 #[derive(Clone, Debug)]
 pub(super) enum CallWindow {
     Count(CountRing),
     /// The last `length`, in buckets evicted by time.
-    Time(BucketRing<WindowStats>),
+    Time(BucketRing<WindowStats, Bucket>),
 }
 
 impl CallWindow {
@@ -254,6 +299,34 @@ mod tests {
         w.record(t0, OK);
         let s = w.record(t0 - secs(50), FAIL);
         assert_eq!((s.calls, s.failures), (2, 1));
+    }
+
+    #[test]
+    fn a_full_time_bucket_counts_no_more_calls_and_the_total_stays_its_sum() {
+        let mut bucket = Bucket {
+            calls: u32::MAX - 1,
+            failures: 7,
+            slow_calls: 0,
+        };
+        let one = WindowStats::from(FAIL);
+        assert_eq!(bucket.add(&one), one);
+        assert_eq!(bucket.get().calls, u64::from(u32::MAX));
+        assert_eq!(bucket.add(&one), WindowStats::default());
+        assert_eq!(bucket.get().failures, 8);
+
+        let t0 = Instant::now();
+        let mut w = CallWindow::new(BreakerWindow::Time {
+            length: secs(10),
+            buckets: 10,
+        })
+        .expect("valid");
+        for _ in 0..3 {
+            w.record(t0, SLOW);
+        }
+        let s = w.record(t0 + secs(1), FAIL);
+        assert_eq!((s.calls, s.failures, s.slow_calls), (4, 1, 3));
+        let s = w.record(t0 + secs(10), OK);
+        assert_eq!((s.calls, s.failures, s.slow_calls), (2, 1, 0));
     }
 
     #[test]

@@ -442,14 +442,7 @@ impl Algorithm for Gradient {
     }
 
     fn gate(&self) -> Gate {
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "limit is kept within [min, max], a u32 range"
-        )]
-        // Truncation is the floor for a positive limit, without a libm call.
-        let limit = self.limit as u32;
-        Gate::limited(limit.clamp(self.config.min, self.config.max))
+        Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {

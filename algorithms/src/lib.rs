@@ -160,6 +160,20 @@ impl Gate {
         }
     }
 
+    /// The gate of an adaptive limit kept as a float: floored, clamped to
+    /// `[min, max]` (NaN becomes `min`).
+    pub(crate) fn from_raw_limit(raw: f64, min: u32, max: u32) -> Self {
+        // `as` saturates and maps NaN to 0; truncation is the floor for a
+        // positive limit, without a libm call.
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "saturating float-to-int conversion, then clamped"
+        )]
+        let limit = raw as u32;
+        Gate::limited(limit.clamp(min, max))
+    }
+
     /// A gate that admits everything.
     pub fn unlimited() -> Self {
         Gate::limited(MAX_LIMIT)

@@ -560,7 +560,7 @@ impl Algorithm for Vegas {
         } else {
             self.limit
         };
-        Gate::limited(to_u32(learnt).clamp(self.config.min, self.config.max))
+        Gate::from_raw_limit(learnt, self.config.min, self.config.max)
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {

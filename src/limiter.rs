@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, ConfigError, Gate, Outcome, Refusal, Sample, Snapshot, Transition,
+    check, Algorithm, ConfigError, Feedback, Gate, Outcome, Refusal, Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};
@@ -16,7 +16,8 @@ use crate::observe::Observer;
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::ready::ActiveProbe;
 use crate::sync::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError,
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
+    PoisonError,
 };
 use crate::wait::{QueueOrder, WaitQueue};
 
@@ -36,7 +37,10 @@ pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
 /// run time) publishes a [`Gate`]; the limiter enforces it without taking a
 /// lock — an atomic in-flight count against the published limit, and a fast
 /// random draw against the admit probability. Only recording a finished call
-/// locks the policy.
+/// locks the policy, and only if the policy learns from it: the limiter
+/// reads the clock and takes the lock no more than the policy's
+/// [`Feedback`] asks (a [`Fixed`](crate::algorithms::Fixed) bulkhead needs
+/// neither).
 ///
 /// # Examples
 ///
@@ -55,6 +59,9 @@ pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
 pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     gate: AtomicGate,
     in_flight: AtomicU32,
+    /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
+    /// observer is set.
+    feedback: AtomicU8,
     /// Nanoseconds after `epoch` at which the gate must be re-evaluated;
     /// `u64::MAX` for never.
     until: AtomicU64,
@@ -300,6 +307,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
             in_flight: AtomicU32::new(0),
+            feedback: AtomicU8::new(Feedback::Timed as u8),
             until: AtomicU64::new(u64::MAX),
             rejected: AtomicU64::new(0),
             culprits: AtomicU64::new(0),
@@ -448,8 +456,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        let now = self.clock.now();
-        match self.admit(now, true, false) {
+        let admitted = if self.feedback() == Feedback::Timed {
+            self.admit(self.clock.now(), true, false)
+        } else {
+            self.admit_untimed()
+        };
+        match admitted {
             Ok(ticket) => Ok(Permit::new(self, ticket)),
             Err(rejection) => {
                 self.count_rejection(&rejection);
@@ -687,6 +699,50 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// [`Limiter::admit`] without reading the clock, for a policy that does
+    /// not time calls. Falls back to the timed path for anything that needs
+    /// the time: a gate that expires, a shut gate (its retry-after), a probe.
+    #[inline]
+    fn admit_untimed(&self) -> Result<Ticket, Rejection> {
+        let gate = self.gate.load();
+        if gate.limit() == 0 || gate.probe() || self.until.load(Ordering::SeqCst) != u64::MAX {
+            return self.admit(self.clock.now(), true, false);
+        }
+        if gate.admit() != ALWAYS && self.draw() >= gate.admit() {
+            return Err(self.rejection(RejectReason::Throttled));
+        }
+        match self.take_slot(gate.limit()) {
+            Some(in_flight) => Ok(Ticket::untimed(in_flight)),
+            None => Err(self.rejection(RejectReason::LimitReached)),
+        }
+    }
+
+    /// [`Limiter::try_acquire`] with the admission time always read, for
+    /// callers that measure latency themselves (the tower layer's
+    /// classifier).
+    #[cfg_attr(
+        not(feature = "tower"),
+        allow(dead_code, reason = "used by the tower layer")
+    )]
+    pub(crate) fn try_acquire_timed(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        match self.admit(self.clock.now(), true, false) {
+            Ok(ticket) => Ok(Permit::new(self, ticket)),
+            Err(rejection) => {
+                self.count_rejection(&rejection);
+                Err(rejection)
+            }
+        }
+    }
+
+    #[inline]
+    fn feedback(&self) -> Feedback {
+        match self.feedback.load(Ordering::Relaxed) {
+            0 => Feedback::Nothing,
+            1 => Feedback::Outcomes,
+            _ => Feedback::Timed,
+        }
+    }
+
     #[inline]
     fn take_slot(&self, limit: u32) -> Option<u32> {
         let mut current = self.in_flight.load(Ordering::SeqCst);
@@ -799,8 +855,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Record the end of an admitted call and release its slot.
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
+        let feedback = self.feedback();
+        if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
+            // The policy learns nothing from it, and no observer is set (an
+            // observer raises the feedback to `Timed`).
+            self.release_slot();
+            return;
+        }
         let now = self.clock.now();
-        let latency = now.saturating_duration_since(ticket.start);
+        let (outcome, latency) = match ticket.start {
+            Some(start) => (outcome, now.saturating_duration_since(start)),
+            // Admitted untimed, and the policy has come to need latency
+            // since (a policy swapped by `update`): not evidence.
+            None if feedback == Feedback::Timed => (Outcome::Ignore, Duration::ZERO),
+            None => (outcome, Duration::ZERO),
+        };
         let sample = Sample::new(outcome, latency, ticket.in_flight).with_probe(ticket.probe);
         let transitions = {
             let mut policy = self.lock();
@@ -896,6 +965,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     fn publish_with(&self, policy: &A, due: Option<Instant>) {
+        let feedback = if self.observer.is_some() {
+            Feedback::Timed
+        } else {
+            policy.feedback()
+        } as u8;
+        if self.feedback.load(Ordering::Relaxed) != feedback {
+            self.feedback.store(feedback, Ordering::Relaxed);
+        }
         let gate = policy.gate();
         if self.gate.store(Packed::new(&gate)) {
             if self.ready_waiters.load(Ordering::SeqCst) > 0 {

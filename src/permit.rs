@@ -13,7 +13,9 @@ use crate::limiter::Limiter;
 /// What the limiter knows about one admitted call.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticket {
-    pub(crate) start: Instant,
+    /// `None` if the limiter did not read the clock (its policy does not
+    /// time calls).
+    pub(crate) start: Option<Instant>,
     pub(crate) in_flight: u32,
     pub(crate) probe: bool,
 }
@@ -21,9 +23,18 @@ pub(crate) struct Ticket {
 impl Ticket {
     pub(crate) fn new(start: Instant, in_flight: u32, probe: bool) -> Self {
         Ticket {
-            start,
+            start: Some(start),
             in_flight,
             probe,
+        }
+    }
+
+    /// A ticket for a call admitted without reading the clock.
+    pub(crate) fn untimed(in_flight: u32) -> Self {
+        Ticket {
+            start: None,
+            in_flight,
+            probe: false,
         }
     }
 }
@@ -121,9 +132,11 @@ macro_rules! permit_methods {
                 self.ticket.is_some_and(|t| t.probe)
             }
 
-            /// When the call was admitted, by the limiter's clock.
+            /// When the call was admitted, by the limiter's clock; `None`
+            /// if the limiter did not read the clock for it (its policy
+            /// does not time calls and no observer is set).
             pub fn started(&self) -> Option<Instant> {
-                self.ticket.map(|t| t.start)
+                self.ticket.and_then(|t| t.start)
             }
 
             /// Calls in flight when this one was admitted, itself included.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
 use rheostat::tower::future::ResponseFuture;
-use rheostat::tower::{HttpClassifier, Rheostat, RheostatLayer};
+use rheostat::tower::{ClassifyFn, HttpClassifier, Rheostat, RheostatLayer};
 use rheostat::{CallError, Limiter, Observer, Outcome, RejectReason, TokioClock};
 use tokio::sync::oneshot;
 use tower::{service_fn, Layer, Service, ServiceExt};
@@ -284,4 +284,33 @@ fn the_service_and_its_future_are_send_and_sync() {
             HttpClassifier,
         >,
     >();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_classifier_is_told_the_latency_even_when_the_policy_ignores_it() {
+    // A fixed limit learns nothing from a finished call, so the limiter does
+    // not time calls for it; the layer's classifier still needs the latency.
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(4).unwrap())
+            .clock(TokioClock)
+            .build()
+            .unwrap(),
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(ClassifyFn(
+        move |_: &Result<http::Response<()>, std::io::Error>, latency: Duration| {
+            record.lock().unwrap().push(latency);
+            Outcome::Success
+        },
+    ));
+    let mut service = layer.layer(Dependency {
+        ready: Arc::new(AtomicBool::new(true)),
+    });
+    let ms = Duration::from_millis;
+    // Through poll_ready (a slot reserved), then straight to call.
+    service.clone().oneshot((200, ms(30))).await.unwrap();
+    service.call((200, ms(70))).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), [ms(30), ms(70)]);
+    assert_eq!(limiter.in_flight(), 0);
 }

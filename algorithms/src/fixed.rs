@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::{check, Algorithm, ConfigError, Gate, Sample};
+use crate::{check, Algorithm, ConfigError, Feedback, Gate, Sample};
 
 /// A bounded concurrency limit that never moves by itself: at most `limit`
 /// calls to one dependency in flight, so a slow dependency can hold that many
@@ -65,6 +65,10 @@ impl Algorithm for Fixed {
     }
 
     fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
+
+    fn feedback(&self) -> Feedback {
+        Feedback::Nothing
+    }
 }
 
 #[cfg(test)]

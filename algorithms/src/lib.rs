@@ -272,6 +272,38 @@ impl Snapshot {
     }
 }
 
+/// What a policy learns from a finished call, so that the runtime can skip
+/// the work the policy would ignore.
+///
+/// Reading the clock is the largest part of the cost of admitting a call: a
+/// policy that never looks at latency should not pay for two reads per call.
+/// The levels are ordered: a [`Stack`] needs the most any member needs.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Algorithm, Feedback, Fixed, Throttle, ThrottleConfig};
+///
+/// assert_eq!(Fixed::new(10)?.feedback(), Feedback::Nothing);
+/// assert_eq!(Throttle::new(ThrottleConfig::default())?.feedback(), Feedback::Outcomes);
+/// assert!(Feedback::Nothing < Feedback::Outcomes && Feedback::Outcomes < Feedback::Timed);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feedback {
+    /// Nothing: [`Algorithm::on_sample`] and [`Algorithm::on_rejected`] do
+    /// nothing, the gate never expires by itself and the policy makes no
+    /// transitions. The runtime finishes a call by releasing its slot: no
+    /// lock, no clock read.
+    Nothing,
+    /// The outcome and the instant a call finished, not how long it took. The
+    /// runtime reads the clock once per call, when it finishes, and a
+    /// sample's latency may be zero.
+    Outcomes,
+    /// The outcome, the instant and the latency of every call (the default).
+    Timed,
+}
+
 /// An admission policy: learns from finished calls, publishes a [`Gate`].
 ///
 /// Methods take `&mut self` and `now`; none of them may block, sleep or read a
@@ -299,6 +331,16 @@ pub trait Algorithm: Send {
     /// it said (throttles count them as requests).
     fn on_rejected(&mut self, now: Instant, count: u64) {
         let _ = (now, count);
+    }
+
+    /// What the policy learns from finished calls now (default
+    /// [`Feedback::Timed`]). The runtime reads this after every event and
+    /// skips what the policy would ignore; a policy must never claim less
+    /// than it uses. A call admitted while the policy needed less, and
+    /// finished after it came to need latency, is delivered as
+    /// [`Outcome::Ignore`]: its latency was not measured.
+    fn feedback(&self) -> Feedback {
+        Feedback::Timed
     }
 
     /// The next instant at which the policy wants [`Algorithm::handle_timeout`]
@@ -455,6 +497,9 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
     }
     fn on_rejected(&mut self, now: Instant, count: u64) {
         (**self).on_rejected(now, count);
+    }
+    fn feedback(&self) -> Feedback {
+        (**self).feedback()
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (**self).poll_timeout()

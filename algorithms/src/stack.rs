@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::{Algorithm, ConfigError, Gate, Refusal, Sample, Snapshot, Transition};
+use crate::{Algorithm, ConfigError, Feedback, Gate, Refusal, Sample, Snapshot, Transition};
 
 /// Any number of policies behaving as one.
 ///
@@ -224,6 +224,15 @@ impl Algorithm for Stack {
         for m in &mut self.members {
             m.on_rejected(now, count);
         }
+    }
+
+    /// The most any member needs.
+    fn feedback(&self) -> Feedback {
+        self.members
+            .iter()
+            .map(|m| m.feedback())
+            .max()
+            .unwrap_or(Feedback::Nothing)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

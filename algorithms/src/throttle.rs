@@ -36,7 +36,7 @@
 use std::time::{Duration, Instant};
 
 use crate::buckets::{self, BucketRing, Tally};
-use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot, MAX_LIMIT};
+use crate::{check, Algorithm, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot, MAX_LIMIT};
 
 /// The largest `K` [`ThrottleConfig::validate`] accepts. At `K = 100` the
 /// throttle rejects only when fewer than one call in a hundred is accepted.
@@ -345,6 +345,11 @@ impl Algorithm for Throttle {
                 rejected: 0,
             },
         );
+    }
+
+    /// Outcomes only: the throttle never looks at latency.
+    fn feedback(&self) -> Feedback {
+        Feedback::Outcomes
     }
 
     fn on_rejected(&mut self, now: Instant, count: u64) {

@@ -110,7 +110,10 @@ where
         let slot = match self.reserved.take() {
             Some(slot) => slot,
             // Failing fast, or `call` without `poll_ready`: take a slot now.
-            None => self.limiter.try_acquire_owned(),
+            None => self
+                .limiter
+                .try_acquire_timed()
+                .map(|permit| permit.into_owned(Arc::clone(&self.limiter))),
         };
         let permit = match slot {
             Ok(permit) => permit,

@@ -1,0 +1,207 @@
+//! The limiter reads the clock and locks the policy no more than the
+//! policy's `Feedback` asks, and never hands a timing policy a latency it
+//! did not measure.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rheostat::algorithms::{
+    Aimd, AimdConfig, Algorithm, Feedback, Fixed, Gate, Sample, Stack, Throttle, ThrottleConfig,
+};
+use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome};
+
+/// A manual clock that counts how often it is read.
+#[derive(Clone, Default)]
+struct Counting {
+    clock: ManualClock,
+    reads: Arc<AtomicU64>,
+}
+
+impl Counting {
+    fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+impl Clock for Counting {
+    fn now(&self) -> Instant {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.clock.now()
+    }
+}
+
+/// A fixed limit that claims a given feedback and keeps every sample.
+#[derive(Clone)]
+struct Claims {
+    feedback: Feedback,
+    samples: Arc<Mutex<Vec<Sample>>>,
+}
+
+impl Claims {
+    fn new(feedback: Feedback) -> Self {
+        Claims {
+            feedback,
+            samples: Arc::default(),
+        }
+    }
+}
+
+impl Algorithm for Claims {
+    fn name(&self) -> &'static str {
+        "claims"
+    }
+    fn gate(&self) -> Gate {
+        Gate::limited(10)
+    }
+    fn on_sample(&mut self, _now: Instant, sample: &Sample) {
+        self.samples.lock().unwrap().push(*sample);
+    }
+    fn feedback(&self) -> Feedback {
+        self.feedback
+    }
+}
+
+/// Clock reads for one call admitted and recorded as a success.
+fn reads_per_call<A: Algorithm>(policy: A) -> u64 {
+    let clock = Counting::default();
+    let limiter = Limiter::with_clock(policy, clock.clone());
+    let before = clock.reads();
+    let permit = limiter.try_acquire().unwrap();
+    clock.clock.advance(Duration::from_millis(7));
+    permit.success();
+    clock.reads() - before
+}
+
+#[test]
+fn the_clock_is_read_only_as_often_as_the_policy_needs() {
+    assert_eq!(reads_per_call(Fixed::new(10).unwrap()), 0);
+    assert_eq!(
+        reads_per_call(Throttle::new(ThrottleConfig::default()).unwrap()),
+        1
+    );
+    assert_eq!(reads_per_call(Aimd::new(AimdConfig::default()).unwrap()), 2);
+    assert_eq!(reads_per_call(Claims::new(Feedback::Nothing)), 0);
+    assert_eq!(reads_per_call(Claims::new(Feedback::Outcomes)), 1);
+    assert_eq!(reads_per_call(Claims::new(Feedback::Timed)), 2);
+}
+
+#[test]
+fn a_policy_is_given_what_it_asked_for() {
+    for (feedback, samples, latency) in [
+        (Feedback::Nothing, 0, None),
+        (Feedback::Outcomes, 1, Some(Duration::ZERO)),
+        (Feedback::Timed, 1, Some(Duration::from_millis(7))),
+    ] {
+        let policy = Claims::new(feedback);
+        let clock = ManualClock::new();
+        let limiter = Limiter::with_clock(policy.clone(), clock.clone());
+        let permit = limiter.try_acquire().unwrap();
+        assert_eq!(
+            permit.started().is_some(),
+            feedback == Feedback::Timed,
+            "{feedback:?}"
+        );
+        clock.advance(Duration::from_millis(7));
+        permit.overload();
+        assert_eq!(limiter.in_flight(), 0);
+        let seen = policy.samples.lock().unwrap().clone();
+        assert_eq!(seen.len(), samples, "{feedback:?}");
+        if let Some(latency) = latency {
+            assert_eq!(seen[0].latency, latency, "{feedback:?}");
+            assert_eq!(seen[0].outcome, Outcome::Overload, "{feedback:?}");
+        }
+    }
+}
+
+#[test]
+fn a_stack_needs_the_most_any_member_needs() {
+    let fixed = || Box::new(Fixed::new(5).unwrap()) as Box<dyn Algorithm>;
+    let throttle =
+        || Box::new(Throttle::new(ThrottleConfig::default()).unwrap()) as Box<dyn Algorithm>;
+    let aimd = || Box::new(Aimd::new(AimdConfig::default()).unwrap()) as Box<dyn Algorithm>;
+    let stack = |members: Vec<Box<dyn Algorithm>>| {
+        members
+            .into_iter()
+            .fold(Stack::builder(), |b, m| b.push_boxed(m))
+            .build()
+            .unwrap()
+            .feedback()
+    };
+    assert_eq!(stack(vec![fixed()]), Feedback::Nothing);
+    assert_eq!(stack(vec![fixed(), throttle()]), Feedback::Outcomes);
+    assert_eq!(stack(vec![fixed(), throttle(), aimd()]), Feedback::Timed);
+}
+
+#[test]
+fn an_untimed_call_finished_under_a_timing_policy_teaches_it_nothing() {
+    let clock = ManualClock::new();
+    let limiter: DynLimiter<ManualClock> =
+        Limiter::with_clock(Box::new(Fixed::new(10).unwrap()), clock.clone());
+    let untimed = limiter.try_acquire().unwrap();
+    assert_eq!(untimed.started(), None);
+
+    let timing = Claims::new(Feedback::Timed);
+    limiter.update(|policy| *policy = Box::new(timing.clone()));
+    let timed = limiter.try_acquire().unwrap();
+    assert!(timed.started().is_some());
+    clock.advance(Duration::from_millis(3));
+    untimed.overload();
+    timed.overload();
+
+    let seen = timing.samples.lock().unwrap().clone();
+    let outcomes: Vec<_> = seen.iter().map(|s| (s.outcome, s.latency)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (Outcome::Ignore, Duration::ZERO),
+            (Outcome::Overload, Duration::from_millis(3)),
+        ]
+    );
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn a_swap_to_a_policy_that_ignores_calls_stops_the_clock() {
+    let clock = Counting::default();
+    let limiter: DynLimiter<Counting> = Limiter::with_clock(
+        Box::new(Aimd::new(AimdConfig::default()).unwrap()),
+        clock.clone(),
+    );
+    limiter.update(|policy| *policy = Box::new(Fixed::new(3).unwrap()));
+    let before = clock.reads();
+    for _ in 0..5 {
+        limiter.try_acquire().unwrap().success();
+    }
+    assert_eq!(clock.reads(), before);
+}
+
+#[derive(Clone, Default)]
+struct Latencies(Arc<Mutex<Vec<Duration>>>);
+
+impl Observer for Latencies {
+    fn finished(&self, _outcome: Outcome, latency: Duration, _in_flight: u32) {
+        self.0.lock().unwrap().push(latency);
+    }
+}
+
+#[test]
+fn an_observer_is_told_every_latency_even_under_a_fixed_limit() {
+    let clock = ManualClock::new();
+    let seen = Latencies::default();
+    let limiter = Limiter::builder(Fixed::new(2).unwrap())
+        .clock(clock.clone())
+        .observer(seen.clone())
+        .build()
+        .unwrap();
+    let permit = limiter.try_acquire().unwrap();
+    assert!(permit.started().is_some());
+    clock.advance(Duration::from_millis(40));
+    permit.success();
+    assert_eq!(*seen.0.lock().unwrap(), [Duration::from_millis(40)]);
+}

@@ -36,6 +36,7 @@
 //! not counted, so the total is always exactly the sum of the buckets.
 
 use std::fmt;
+use std::num::{NonZeroU128, NonZeroU64};
 use std::time::{Duration, Instant};
 
 use crate::{check, ConfigError};
@@ -179,11 +180,15 @@ impl<T: Tally> Slot<T> for T {
 #[derive(Clone)]
 pub struct BucketRing<T, S = T> {
     slots: Box<[S]>,
-    width: Duration,
+    /// The bucket width in nanoseconds (at least 1 ms, at most a year).
+    width: NonZeroU64,
+    /// What is left of the window after `buckets` widths, in nanoseconds
+    /// (less than `buckets`), so that the window can be given back exactly.
+    rest: u32,
+    /// `current % buckets`, kept so that recording does not divide.
+    current_slot: u32,
     origin: Option<Instant>,
     current: u64,
-    /// `current % buckets`, kept so that recording does not divide.
-    current_slot: usize,
     total: T,
     /// When the current bucket ends, cached so that the common case — an
     /// event inside the current bucket — costs one comparison, not a
@@ -216,9 +221,16 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     /// ```
     pub fn new(window: Duration, buckets: u32) -> Result<Self, ConfigError> {
         let width = validate(window, buckets)?;
+        // Never the fallbacks below: the width is in [1 ms, a year], and the
+        // rest is below `buckets`.
+        let width_nanos = u64::try_from(width.as_nanos()).unwrap_or(u64::MAX);
+        let rest = window
+            .as_nanos()
+            .saturating_sub(width.as_nanos() * u128::from(buckets));
         Ok(BucketRing {
             slots: vec![S::default(); buckets as usize].into_boxed_slice(),
-            width,
+            width: NonZeroU64::new(width_nanos).unwrap_or(NonZeroU64::MIN),
+            rest: u32::try_from(rest).unwrap_or(u32::MAX),
             origin: None,
             current: 0,
             current_slot: 0,
@@ -236,7 +248,18 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
 
     /// How long one bucket is.
     pub fn width(&self) -> Duration {
-        self.width
+        Duration::from_nanos(self.width.get())
+    }
+
+    /// The window the ring was created with.
+    pub(crate) fn window(&self) -> Duration {
+        let buckets = u64::from(self.buckets());
+        Duration::from_nanos(
+            self.width
+                .get()
+                .saturating_mul(buckets)
+                .saturating_add(u64::from(self.rest)),
+        )
     }
 
     /// How many buckets the window holds.
@@ -260,7 +283,7 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     /// `None` while the ring has no origin.
     pub fn bucket_of(&self, t: Instant) -> Option<u64> {
         let origin = self.origin?;
-        let nanos = t.saturating_duration_since(origin).as_nanos() / self.width.as_nanos();
+        let nanos = t.saturating_duration_since(origin).as_nanos() / NonZeroU128::from(self.width);
         Some(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 
@@ -274,8 +297,8 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
 
     fn compute_end(&self) -> Option<Instant> {
         let origin = self.origin?;
-        let next = u128::from(self.current.checked_add(1)?);
-        let nanos = u64::try_from(self.width.as_nanos().checked_mul(next)?).ok()?;
+        let next = self.current.checked_add(1)?;
+        let nanos = self.width.get().checked_mul(next)?;
         origin.checked_add(Duration::from_nanos(nanos))
     }
 
@@ -309,7 +332,7 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
             }
         }
         self.current = index;
-        self.current_slot = slot_of(index, len);
+        self.current_slot = u32::try_from(slot_of(index, len)).unwrap_or(0);
         self.end = self.compute_end();
     }
 
@@ -341,7 +364,7 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     #[inline]
     pub fn record(&mut self, now: Instant, value: T) {
         self.advance(now);
-        let held = self.slots[self.current_slot].add(&value);
+        let held = self.slots[self.current_slot as usize].add(&value);
         self.total.add(&held);
     }
 
@@ -387,7 +410,7 @@ impl<T: fmt::Debug, S> fmt::Debug for BucketRing<T, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BucketRing")
             .field("buckets", &self.slots.len())
-            .field("width", &self.width)
+            .field("width", &Duration::from_nanos(self.width.get()))
             .field("current", &self.current)
             .field("total", &self.total)
             .finish_non_exhaustive()
@@ -486,6 +509,22 @@ mod tests {
         assert_eq!(r.total(), 3);
         r.advance(t0 + ms(1_000));
         assert_eq!(r.total(), 0);
+    }
+
+    #[test]
+    fn the_window_comes_back_exactly() {
+        for (window, buckets) in [
+            (ms(1_000), 10),
+            (Duration::new(29, 999_999_999), 7),
+            (Duration::from_nanos(10_000_001), 3),
+            (crate::MAX_DURATION, MAX_BUCKETS),
+            (crate::MAX_DURATION - Duration::from_nanos(1), MAX_BUCKETS),
+        ] {
+            let r = BucketRing::<u64>::new(window, buckets).expect("valid");
+            assert_eq!(r.window(), window);
+            assert_eq!(r.width(), window / buckets);
+            assert_eq!(r.buckets(), buckets);
+        }
     }
 
     #[test]

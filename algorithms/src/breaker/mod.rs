@@ -36,6 +36,7 @@
 
 mod config;
 mod policy;
+mod settings;
 mod stats;
 
 pub use config::{

@@ -1,9 +1,12 @@
 //! The breaker's state machine.
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use super::config::{BreakerConfig, Cooldown, HalfOpen};
+use super::config::BreakerConfig;
+use super::settings::{Judge, Ramp, Settings};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
@@ -12,9 +15,6 @@ use crate::{
 
 /// The name a breaker reports in snapshots and transitions.
 const NAME: &str = "breaker";
-
-/// How many steps a ramp publishes on its way back to full traffic.
-const RAMP_STEPS: u128 = 10;
 
 /// Transitions kept for [`Algorithm::poll_transition`] when nobody drains
 /// them; the oldest are dropped first.
@@ -38,11 +38,12 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 ///   [`Algorithm::poll_timeout`] is due) moves it to half-open.
 /// - **half-open** — the gate has `probe` set: every admission is asked
 ///   about through [`Algorithm::on_admit`], which spends the probe allowance
-///   (or, with [`HalfOpen::Fraction`], the gate admits a share of arrivals).
-///   `limit` caps the probes in flight. Probe results are matched to their
-///   admission by [`Sample::started`]; a probe that does not report within
-///   [`probe_timeout`](BreakerConfig::probe_timeout) is a failure, and `until`
-///   is the earliest probe deadline, so the breaker can never stick
+///   (or, with [`HalfOpen::Fraction`](super::HalfOpen::Fraction), the gate
+///   admits a share of arrivals). `limit` caps the probes in flight. Probe
+///   results are matched to their admission by [`Sample::started`]; a probe
+///   that does not report within
+///   [`probe_timeout`](BreakerConfig::probe_timeout) is a failure, and
+///   `until` is the earliest probe deadline, so the breaker can never stick
 ///   half-open. Enough successes close it, with a ramp; too many failures
 ///   open it again, for a longer cooldown.
 ///
@@ -104,23 +105,20 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 /// assert_eq!(states, [BreakerState::Open, BreakerState::HalfOpen, BreakerState::Closed]);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Breaker {
-    config: BreakerConfig,
-    judge: Judge,
+    /// The configuration, in the compact form the state machine reads.
+    settings: Settings,
+    /// The configuration as [`Breaker::config`] returns it, rebuilt from
+    /// `settings` and the window on its first call.
+    config: OnceLock<Box<BreakerConfig>>,
     mode: Mode,
     phase: Phase,
     window: CallWindow,
-    /// Calls that started before this instant are not recorded in the
-    /// window (they belong to an earlier state).
-    window_since: Option<Instant>,
     /// Half-open cycles that failed since the breaker was last closed.
     failed_cycles: u32,
     rng: SplitMix64,
-    transitions: VecDeque<Transition>,
-    /// The trip rates as plain numbers (infinity for "never"), so the check
-    /// on every call is a multiply and a compare on initialised values.
-    trip: (f64, f64),
+    transitions: Queue,
 }
 
 /// Who is in charge: the state machine, or a hand.
@@ -135,16 +133,20 @@ enum Mode {
 
 #[derive(Clone, Debug)]
 enum Phase {
-    Closed { ramp: Option<Ramp> },
-    Open { until: Instant },
-    HalfOpen(Trial),
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Ramp {
-    since: Instant,
-    level: f64,
-    next: Instant,
+    Closed {
+        /// Calls that started before this instant are not recorded in the
+        /// window (they belong to an earlier state); `None` until the
+        /// breaker first changes state.
+        since: Option<Instant>,
+        /// The ramp back to full traffic, which began at `since`.
+        ramp: Option<Ramp>,
+    },
+    Open {
+        until: Instant,
+    },
+    /// Boxed, so that a breaker that is not half-open, as nearly all are,
+    /// does not hold room for a cycle.
+    HalfOpen(Box<Trial>),
 }
 
 /// One half-open cycle.
@@ -158,7 +160,8 @@ struct Trial {
     successes: u32,
     failures: u32,
     slow: u32,
-    /// The end of a [`HalfOpen::Fraction`] period, until it has passed.
+    /// The end of a [`HalfOpen::Fraction`](super::HalfOpen::Fraction)
+    /// period, until it has passed.
     period_end: Option<Instant>,
 }
 
@@ -168,56 +171,6 @@ impl Trial {
             calls: u64::from(self.successes) + u64::from(self.failures),
             failures: u64::from(self.failures),
             slow_calls: u64::from(self.slow),
-        }
-    }
-}
-
-/// The half-open rule after fleet scaling.
-#[derive(Clone, Copy, Debug)]
-enum Judge {
-    Probes {
-        allowance: u32,
-        close_after: u32,
-    },
-    Fraction {
-        probability: f64,
-        period: Duration,
-        success_rate: f64,
-        min_probes: u32,
-    },
-}
-
-impl Judge {
-    fn new(config: &BreakerConfig) -> Self {
-        let fleet = config.fleet_size.max(1);
-        match config.half_open {
-            HalfOpen::Probes {
-                probes,
-                close_after,
-            } => {
-                let allowance = probes.div_ceil(fleet).max(1);
-                // Keep the k/n proportion: ceil(k · n' / n), within [1, n'].
-                let scaled = (u64::from(close_after) * u64::from(allowance))
-                    .div_ceil(u64::from(probes.max(1)));
-                let close_after = u32::try_from(scaled)
-                    .unwrap_or(allowance)
-                    .clamp(1, allowance);
-                Judge::Probes {
-                    allowance,
-                    close_after,
-                }
-            }
-            HalfOpen::Fraction {
-                fraction,
-                period,
-                success_rate,
-                min_probes,
-            } => Judge::Fraction {
-                probability: fraction / f64::from(fleet),
-                period,
-                success_rate,
-                min_probes: min_probes.div_ceil(fleet).max(1),
-            },
         }
     }
 }
@@ -243,27 +196,29 @@ impl Breaker {
     /// ```
     pub fn new(config: BreakerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let (config_failure_rate, config_slow_rate) = (config.failure_rate, config.slow_call_rate);
         Ok(Breaker {
-            judge: Judge::new(&config),
             window: CallWindow::new(config.window)?,
             rng: SplitMix64::new(config.seed),
-            config,
+            settings: Settings::new(&config),
+            config: OnceLock::new(),
             mode: Mode::Auto,
-            phase: Phase::Closed { ramp: None },
-            window_since: None,
+            phase: Phase::Closed {
+                since: None,
+                ramp: None,
+            },
             failed_cycles: 0,
-            transitions: VecDeque::new(),
-            trip: (
-                config_rate(config_failure_rate),
-                config_rate(config_slow_rate),
-            ),
+            transitions: Queue::default(),
         })
     }
 
-    /// The configuration.
+    /// The configuration, equal to the one the breaker was built with.
+    ///
+    /// The breaker keeps its configuration in a compact form of its own; the
+    /// first call rebuilds a [`BreakerConfig`] from it, which the breaker
+    /// then keeps.
     pub fn config(&self) -> &BreakerConfig {
-        &self.config
+        self.config
+            .get_or_init(|| Box::new(self.settings.config(self.window.shape())))
     }
 
     /// The state the breaker is in.
@@ -291,7 +246,8 @@ impl Breaker {
 
     /// How many probes one half-open cycle admits after fleet scaling:
     /// `max(1, ceil(probes / fleet_size))`. `None` with
-    /// [`HalfOpen::Fraction`], which admits a share of arrivals instead.
+    /// [`HalfOpen::Fraction`](super::HalfOpen::Fraction), which admits a
+    /// share of arrivals instead.
     ///
     /// # Examples
     ///
@@ -305,7 +261,7 @@ impl Breaker {
     /// # Ok::<(), rheostat_algorithms::ConfigError>(())
     /// ```
     pub fn probe_allowance(&self) -> Option<u32> {
-        match self.judge {
+        match self.settings.judge() {
             Judge::Probes { allowance, .. } => Some(allowance),
             Judge::Fraction { .. } => None,
         }
@@ -313,19 +269,20 @@ impl Breaker {
 
     /// How many probe successes close the breaker after fleet scaling:
     /// `close_after` scaled in proportion to the allowance, never below 1.
-    /// `None` with [`HalfOpen::Fraction`].
+    /// `None` with [`HalfOpen::Fraction`](super::HalfOpen::Fraction).
     pub fn probes_to_close(&self) -> Option<u32> {
-        match self.judge {
+        match self.settings.judge() {
             Judge::Probes { close_after, .. } => Some(close_after),
             Judge::Fraction { .. } => None,
         }
     }
 
-    /// The share of arrivals a [`HalfOpen::Fraction`] breaker admits as
+    /// The share of arrivals a
+    /// [`HalfOpen::Fraction`](super::HalfOpen::Fraction) breaker admits as
     /// probes after fleet scaling (`fraction / fleet_size`). `None` with
-    /// [`HalfOpen::Probes`].
+    /// [`HalfOpen::Probes`](super::HalfOpen::Probes).
     pub fn probe_fraction(&self) -> Option<f64> {
-        match self.judge {
+        match self.settings.judge() {
             Judge::Fraction { probability, .. } => Some(probability),
             Judge::Probes { .. } => None,
         }
@@ -468,8 +425,7 @@ impl Breaker {
         let from = self.state();
         let stats = self.window.stats(now);
         self.mode = mode;
-        self.phase = Phase::Closed { ramp: None };
-        self.fresh_window(now);
+        self.enter_closed(now, None);
         self.emit(now, from, self.state(), stats);
     }
 
@@ -487,10 +443,7 @@ impl Breaker {
     }
 
     fn emit(&mut self, at: Instant, from: BreakerState, to: BreakerState, stats: WindowStats) {
-        if self.transitions.len() >= MAX_QUEUED_TRANSITIONS {
-            self.transitions.pop_front();
-        }
-        self.transitions.push_back(Transition::new(
+        self.transitions.push(Transition::new(
             at,
             NAME,
             from,
@@ -501,9 +454,14 @@ impl Breaker {
         ));
     }
 
-    fn fresh_window(&mut self, now: Instant) {
+    /// Close at `now` with `ramp` and an empty window that records only
+    /// calls started from `now` on.
+    fn enter_closed(&mut self, now: Instant, ramp: Option<Ramp>) {
         self.window.clear();
-        self.window_since = Some(now);
+        self.phase = Phase::Closed {
+            since: Some(now),
+            ramp,
+        };
     }
 
     /// Apply everything due at or before `now`.
@@ -519,7 +477,7 @@ impl Breaker {
                 }
             }
             Phase::HalfOpen(trial) => {
-                let timeout = self.config.probe_timeout;
+                let timeout = self.settings.probe_timeout();
                 let before = trial.outstanding.len();
                 trial
                     .outstanding
@@ -533,20 +491,20 @@ impl Breaker {
                 }
                 self.decide(now);
             }
-            Phase::Closed { ramp } => {
-                if let Some(r) = ramp {
-                    *ramp = self.config.ramp_step(*r, now);
+            Phase::Closed { since, ramp } => {
+                if let Some(r) = *ramp {
+                    *ramp = since.and_then(|since| self.settings.ramp_step(since, r, now));
                 }
             }
         }
     }
 
     fn enter_half_open(&mut self, now: Instant) {
-        let period_end = match self.judge {
+        let period_end = match self.settings.judge() {
             Judge::Fraction { period, .. } => Some(later(now, period)),
             Judge::Probes { .. } => None,
         };
-        self.phase = Phase::HalfOpen(Trial {
+        self.phase = Phase::HalfOpen(Box::new(Trial {
             since: now,
             admitted: 0,
             outstanding: Vec::new(),
@@ -554,7 +512,7 @@ impl Breaker {
             failures: 0,
             slow: 0,
             period_end,
-        });
+        }));
         self.emit(
             now,
             BreakerState::Open,
@@ -568,7 +526,7 @@ impl Breaker {
         let Phase::HalfOpen(trial) = &self.phase else {
             return;
         };
-        let verdict = match self.judge {
+        let verdict = match self.settings.judge() {
             Judge::Probes {
                 allowance,
                 close_after,
@@ -606,13 +564,12 @@ impl Breaker {
     fn close(&mut self, now: Instant, stats: WindowStats) {
         let from = self.phase_state();
         self.failed_cycles = 0;
-        self.fresh_window(now);
         let ramp = if self.mode == Mode::Auto {
-            self.config.ramp_start_at(now)
+            self.settings.ramp_start_at(now)
         } else {
             None
         };
-        self.phase = Phase::Closed { ramp };
+        self.enter_closed(now, ramp);
         self.emit(now, from, BreakerState::Closed, stats);
     }
 
@@ -625,25 +582,14 @@ impl Breaker {
         self.phase = Phase::Open {
             until: later(now, cooldown),
         };
-        self.fresh_window(now);
+        self.window.clear();
         self.emit(now, from, BreakerState::Open, stats);
     }
 
     /// The open period for the current number of failed cycles, jittered.
     fn next_cooldown(&mut self) -> Duration {
-        let d = match self.config.cooldown {
-            Cooldown::Fixed(d) => d,
-            Cooldown::Exponential { base, factor, cap } => {
-                let n = i32::try_from(self.failed_cycles).unwrap_or(i32::MAX);
-                let secs = base.as_secs_f64() * factor.powi(n);
-                if secs.is_finite() && secs < cap.as_secs_f64() {
-                    Duration::from_secs_f64(secs).min(cap)
-                } else {
-                    cap
-                }
-            }
-        };
-        let jitter = self.config.cooldown_jitter;
+        let d = self.settings.cooldown(self.failed_cycles);
+        let jitter = self.settings.cooldown_jitter;
         if jitter > 0.0 {
             d.mul_f64(1.0 - jitter * self.rng.next_f64())
         } else {
@@ -658,10 +604,12 @@ impl Breaker {
         if sample.outcome == Outcome::Ignore {
             return None;
         }
-        if self
-            .window_since
-            .is_some_and(|since| sample.started(now) < since)
-        {
+        // Only a closed breaker records (forced closed included).
+        let since = match self.phase {
+            Phase::Closed { since, .. } => since,
+            Phase::Open { .. } | Phase::HalfOpen(_) => None,
+        };
+        if since.is_some_and(|since| sample.started(now) < since) {
             return None;
         }
         let mark = Mark {
@@ -672,12 +620,12 @@ impl Breaker {
     }
 
     fn is_slow(&self, sample: &Sample) -> bool {
-        sample.outcome == Outcome::Success && sample.latency > self.config.slow_call_duration
+        sample.outcome == Outcome::Success && self.settings.is_slow(sample.latency)
     }
 
     #[inline]
     fn should_trip(&self, stats: &WindowStats) -> bool {
-        if stats.calls < u64::from(self.config.min_calls) {
+        if stats.calls < u64::from(self.settings.min_calls) {
             return false;
         }
         // `part / calls >= rate` without a division on every call.
@@ -690,14 +638,15 @@ impl Breaker {
             stats.failures as f64,
             stats.slow_calls as f64,
         );
-        failures >= self.trip.0 * calls || slow >= self.trip.1 * calls
+        failures >= self.settings.failure_rate * calls
+            || slow >= self.settings.slow_call_rate * calls
     }
 
     /// Count a finished call as a probe result, if it is one of this cycle's.
     fn judge_probe(&mut self, now: Instant, sample: &Sample) {
         let slow = self.is_slow(sample);
         let failed =
-            sample.outcome == Outcome::Overload || (slow && self.config.slow_call_rate.is_some());
+            sample.outcome == Outcome::Overload || (slow && self.settings.trips_on_slow_calls());
         let real = self.mode == Mode::Auto;
         let Phase::HalfOpen(trial) = &mut self.phase else {
             return;
@@ -731,19 +680,20 @@ impl Breaker {
     }
 
     fn trial_gate(&self, trial: &Trial) -> Gate {
-        let timeout = self.config.probe_timeout;
+        let timeout = self.settings.probe_timeout();
         let deadline = trial
             .outstanding
             .iter()
             .map(|&start| later(start, timeout))
             .min();
-        match self.judge {
+        let concurrency = self.settings.probe_concurrency;
+        match self.settings.judge() {
             Judge::Probes { allowance, .. } => {
                 if trial.admitted >= allowance {
                     Gate::shut(deadline)
                 } else {
                     Gate {
-                        limit: self.config.probe_concurrency.min(allowance),
+                        limit: concurrency.min(allowance),
                         admit_probability: 1.0,
                         probe: true,
                         until: deadline,
@@ -751,7 +701,7 @@ impl Breaker {
                 }
             }
             Judge::Fraction { probability, .. } => Gate {
-                limit: self.config.probe_concurrency,
+                limit: concurrency,
                 admit_probability: probability,
                 probe: true,
                 until: match (trial.period_end, deadline) {
@@ -760,54 +710,6 @@ impl Breaker {
                 },
             },
         }
-    }
-}
-
-/// A configured trip rate, or infinity for one that is not set.
-fn config_rate(rate: Option<f64>) -> f64 {
-    rate.unwrap_or(f64::INFINITY)
-}
-
-impl BreakerConfig {
-    /// The ramp right after closing at `now`, or `None` for no ramp.
-    fn ramp_start_at(&self, now: Instant) -> Option<Ramp> {
-        if self.ramp.is_zero() || self.ramp_start >= 1.0 {
-            return None;
-        }
-        let first = Ramp {
-            since: now,
-            level: self.ramp_start,
-            next: now,
-        };
-        self.ramp_step(first, now)
-    }
-
-    /// The ramp at `now`: the level rises linearly with the time since
-    /// closing (never falling), and the next step is the next tenth of the
-    /// ramp. `None` once the ramp is over.
-    fn ramp_step(&self, ramp: Ramp, now: Instant) -> Option<Ramp> {
-        let total = self.ramp.as_nanos();
-        let elapsed = now.saturating_duration_since(ramp.since).as_nanos();
-        if total == 0 || elapsed >= total {
-            return None;
-        }
-        #[allow(
-            clippy::cast_precision_loss,
-            reason = "both are at most a year in nanoseconds; the level needs no more precision"
-        )]
-        let share = elapsed as f64 / total as f64;
-        let level = (self.ramp_start + (1.0 - self.ramp_start) * share).max(ramp.level);
-        let step = elapsed * RAMP_STEPS / total + 1;
-        let next_nanos = (step * total).div_ceil(RAMP_STEPS);
-        let next = later(
-            ramp.since,
-            Duration::from_nanos(u64::try_from(next_nanos).unwrap_or(u64::MAX)),
-        );
-        Some(Ramp {
-            since: ramp.since,
-            level: level.min(1.0),
-            next,
-        })
     }
 }
 
@@ -822,12 +724,15 @@ impl Algorithm for Breaker {
             Mode::Disabled | Mode::MetricsOnly | Mode::ForcedClosed => Gate::unlimited(),
             Mode::ForcedOpen => Gate::shut(None),
             Mode::Auto => match &self.phase {
-                Phase::Closed { ramp: None } => Gate::unlimited(),
-                Phase::Closed { ramp: Some(r) } => Gate {
+                Phase::Closed { ramp: None, .. } => Gate::unlimited(),
+                Phase::Closed {
+                    since,
+                    ramp: Some(r),
+                } => Gate {
                     limit: MAX_LIMIT,
                     admit_probability: r.level,
                     probe: false,
-                    until: Some(r.next),
+                    until: since.map(|since| self.settings.ramp_next(since, *r)),
                 },
                 Phase::Open { until } => Gate::shut(Some(*until)),
                 Phase::HalfOpen(trial) => self.trial_gate(trial),
@@ -864,12 +769,13 @@ impl Algorithm for Breaker {
         if self.mode != Mode::Auto {
             return !self.gate().is_shut();
         }
-        let concurrency = self.config.probe_concurrency;
+        let concurrency = self.settings.probe_concurrency;
+        let judge = self.settings.judge();
         match &mut self.phase {
             Phase::Closed { .. } => true,
             Phase::Open { .. } => false,
             Phase::HalfOpen(trial) => {
-                let room = match self.judge {
+                let room = match judge {
                     Judge::Probes { allowance, .. } => {
                         trial.admitted < allowance
                             && trial.outstanding.len() < concurrency.min(allowance) as usize
@@ -889,7 +795,7 @@ impl Algorithm for Breaker {
     fn poll_timeout(&self) -> Option<Instant> {
         match self.mode {
             // The common case, a closed breaker at full traffic, has no timer.
-            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: None }) => None,
+            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: None, .. }) => None,
             Mode::Auto => self.gate().until,
             Mode::MetricsOnly => match &self.phase {
                 Phase::Open { until } => Some(*until),
@@ -910,12 +816,57 @@ impl Algorithm for Breaker {
 
     #[inline]
     fn poll_transition(&mut self) -> Option<Transition> {
-        self.transitions.pop_front()
+        self.transitions.pop()
+    }
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("config", &self.settings.config(self.window.shape()))
+            .field("mode", &self.mode)
+            .field("phase", &self.phase)
+            .field("window", &self.window)
+            .field("failed_cycles", &self.failed_cycles)
+            .field("transitions", &self.transitions)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The transitions waiting for [`Algorithm::poll_transition`], oldest
+/// first. Nothing is allocated while none wait, which is nearly always.
+#[derive(Clone, Debug, Default)]
+#[allow(
+    clippy::box_collection,
+    reason = "boxed, an empty queue takes one word instead of four"
+)]
+struct Queue(Option<Box<VecDeque<Transition>>>);
+
+impl Queue {
+    /// Add `transition`, dropping the oldest if [`MAX_QUEUED_TRANSITIONS`]
+    /// are waiting.
+    fn push(&mut self, transition: Transition) {
+        let queue = self.0.get_or_insert_with(Box::default);
+        if queue.len() >= MAX_QUEUED_TRANSITIONS {
+            queue.pop_front();
+        }
+        queue.push_back(transition);
+    }
+
+    /// Take the oldest transition, freeing the queue once it is empty.
+    #[inline]
+    fn pop(&mut self) -> Option<Transition> {
+        let queue = self.0.as_mut()?;
+        let oldest = queue.pop_front();
+        if queue.is_empty() {
+            self.0 = None;
+        }
+        oldest
     }
 }
 
 /// `t + d`, or as close to it as an `Instant` can represent.
-fn later(t: Instant, d: Duration) -> Instant {
+pub(super) fn later(t: Instant, d: Duration) -> Instant {
     let mut d = d;
     loop {
         if let Some(at) = t.checked_add(d) {
@@ -931,6 +882,7 @@ fn later(t: Instant, d: Duration) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::breaker::HalfOpen;
 
     #[test]
     fn later_saturates_instead_of_overflowing() {
@@ -953,5 +905,48 @@ mod tests {
         assert_eq!(b.next_cooldown(), Duration::from_secs(60));
         b.failed_cycles = 1;
         assert_eq!(b.next_cooldown(), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn the_configuration_comes_back_equal_to_the_one_given() {
+        use crate::breaker::{BreakerWindow, Cooldown};
+        let configs = [
+            BreakerConfig::recommended(),
+            BreakerConfig::classic(),
+            BreakerConfig {
+                window: BreakerWindow::Time {
+                    length: Duration::new(29, 999_999_999),
+                    buckets: 7,
+                },
+                slow_call_rate: Some(0.25),
+                cooldown: Cooldown::Fixed(Duration::from_millis(1_500)),
+                half_open: HalfOpen::Fraction {
+                    fraction: 0.3,
+                    period: Duration::from_millis(2_500),
+                    success_rate: 0.9,
+                    min_probes: 3,
+                },
+                fleet_size: 7,
+                ..BreakerConfig::recommended()
+            },
+        ];
+        for config in configs {
+            let b = Breaker::new(config.clone()).expect("valid");
+            assert_eq!(b.config(), &config);
+            assert_eq!(b.clone().config(), &config);
+        }
+    }
+
+    #[test]
+    fn a_drained_transition_queue_holds_no_memory() {
+        let mut b = Breaker::new(BreakerConfig::default()).expect("valid");
+        let now = Instant::now();
+        b.force_open(now);
+        b.reset(now);
+        assert!(b.transitions.0.is_some());
+        assert!(b.poll_transition().is_some());
+        assert!(b.poll_transition().is_some());
+        assert!(b.transitions.0.is_none());
+        assert!(b.poll_transition().is_none());
     }
 }

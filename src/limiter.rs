@@ -62,6 +62,9 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
     /// observer is set.
     feedback: AtomicU8,
+    /// Counts the events at which the policy reported transitions; a call
+    /// admitted before the latest is stale when it finishes.
+    generation: AtomicU32,
     /// Nanoseconds after `epoch` at which the gate must be re-evaluated;
     /// `u64::MAX` for never.
     until: AtomicU64,
@@ -82,20 +85,60 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     /// Set while an active probe is running.
     pub(crate) probing: AtomicBool,
     options: Options,
-    on_transition: Option<TransitionHook>,
     observer: Option<Box<dyn Observer>>,
 }
 
 /// How a [`Limiter`] queues, waits and treats unrecorded permits.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Options {
     name: Cow<'static, str>,
     order: QueueOrder,
     max_waiters: usize,
-    max_wait: Option<Duration>,
     on_drop: Outcome,
+    /// Options most limiters leave unset, out of line: a limiter that sets
+    /// none of them does not carry their space.
+    rare: Option<Box<Rare>>,
+}
+
+#[derive(Default)]
+struct Rare {
+    max_wait: Option<Duration>,
     probe_timeout: Option<Duration>,
     active_probe: Option<ActiveProbe>,
+    on_transition: Option<TransitionHook>,
+}
+
+impl Options {
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    fn max_wait(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|r| r.max_wait)
+    }
+
+    fn probe_timeout(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|r| r.probe_timeout)
+    }
+
+    fn active_probe(&self) -> Option<&ActiveProbe> {
+        self.rare.as_ref().and_then(|r| r.active_probe.as_ref())
+    }
+
+    fn on_transition(&self) -> Option<&TransitionHook> {
+        self.rare.as_ref().and_then(|r| r.on_transition.as_ref())
+    }
+}
+
+impl fmt::Debug for Rare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rare")
+            .field("max_wait", &self.max_wait)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("active_probe", &self.active_probe)
+            .field("on_transition", &self.on_transition.is_some())
+            .finish()
+    }
 }
 
 /// Builds a [`Limiter`] with non-default options.
@@ -120,7 +163,6 @@ pub struct Builder<A, C = SystemClock> {
     clock: C,
     options: Options,
     seed: u64,
-    on_transition: Option<TransitionHook>,
     observer: Option<Box<dyn Observer>>,
 }
 
@@ -133,13 +175,10 @@ impl<A: Algorithm> Builder<A, SystemClock> {
                 name: Cow::Borrowed("default"),
                 order: QueueOrder::Fifo,
                 max_waiters: 1024,
-                max_wait: None,
                 on_drop: Outcome::Ignore,
-                probe_timeout: None,
-                active_probe: None,
+                rare: None,
             },
             seed: 0x0005_EED0_F4E0_57A7,
-            on_transition: None,
             observer: None,
         }
     }
@@ -153,7 +192,6 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             clock,
             options: self.options,
             seed: self.seed,
-            on_transition: self.on_transition,
             observer: self.observer,
         }
     }
@@ -177,7 +215,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// The longest [`Limiter::acquire`] waits for a slot (default: no limit).
     #[must_use]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.options.max_wait = Some(max_wait);
+        self.options.rare_mut().max_wait = Some(max_wait);
         self
     }
 
@@ -197,7 +235,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// ordinary short timeout fails, and the breaker stays open.
     #[must_use]
     pub fn probe_timeout(mut self, timeout: Duration) -> Self {
-        self.options.probe_timeout = Some(timeout);
+        self.options.rare_mut().probe_timeout = Some(timeout);
         self
     }
 
@@ -212,7 +250,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
     {
-        self.options.active_probe = Some(ActiveProbe::new(timeout, check));
+        self.options.rare_mut().active_probe = Some(ActiveProbe::new(timeout, check));
         self
     }
 
@@ -228,7 +266,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// opening, closing, …), outside the policy's lock.
     #[must_use]
     pub fn on_transition(mut self, hook: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
-        self.on_transition = Some(Box::new(hook));
+        self.options.rare_mut().on_transition = Some(Box::new(hook));
         self
     }
 
@@ -292,13 +330,13 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
                 format!("a whole number in [0, {MAX_WAITERS}]"),
             ));
         }
-        if let Some(wait) = self.options.max_wait {
+        if let Some(wait) = self.options.max_wait() {
             check::duration("limiter.max_wait", wait)?;
         }
-        if let Some(timeout) = self.options.probe_timeout {
+        if let Some(timeout) = self.options.probe_timeout() {
             check::duration("limiter.probe_timeout", timeout)?;
         }
-        if let Some(probe) = &self.options.active_probe {
+        if let Some(probe) = self.options.active_probe() {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;
         }
         let epoch = self.clock.now();
@@ -308,6 +346,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             gate: AtomicGate::new(&gate),
             in_flight: AtomicU32::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
+            generation: AtomicU32::new(0),
             until: AtomicU64::new(u64::MAX),
             rejected: AtomicU64::new(0),
             culprits: AtomicU64::new(0),
@@ -321,7 +360,6 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             epoch,
             members,
             options: self.options,
-            on_transition: self.on_transition,
             observer: self.observer,
         };
         {
@@ -410,7 +448,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let mut policy = self.lock();
             self.flush_rejections(&mut policy, now);
             let result = f(&mut policy);
-            let transitions = Self::drain(&mut policy);
+            let transitions = self.drain(&mut policy);
             self.publish(&policy);
             (result, transitions)
         };
@@ -505,7 +543,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// If a maximum wait is configured and this is polled outside a Tokio
     /// runtime with the time driver enabled (as `tokio::time::sleep` does).
     pub async fn acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        self.wait_for_slot(self.options.max_wait).await
+        self.wait_for_slot(self.options.max_wait()).await
     }
 
     /// [`Limiter::acquire`], waiting at most `max_wait` (0: do not wait).
@@ -556,7 +594,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// As [`Limiter::acquire`].
     pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
-        let ticket = self.wait_for_slot(self.options.max_wait).await?.detach();
+        let ticket = self.wait_for_slot(self.options.max_wait()).await?.detach();
         Ok(OwnedPermit::new(self, ticket))
     }
 
@@ -641,7 +679,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         K: FnOnce(&Result<T, E>) -> Outcome,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
-        let timeout = match self.options.probe_timeout {
+        let timeout = match self.options.probe_timeout() {
             Some(longer) if permit.is_probe() => longer,
             _ => timeout,
         };
@@ -694,7 +732,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
         }
         match self.take_slot(gate.limit()) {
-            Some(in_flight) => Ok(Ticket::new(now, in_flight, false)),
+            Some(in_flight) => Ok(Ticket::new(Some(now), in_flight, false, self.generation())),
             None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
         }
     }
@@ -712,7 +750,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.rejection(RejectReason::Throttled));
         }
         match self.take_slot(gate.limit()) {
-            Some(in_flight) => Ok(Ticket::untimed(in_flight)),
+            Some(in_flight) => Ok(Ticket::new(None, in_flight, false, self.generation())),
             None => Err(self.rejection(RejectReason::LimitReached)),
         }
     }
@@ -732,6 +770,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 Err(rejection)
             }
         }
+    }
+
+    /// How many times the policy has reported transitions (wrapping).
+    #[inline]
+    fn generation(&self) -> u32 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     #[inline]
@@ -765,7 +809,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// A probe gate: every admission is counted by the policy under its lock.
     #[cold]
     fn admit_probe(&self, now: Instant, draw: bool, prober: bool) -> Result<Ticket, Rejection> {
-        if self.options.active_probe.is_some() && !prober {
+        if self.options.active_probe().is_some() && !prober {
             // The health check probes; user calls are not gambled.
             return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
         }
@@ -786,17 +830,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let probe = gate.probe();
         if !policy.on_admit(now) {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            let transitions = Self::drain(&mut policy);
+            let transitions = self.drain(&mut policy);
             self.publish(&policy);
             drop(policy);
             self.report(transitions);
             return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
         }
-        let transitions = Self::drain(&mut policy);
+        let transitions = self.drain(&mut policy);
         self.publish(&policy);
         drop(policy);
         self.report(transitions);
-        Ok(Ticket::new(now, in_flight, probe))
+        Ok(Ticket::new(Some(now), in_flight, probe, self.generation()))
     }
 
     fn reject(&self, reason: RejectReason, refusal: Refusal, now: Instant) -> Rejection {
@@ -870,7 +914,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             None if feedback == Feedback::Timed => (Outcome::Ignore, Duration::ZERO),
             None => (outcome, Duration::ZERO),
         };
-        let sample = Sample::new(outcome, latency, ticket.in_flight).with_probe(ticket.probe);
+        let sample = Sample::new(outcome, latency, ticket.in_flight)
+            .with_probe(ticket.probe)
+            .with_stale(ticket.generation != self.generation());
         let transitions = {
             let mut policy = self.lock();
             self.flush_rejections(&mut policy, now);
@@ -880,7 +926,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 policy.handle_timeout(now);
                 due = policy.poll_timeout();
             }
-            let transitions = Self::drain(&mut policy);
+            let transitions = self.drain(&mut policy);
             self.publish_with(&policy, due);
             transitions
         };
@@ -916,7 +962,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     pub(crate) fn active_probe(&self) -> Option<ActiveProbe> {
-        self.options.active_probe.clone()
+        self.options.active_probe().cloned()
     }
 
     /// Take a probe slot for the limiter's own active probe.
@@ -942,7 +988,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             if policy.poll_timeout().is_some_and(|t| t <= now) {
                 policy.handle_timeout(now);
             }
-            let transitions = Self::drain(&mut policy);
+            let transitions = self.drain(&mut policy);
             self.publish(&policy);
             transitions
         };
@@ -998,17 +1044,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    fn drain(policy: &mut A) -> Vec<Transition> {
+    /// Take the policy's transitions; count them into the generation, so
+    /// that calls admitted before them are marked stale when they finish.
+    fn drain(&self, policy: &mut A) -> Vec<Transition> {
         let mut out = Vec::new();
         while let Some(t) = policy.poll_transition() {
             out.push(t);
+        }
+        if !out.is_empty() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
         }
         out
     }
 
     fn report(&self, transitions: Vec<Transition>) {
         for t in &transitions {
-            if let Some(hook) = &self.on_transition {
+            if let Some(hook) = self.options.on_transition() {
                 hook(t);
             }
             if let Some(observer) = &self.observer {
@@ -1023,7 +1074,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         allow(dead_code, reason = "used by the tower layer")
     )]
     pub(crate) fn probe_timeout(&self) -> Option<Duration> {
-        self.options.probe_timeout
+        self.options.probe_timeout()
     }
 
     pub(crate) fn on_drop_outcome(&self) -> Outcome {

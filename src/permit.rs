@@ -18,23 +18,22 @@ pub(crate) struct Ticket {
     pub(crate) start: Option<Instant>,
     pub(crate) in_flight: u32,
     pub(crate) probe: bool,
+    /// The limiter's transition generation when the call was admitted.
+    pub(crate) generation: u32,
 }
 
 impl Ticket {
-    pub(crate) fn new(start: Instant, in_flight: u32, probe: bool) -> Self {
+    pub(crate) fn new(
+        start: Option<Instant>,
+        in_flight: u32,
+        probe: bool,
+        generation: u32,
+    ) -> Self {
         Ticket {
-            start: Some(start),
+            start,
             in_flight,
             probe,
-        }
-    }
-
-    /// A ticket for a call admitted without reading the clock.
-    pub(crate) fn untimed(in_flight: u32) -> Self {
-        Ticket {
-            start: None,
-            in_flight,
-            probe: false,
+            generation,
         }
     }
 }

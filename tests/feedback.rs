@@ -205,3 +205,55 @@ fn an_observer_is_told_every_latency_even_under_a_fixed_limit() {
     permit.success();
     assert_eq!(*seen.0.lock().unwrap(), [Duration::from_millis(40)]);
 }
+
+/// Keeps samples, and reports a transition whenever told to.
+#[derive(Clone, Default)]
+struct Flips {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    pending: bool,
+}
+
+impl Algorithm for Flips {
+    fn name(&self) -> &'static str {
+        "flips"
+    }
+    fn gate(&self) -> Gate {
+        Gate::limited(10)
+    }
+    fn on_sample(&mut self, _now: Instant, sample: &Sample) {
+        self.samples.lock().unwrap().push(*sample);
+    }
+    fn poll_transition(&mut self) -> Option<rheostat::algorithms::Transition> {
+        use rheostat::algorithms::{BreakerState, Transition};
+        std::mem::take(&mut self.pending).then(|| {
+            Transition::new(
+                Instant::now(),
+                "flips",
+                BreakerState::Closed,
+                BreakerState::Open,
+                0.0,
+                0.0,
+                0,
+            )
+        })
+    }
+}
+
+#[test]
+fn a_call_admitted_before_a_transition_is_marked_stale() {
+    let policy = Flips::default();
+    let limiter = Limiter::with_clock(policy.clone(), ManualClock::new());
+    let before = limiter.try_acquire().unwrap();
+    limiter.update(|p| p.pending = true);
+    let after = limiter.try_acquire().unwrap();
+    before.success();
+    after.success();
+    let stale: Vec<bool> = policy
+        .samples
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.stale)
+        .collect();
+    assert_eq!(stale, [true, false]);
+}

@@ -98,6 +98,11 @@ pub struct Sample {
     pub outcome: Outcome,
     /// Whether the call was admitted as a trial call under a probe gate.
     pub probe: bool,
+    /// Whether the policy reported a [`Transition`] after this call was
+    /// admitted: the call belongs to an earlier state. The runtime sets it;
+    /// a policy driven by hand may leave it `false` and compare instants
+    /// with [`Sample::started`] instead.
+    pub stale: bool,
 }
 
 impl Sample {
@@ -108,6 +113,7 @@ impl Sample {
             in_flight,
             outcome,
             probe: false,
+            stale: false,
         }
     }
 
@@ -115,6 +121,14 @@ impl Sample {
     #[must_use]
     pub fn with_probe(mut self, probe: bool) -> Self {
         self.probe = probe;
+        self
+    }
+
+    /// The same sample, marked as admitted before the policy's latest
+    /// transition (or not).
+    #[must_use]
+    pub fn with_stale(mut self, stale: bool) -> Self {
+        self.stale = stale;
         self
     }
 

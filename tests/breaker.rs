@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown, HalfOpen};
 use rheostat::algorithms::BreakerState;
 use rheostat::{
     CallError, Clock, Limiter, ManualClock, Outcome, Readiness, RejectReason, TokioClock,
@@ -253,4 +253,78 @@ async fn call_gives_a_probe_the_longer_probe_timeout() {
         .call(Duration::from_millis(800), classify, slow())
         .await;
     assert!(matches!(r, Err(CallError::TimedOut(_))), "{r:?}");
+}
+
+#[test]
+fn calls_from_before_a_trip_do_not_count_after_the_breaker_closes_again() {
+    // Without a slow-call trip the breaker needs no latencies, so these calls
+    // are not timed: only the limiter's transition generation can tell that
+    // they belong to an earlier state.
+    let clock = ManualClock::new();
+    let config = BreakerConfig {
+        min_calls: 4,
+        half_open: HalfOpen::Probes {
+            probes: 5,
+            close_after: 1,
+        },
+        probe_concurrency: 5,
+        ramp: Duration::ZERO,
+        ..config()
+    };
+    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), clock.clone());
+    // Four calls hang through the trip (the probe gate still has room for
+    // one probe beside them).
+    let old: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
+    assert!(old.iter().all(|p| p.started().is_none()));
+    let fail_until_open = || {
+        for _ in 0..20 {
+            match limiter.try_acquire() {
+                Ok(permit) => permit.overload(),
+                Err(_) => break,
+            }
+        }
+    };
+    fail_until_open();
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
+    clock.advance(Duration::from_secs(10));
+    let probe = limiter.try_acquire().unwrap();
+    assert!(probe.is_probe() && probe.started().is_some());
+    probe.success();
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    // Four failures from before the trip: enough to trip it again if they
+    // counted.
+    for p in old {
+        p.overload();
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    // New failures do count.
+    fail_until_open();
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
+}
+
+#[test]
+fn a_breaker_without_a_slow_call_trip_reads_the_clock_once_per_call() {
+    #[derive(Clone, Default)]
+    struct Counting(Arc<AtomicU32>, ManualClock);
+    impl Clock for Counting {
+        fn now(&self) -> std::time::Instant {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            self.1.now()
+        }
+    }
+    let reads = |config: BreakerConfig| {
+        let clock = Counting::default();
+        let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), clock.clone());
+        let before = clock.0.load(Ordering::SeqCst);
+        for _ in 0..10 {
+            limiter.try_acquire().unwrap().success();
+        }
+        clock.0.load(Ordering::SeqCst) - before
+    };
+    assert_eq!(reads(config()), 10);
+    let slow = BreakerConfig {
+        slow_call_rate: Some(0.5),
+        ..config()
+    };
+    assert_eq!(reads(slow), 20);
 }

@@ -174,8 +174,8 @@ pub enum HalfOpen {
 /// per failed probe cycle up to 60 s, jittered down by up to 20%; then five
 /// probes, at most five at once, each allowed 30 s, closing on four
 /// successes; then a 30 s ramp from 10% of traffic back to all of it. The
-/// slow-call trip is off by default (the slow-call rate is still measured,
-/// against 10 s): set [`slow_call_rate`](Self::slow_call_rate) and
+/// slow-call trip is off by default: set
+/// [`slow_call_rate`](Self::slow_call_rate) and
 /// [`slow_call_duration`](Self::slow_call_duration) together, from the
 /// latency your callers can live with.
 ///
@@ -211,6 +211,12 @@ pub struct BreakerConfig {
     /// Trip when at least this share of the window's calls were slow
     /// successes, in `(0, 1]`; `None` (the default) never trips on slowness.
     /// At least one of the two rates must be set.
+    ///
+    /// While it is `None`, the breaker does not need latencies
+    /// ([`Feedback::Outcomes`](crate::Feedback::Outcomes)), so a limiter
+    /// reads the clock once per call instead of twice; the slow-call rate a
+    /// transition reports then counts only the calls that were timed anyway
+    /// (all of them if the limiter has an observer, such as its metrics).
     #[cfg_attr(feature = "serde", serde(with = "crate::serde_rate"))]
     pub slow_call_rate: Option<f64>,
     /// A success that took longer than this is a *slow call* (exactly this

@@ -10,7 +10,8 @@ use super::settings::{Judge, Ramp, Settings};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
-    Algorithm, BreakerState, ConfigError, Gate, Outcome, Sample, Snapshot, Transition, MAX_LIMIT,
+    Algorithm, BreakerState, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot, Transition,
+    MAX_LIMIT,
 };
 
 /// The name a breaker reports in snapshots and transitions.
@@ -609,7 +610,9 @@ impl Breaker {
             Phase::Closed { since, .. } => since,
             Phase::Open { .. } | Phase::HalfOpen(_) => None,
         };
-        if since.is_some_and(|since| sample.started(now) < since) {
+        // A call from an earlier state: marked by the runtime, or (driven by
+        // hand) told by its start.
+        if sample.stale || since.is_some_and(|since| sample.started(now) < since) {
             return None;
         }
         let mark = Mark {
@@ -665,7 +668,7 @@ impl Breaker {
                 trial.admitted = trial.admitted.saturating_sub(1);
                 return;
             }
-        } else if start < trial.since || sample.outcome == Outcome::Ignore {
+        } else if sample.stale || start < trial.since || sample.outcome == Outcome::Ignore {
             return;
         }
         if failed {
@@ -792,6 +795,23 @@ impl Algorithm for Breaker {
     }
 
     #[inline]
+    /// Without a slow-call trip, a running breaker needs outcomes, not
+    /// latencies: the probes it matches by their start are timed anyway (the
+    /// runtime times every call admitted under a probe gate), and calls
+    /// from an earlier state are told by [`Sample::stale`]. The shadow state
+    /// machine of [`BreakerState::MetricsOnly`] needs latencies; a disabled
+    /// or forced-open breaker learns nothing.
+    fn feedback(&self) -> Feedback {
+        match self.mode {
+            Mode::Disabled | Mode::ForcedOpen => Feedback::Nothing,
+            Mode::MetricsOnly => Feedback::Timed,
+            Mode::Auto | Mode::ForcedClosed if self.settings.slow_call_rate.is_finite() => {
+                Feedback::Timed
+            }
+            Mode::Auto | Mode::ForcedClosed => Feedback::Outcomes,
+        }
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         match self.mode {
             // The common case, a closed breaker at full traffic, has no timer.

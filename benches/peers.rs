@@ -21,7 +21,11 @@
 //!   admission, one at completion). Every "× floor" is to this figure,
 //!   uncontended.
 //! - **rheostat**: `Limiter::try_acquire` then `Permit::success`, with the
-//!   system clock and default options.
+//!   system clock and default options. The limiter reads the clock as often
+//!   as the policy's `Feedback` asks: never for `Fixed`, once per call for
+//!   `Throttle` and a `Breaker` without a slow-call trip (the default), twice
+//!   for `Aimd`, `Vegas` and `Gradient`. The count-window breaker row is
+//!   recloser's job: the failure rate over the last 100 calls.
 //! - **tower `ConcurrencyLimit`** (a fixed limit): `poll_ready` with a no-op
 //!   waker, `call`, one poll of the response future (a `service_fn` whose
 //!   future is ready), then the future is dropped, which releases the
@@ -79,7 +83,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
-use rheostat::algorithms::breaker::Cooldown;
+use rheostat::algorithms::breaker::{BreakerWindow, Cooldown};
 use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Throttle,
     ThrottleConfig, Vegas, VegasConfig,
@@ -481,6 +485,17 @@ fn breaker() -> Limiter<Breaker> {
     Limiter::new(Breaker::new(BreakerConfig::default()).expect("valid"))
 }
 
+/// recloser's job: the failure rate over the last 100 calls.
+fn count_breaker() -> Limiter<Breaker> {
+    Limiter::new(
+        Breaker::new(BreakerConfig {
+            window: BreakerWindow::Count { calls: 100 },
+            ..BreakerConfig::default()
+        })
+        .expect("valid"),
+    )
+}
+
 fn open_breaker() -> Limiter<Breaker> {
     let open = Limiter::new(
         Breaker::new(BreakerConfig {
@@ -549,6 +564,10 @@ fn uncontended(c: &mut Criterion, rec: &Recorder) {
     b.single("rheostat Gradient", || rheostat_call(&l_gradient));
     b.single("rheostat Throttle", || rheostat_call(&l_throttle));
     b.single("rheostat Breaker (closed)", || rheostat_call(&l_breaker));
+    let l_count = count_breaker();
+    b.single("rheostat Breaker, count window (closed)", || {
+        rheostat_call(&l_count);
+    });
 
     let mut svc = tower_limit(1_000);
     b.single("tower ConcurrencyLimit", || tower_call(&mut svc));
@@ -660,6 +679,7 @@ fn contended(rec: &Recorder, quick: bool) {
     let semaphore = tokio::sync::Semaphore::new(1_000);
     let (l_fixed, l_aimd, l_vegas) = (fixed(), aimd(1_000), vegas(1_000));
     let (l_gradient, l_throttle, l_breaker) = (gradient(1_000), throttle(), breaker());
+    let l_count = count_breaker();
     let svc = tower_limit(1_000);
     let cl_fixed = ClLimiter::new(cl::Fixed::new(1_000));
     let cl_aimd = ClLimiter::new(cl::Aimd::new_with_initial_limit(1_000));
@@ -675,6 +695,9 @@ fn contended(rec: &Recorder, quick: bool) {
         shared("rheostat Gradient", || || rheostat_call(&l_gradient)),
         shared("rheostat Throttle", || || rheostat_call(&l_throttle)),
         shared("rheostat Breaker (closed)", || || rheostat_call(&l_breaker)),
+        shared("rheostat Breaker, count window (closed)", || {
+            || rheostat_call(&l_count)
+        }),
         shared("tower ConcurrencyLimit", || {
             let mut svc = svc.clone();
             move || tower_call(&mut svc)

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, ConfigError, Feedback, Gate, Outcome, Refusal, Sample, Snapshot, Transition,
+    check, Algorithm, Batching, ConfigError, Feedback, Gate, Outcome, Refusal, Sample, Snapshot,
+    Transition,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};
@@ -25,6 +26,19 @@ use crate::wait::{QueueOrder, WaitQueue};
 pub const MAX_WAITERS: usize = 1 << 20;
 
 type TransitionHook = Box<dyn Fn(&Transition) + Send + Sync>;
+
+/// The in-flight part of [`Limiter::slots`].
+const IN_FLIGHT: u64 = 0xFFFF_FFFF;
+/// One batched success in [`Limiter::slots`].
+const ONE_BATCHED: u64 = 1 << 32;
+/// Batched successes at which the finishing call hands them over itself.
+const BATCH_FLUSH: u64 = 1 << 31;
+
+fn in_flight_of(slots: u64) -> u32 {
+    #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
+    let in_flight = (slots & IN_FLIGHT) as u32;
+    in_flight
+}
 
 /// A value that starts a cache line of its own, so that two cores writing
 /// it do not also invalidate each other's copy of the read-mostly fields
@@ -73,7 +87,13 @@ pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
 /// ```
 pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     gate: AtomicGate,
-    in_flight: Line<AtomicU32>,
+    /// Calls in flight (the low 32 bits) and, above them, successes counted
+    /// for the policy but not yet handed over: one word, so that a batched
+    /// success gives back its slot and counts itself in one atomic step.
+    slots: Line<AtomicU64>,
+    /// Successes finishing before this many nanoseconds after `epoch` may be
+    /// batched: 0 for none, `u64::MAX` for all.
+    batch_until: AtomicU64,
     /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
     /// observer is set.
     feedback: AtomicU8,
@@ -359,7 +379,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
-            in_flight: Line(AtomicU32::new(0)),
+            slots: Line(AtomicU64::new(0)),
+            batch_until: AtomicU64::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
             generation: AtomicU32::new(0),
             until: AtomicU64::new(u64::MAX),
@@ -419,7 +440,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Calls in flight now.
     pub fn in_flight(&self) -> u32 {
-        self.in_flight.load(Ordering::SeqCst)
+        in_flight_of(self.slots.load(Ordering::SeqCst))
     }
 
     /// The gate being enforced now, read without a lock.
@@ -437,9 +458,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// A view of the policy (locks it briefly).
+    /// A view of the policy (locks it briefly, first handing it any
+    /// successes counted for it without its lock).
     pub fn snapshot(&self) -> Snapshot {
-        self.lock().snapshot()
+        self.update(|policy| policy.snapshot())
     }
 
     /// Run `f` on the policy — to change a fixed limit, force a breaker
@@ -458,7 +480,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut A) -> R) -> R {
-        let now = self.clock.now();
+        self.update_at(self.clock.now(), f)
+    }
+
+    fn update_at<R>(&self, now: Instant, f: impl FnOnce(&mut A) -> R) -> R {
         let (result, transitions) = {
             let mut policy = self.lock();
             self.flush_rejections(&mut policy, now);
@@ -804,18 +829,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     #[inline]
     fn take_slot(&self, limit: u32) -> Option<u32> {
-        let mut current = self.in_flight.load(Ordering::SeqCst);
+        let mut current = self.slots.load(Ordering::SeqCst);
         loop {
-            if current >= limit {
+            let in_flight = in_flight_of(current);
+            if in_flight >= limit {
                 return None;
             }
-            match self.in_flight.compare_exchange_weak(
+            // Below the limit, at most `MAX_LIMIT`: adding one never carries
+            // into the batched successes.
+            match self.slots.compare_exchange_weak(
                 current,
                 current + 1,
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
-                Ok(_) => return Some(current + 1),
+                Ok(_) => return Some(in_flight + 1),
                 Err(actual) => current = actual,
             }
         }
@@ -844,7 +872,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         };
         let probe = gate.probe();
         if !policy.on_admit(now) {
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.slots.fetch_sub(1, Ordering::SeqCst);
             let transitions = self.drain(&mut policy);
             self.publish(&policy);
             drop(policy);
@@ -922,6 +950,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return;
         }
         let now = self.clock.now();
+        if outcome == Outcome::Success
+            && ticket.start.is_none()
+            && !ticket.probe
+            && ticket.generation == self.generation()
+            && self.nanos(now) < self.batch_until.load(Ordering::SeqCst)
+        {
+            self.finish_batched(now);
+            return;
+        }
         let (outcome, latency) = match ticket.start {
             Some(start) => (outcome, now.saturating_duration_since(start)),
             // Admitted untimed, and the policy has come to need latency
@@ -952,10 +989,24 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.report(transitions);
     }
 
+    /// Give back the slot of a success the policy lets us count for it
+    /// without its lock.
+    fn finish_batched(&self, now: Instant) {
+        let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
+        if before >> 32 >= BATCH_FLUSH {
+            // Hand the batch over long before the count could overflow.
+            self.update_at(now, |_| ());
+        }
+        self.wake_waiters();
+        if let Some(observer) = &self.observer {
+            observer.finished(Outcome::Success, Duration::ZERO, self.in_flight());
+        }
+    }
+
     /// Give back a slot without a sample (a waiter that was handed a slot and
     /// then cancelled, or a probe the policy refused).
     pub(crate) fn release_slot(&self) {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.slots.fetch_sub(1, Ordering::SeqCst);
         self.wake_waiters();
     }
 
@@ -1012,7 +1063,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // from inside an admission (the queue may be locked by our caller).
     }
 
+    /// Before any event reaches the policy: hand over the successes batched
+    /// for it, then the rejections counted since it last heard.
     fn flush_rejections(&self, policy: &mut A, now: Instant) {
+        if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
+            let batched = self.slots.fetch_and(IN_FLIGHT, Ordering::SeqCst) >> 32;
+            if batched > 0 {
+                policy.on_successes(now, batched);
+            }
+        }
         if self.rejected.load(Ordering::Relaxed) > 0 {
             let count = self.rejected.swap(0, Ordering::Relaxed);
             if count > 0 {
@@ -1033,6 +1092,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } as u8;
         if self.feedback.load(Ordering::Relaxed) != feedback {
             self.feedback.store(feedback, Ordering::Relaxed);
+        }
+        let batch_until = match policy.batching() {
+            Batching::Never => 0,
+            Batching::Until(t) => self.nanos(t),
+            Batching::Always => u64::MAX,
+        };
+        if self.batch_until.load(Ordering::Relaxed) != batch_until {
+            self.batch_until.store(batch_until, Ordering::SeqCst);
         }
         let gate = policy.gate();
         if self.gate.store(Packed::new(&gate)) {
@@ -1105,7 +1172,10 @@ impl<A, C> fmt::Debug for Limiter<A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("name", &self.options.name)
-            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
+            .field(
+                "in_flight",
+                &in_flight_of(self.slots.load(Ordering::Relaxed)),
+            )
             .field("limit", &self.gate.load().limit())
             .field("admit_probability", &self.gate.load().admit_probability())
             .finish_non_exhaustive()

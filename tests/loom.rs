@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use loom::thread;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
-use rheostat::algorithms::{Algorithm, BreakerState, Fixed, Gate, Sample, Snapshot, Transition};
+use rheostat::algorithms::{
+    Algorithm, Batching, BreakerState, Feedback, Fixed, Gate, Sample, Snapshot, Transition,
+};
 use rheostat::{Limiter, ManualClock, Observer, Outcome};
 
 /// Counts admissions and finished calls. Loom runs a model's threads one at
@@ -318,6 +320,96 @@ fn a_waiter_cancelled_while_a_slot_is_handed_to_it_gives_the_slot_back() {
         waiter.join().unwrap();
         assert_eq!(limiter.in_flight(), 0);
         counts.assert_balanced();
+        assert!(limiter.try_acquire().is_ok());
+    });
+}
+
+/// Counts what it is told, one success at a time or in batches; needs no
+/// latencies and batches every success.
+#[derive(Clone, Default)]
+struct Tally {
+    successes: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
+}
+
+impl Algorithm for Tally {
+    fn name(&self) -> &'static str {
+        "tally"
+    }
+    fn gate(&self) -> Gate {
+        Gate::limited(3)
+    }
+    fn on_sample(&mut self, _now: Instant, sample: &Sample) {
+        match sample.outcome {
+            Outcome::Success => self.successes.fetch_add(1, Ordering::SeqCst),
+            Outcome::Overload => self.failures.fetch_add(1, Ordering::SeqCst),
+            Outcome::Ignore => 0,
+        };
+    }
+    fn feedback(&self) -> Feedback {
+        Feedback::Outcomes
+    }
+    fn batching(&self) -> Batching {
+        Batching::Always
+    }
+    fn on_successes(&mut self, _now: Instant, count: u64) {
+        self.successes.fetch_add(count, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn batched_successes_and_a_failure_beside_them_are_all_handed_over_once() {
+    loom::model(|| {
+        let tally = Tally::default();
+        let limiter = Arc::new(Limiter::with_clock(tally.clone(), ManualClock::new()));
+        let callers: Vec<_> = [Outcome::Success, Outcome::Overload]
+            .into_iter()
+            .map(|outcome| {
+                let limiter = Arc::clone(&limiter);
+                thread::spawn(move || {
+                    let permit = limiter.try_acquire().unwrap();
+                    assert!(permit.in_flight_at_start() <= 3);
+                    permit.record(outcome);
+                })
+            })
+            .collect();
+        let permit = limiter.try_acquire().unwrap();
+        assert!(permit.in_flight_at_start() <= 3);
+        permit.success();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert_eq!(limiter.in_flight(), 0);
+        let _ = limiter.snapshot(); // hands over what is still batched
+        assert_eq!(tally.failures.load(Ordering::SeqCst), 1);
+        assert_eq!(tally.successes.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn untimed_calls_to_a_fixed_limit_never_overshoot_or_leak() {
+    loom::model(|| {
+        // No observer: `Fixed` asks for nothing, so a finished call only
+        // gives its slot back, with no lock and no clock.
+        let limiter = Arc::new(Limiter::with_clock(
+            Fixed::new(1).unwrap(),
+            ManualClock::new(),
+        ));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let limiter = Arc::clone(&limiter);
+                thread::spawn(move || {
+                    if let Ok(permit) = limiter.try_acquire() {
+                        assert_eq!(permit.in_flight_at_start(), 1);
+                        permit.success();
+                    }
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert_eq!(limiter.in_flight(), 0);
         assert!(limiter.try_acquire().is_ok());
     });
 }

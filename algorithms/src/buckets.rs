@@ -368,6 +368,18 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
         self.total.add(&held);
     }
 
+    /// Add `value` to the current bucket without moving the window (what of
+    /// it the bucket can hold; see [`Slot`]). Does nothing while the ring
+    /// has no origin.
+    #[inline]
+    pub fn add_to_current(&mut self, value: T) {
+        if self.origin.is_none() {
+            return;
+        }
+        let held = self.slots[self.current_slot as usize].add(&value);
+        self.total.add(&held);
+    }
+
     /// Forget everything, origin included.
     pub fn clear(&mut self) {
         self.slots.fill(S::default());

@@ -318,6 +318,25 @@ pub enum Feedback {
     Timed,
 }
 
+/// Which successes a policy lets the runtime count for it, without its lock,
+/// and hand over later in one batch ([`Algorithm::on_successes`]).
+///
+/// Only a success that is not a probe, not [stale](Sample::stale) and whose
+/// latency was not measured may be batched: to the policy, it is one more
+/// success and nothing else. The runtime hands a batch over before every
+/// other event it tells the policy about, so a policy sees batched successes
+/// before anything that came after them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Batching {
+    /// Every call is handed over on its own (the default).
+    Never,
+    /// Successes that finish before this instant may be batched (a time
+    /// window counts them in the bucket that ends then).
+    Until(Instant),
+    /// Successes may be batched whenever they finish (a count window).
+    Always,
+}
+
 /// An admission policy: learns from finished calls, publishes a [`Gate`].
 ///
 /// Methods take `&mut self` and `now`; none of them may block, sleep or read a
@@ -355,6 +374,22 @@ pub trait Algorithm: Send {
     /// [`Outcome::Ignore`]: its latency was not measured.
     fn feedback(&self) -> Feedback {
         Feedback::Timed
+    }
+
+    /// Which successes the runtime may count for the policy and hand over
+    /// later, in one batch (default [`Batching::Never`]). Read after every
+    /// event, like the gate.
+    fn batching(&self) -> Batching {
+        Batching::Never
+    }
+
+    /// Learn from `count` successes batched under [`Algorithm::batching`]:
+    /// as many calls of [`Outcome::Success`] that were not probes, not
+    /// stale, and not timed, all finished before the [`Batching::Until`]
+    /// instant published when they finished. Called at `now`, before any
+    /// other event.
+    fn on_successes(&mut self, now: Instant, count: u64) {
+        let _ = (now, count);
     }
 
     /// The next instant at which the policy wants [`Algorithm::handle_timeout`]
@@ -514,6 +549,12 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
     }
     fn feedback(&self) -> Feedback {
         (**self).feedback()
+    }
+    fn batching(&self) -> Batching {
+        (**self).batching()
+    }
+    fn on_successes(&mut self, now: Instant, count: u64) {
+        (**self).on_successes(now, count);
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (**self).poll_timeout()

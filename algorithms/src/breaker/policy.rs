@@ -10,8 +10,8 @@ use super::settings::{Judge, Ramp, Settings};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
-    Algorithm, BreakerState, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot, Transition,
-    MAX_LIMIT,
+    Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot,
+    Transition, MAX_LIMIT,
 };
 
 /// The name a breaker reports in snapshots and transitions.
@@ -809,6 +809,44 @@ impl Algorithm for Breaker {
                 Feedback::Timed
             }
             Mode::Auto | Mode::ForcedClosed => Feedback::Outcomes,
+        }
+    }
+
+    /// A closed breaker at full traffic, without a slow-call trip, lets
+    /// successes be batched while no number of them could trip it: more
+    /// successes only lower the failure rate, except by bringing the window
+    /// up to its volume floor, so batching stops while the failures already
+    /// counted would reach the trip rate at the floor. A time window
+    /// batches until its current bucket ends.
+    fn batching(&self) -> Batching {
+        let closed = matches!(self.phase, Phase::Closed { ramp: None, .. });
+        match self.mode {
+            Mode::ForcedClosed if !self.settings.trips_on_slow_calls() => self.window.batching(),
+            Mode::Auto if closed && !self.settings.trips_on_slow_calls() => {
+                let stats = self.window.totals();
+                let floor = stats.calls.max(u64::from(self.settings.min_calls));
+                #[allow(
+                    clippy::cast_precision_loss,
+                    reason = "counts above 2^53 lose nothing that matters"
+                )]
+                let could_trip = stats.failures as f64 >= self.settings.failure_rate * floor as f64;
+                if could_trip {
+                    Batching::Never
+                } else {
+                    self.window.batching()
+                }
+            }
+            _ => Batching::Never,
+        }
+    }
+
+    fn on_successes(&mut self, _now: Instant, count: u64) {
+        // Published only while closed and recording, and no number of
+        // successes can trip it then (see `batching`).
+        if matches!(self.phase, Phase::Closed { .. })
+            && matches!(self.mode, Mode::Auto | Mode::ForcedClosed)
+        {
+            self.window.record_successes(count);
         }
     }
 

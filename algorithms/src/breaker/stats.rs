@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::config::BreakerWindow;
 use crate::buckets::{BucketRing, Slot, Tally};
-use crate::ConfigError;
+use crate::{Batching, ConfigError};
 
 /// What a breaker's window holds at one instant: the figures its trip
 /// decision is made on.
@@ -181,6 +181,46 @@ impl CallWindow {
                 ring.record(now, WindowStats::from(mark));
                 ring.total()
             }
+        }
+    }
+
+    /// Until when successes may be counted later, in a batch: a count
+    /// window at any time, a time window until its current bucket ends
+    /// (never before it has seen its first call).
+    pub(super) fn batching(&self) -> Batching {
+        match self {
+            CallWindow::Count(_) => Batching::Always,
+            CallWindow::Time(ring) => ring
+                .next_boundary()
+                .map_or(Batching::Never, Batching::Until),
+        }
+    }
+
+    /// Count `count` successes batched under [`CallWindow::batching`]: in a
+    /// time window, in the bucket that was current when they finished,
+    /// which is still the current one.
+    pub(super) fn record_successes(&mut self, count: u64) {
+        match self {
+            CallWindow::Count(ring) => {
+                // Beyond a full ring, more successes replace successes.
+                let capacity = u64::try_from(ring.capacity).unwrap_or(u64::MAX);
+                for _ in 0..count.min(capacity) {
+                    ring.record(Mark::default());
+                }
+            }
+            CallWindow::Time(ring) => ring.add_to_current(WindowStats {
+                calls: count,
+                failures: 0,
+                slow_calls: 0,
+            }),
+        }
+    }
+
+    /// The figures as of the latest call recorded.
+    pub(super) fn totals(&self) -> WindowStats {
+        match self {
+            CallWindow::Count(ring) => ring.totals,
+            CallWindow::Time(ring) => ring.total(),
         }
     }
 

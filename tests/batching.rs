@@ -1,0 +1,243 @@
+//! Batched successes change nothing a breaker decides: a limiter whose
+//! breaker lets successes be counted without its lock admits, refuses and
+//! transitions exactly as one whose breaker hears of every call on its own.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown};
+use rheostat::algorithms::{
+    Algorithm, Batching, Feedback, Gate, Refusal, Sample, Snapshot, Transition,
+};
+use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason};
+
+/// A breaker that hears of every call on its own.
+struct Unbatched(Breaker);
+
+impl Algorithm for Unbatched {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn gate(&self) -> Gate {
+        self.0.gate()
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        self.0.on_sample(now, sample);
+    }
+    fn on_admit(&mut self, now: Instant) -> bool {
+        self.0.on_admit(now)
+    }
+    fn on_rejected(&mut self, now: Instant, count: u64) {
+        self.0.on_rejected(now, count);
+    }
+    fn feedback(&self) -> Feedback {
+        self.0.feedback()
+    }
+    fn batching(&self) -> Batching {
+        Batching::Never
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.0.handle_timeout(now);
+    }
+    fn snapshot(&self) -> Snapshot {
+        self.0.snapshot()
+    }
+    fn poll_transition(&mut self) -> Option<Transition> {
+        self.0.poll_transition()
+    }
+    fn refused_by(&self, refusal: Refusal) -> usize {
+        self.0.refused_by(refusal)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// Acquire and record at once.
+    Call(Outcome),
+    /// Acquire and keep the permit.
+    Hold,
+    /// Record the oldest permit kept.
+    Release(Outcome),
+    /// Let time pass, in milliseconds.
+    Advance(u64),
+}
+
+fn outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        6 => Just(Outcome::Success),
+        3 => Just(Outcome::Overload),
+        1 => Just(Outcome::Ignore),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => outcome().prop_map(Op::Call),
+        1 => Just(Op::Hold),
+        1 => outcome().prop_map(Op::Release),
+        2 => (0u64..3_000).prop_map(Op::Advance),
+    ]
+}
+
+fn config() -> impl Strategy<Value = BreakerConfig> {
+    (
+        prop_oneof![
+            (10u32..60).prop_map(|calls| BreakerWindow::Count { calls }),
+            (1u64..10, 1u32..6).prop_map(|(secs, buckets)| BreakerWindow::Time {
+                length: Duration::from_secs(secs),
+                buckets,
+            }),
+        ],
+        1u32..10,
+        0.2f64..0.8,
+        prop_oneof![Just(Duration::ZERO), Just(Duration::from_secs(3))],
+    )
+        .prop_map(|(window, min_calls, rate, ramp)| BreakerConfig {
+            window,
+            min_calls,
+            failure_rate: Some(rate),
+            cooldown: Cooldown::Fixed(Duration::from_secs(2)),
+            ramp,
+            ..BreakerConfig::recommended()
+        })
+}
+
+type Log = Arc<Mutex<Vec<(u64, &'static str, &'static str, u64, u64)>>>;
+
+/// A limiter over `policy` whose transitions are logged as (milliseconds
+/// since start, from, to, failure rate in millionths, calls).
+fn limiter<A: Algorithm>(policy: A, clock: &ManualClock, log: &Log) -> Limiter<A, ManualClock> {
+    let (log, start) = (Arc::clone(log), clock.now());
+    Limiter::builder(policy)
+        .clock(clock.clone())
+        .on_transition(move |t| {
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a rate in [0, 1], in millionths"
+            )]
+            let rate = (t.failure_rate * 1e6).round() as u64;
+            let at = u64::try_from(t.at.duration_since(start).as_millis()).unwrap();
+            log.lock()
+                .unwrap()
+                .push((at, t.from.as_str(), t.to.as_str(), rate, t.calls));
+        })
+        .build()
+        .unwrap()
+}
+
+fn admitted<A: Algorithm>(
+    result: Result<Permit<'_, A, ManualClock>, rheostat::Rejection>,
+) -> Result<Permit<'_, A, ManualClock>, RejectReason> {
+    result.map_err(|r| r.reason())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn batching_changes_no_admission_and_no_transition(
+        config in config(),
+        ops in prop::collection::vec(op(), 1..400),
+    ) {
+        let (clock_a, clock_b) = (ManualClock::new(), ManualClock::new());
+        let (log_a, log_b) = (Log::default(), Log::default());
+        let batched = limiter(Breaker::new(config.clone()).unwrap(), &clock_a, &log_a);
+        let single = limiter(Unbatched(Breaker::new(config).unwrap()), &clock_b, &log_b);
+        let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Call(outcome) => {
+                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
+                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
+                    if let (Ok(a), Ok(b)) = (a, b) {
+                        prop_assert_eq!(a.is_probe(), b.is_probe(), "op {}", i);
+                        a.record(outcome);
+                        b.record(outcome);
+                    }
+                }
+                Op::Hold => {
+                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
+                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
+                    if let (Ok(a), Ok(b)) = (a, b) {
+                        held_a.push(a);
+                        held_b.push(b);
+                    }
+                }
+                Op::Release(outcome) => {
+                    if !held_a.is_empty() {
+                        held_a.remove(0).record(outcome);
+                        held_b.remove(0).record(outcome);
+                    }
+                }
+                Op::Advance(ms) => {
+                    clock_a.advance(Duration::from_millis(ms));
+                    clock_b.advance(Duration::from_millis(ms));
+                }
+            }
+            prop_assert_eq!(batched.gate().limit, single.gate().limit, "op {}", i);
+            prop_assert_eq!(batched.in_flight(), single.in_flight(), "op {}", i);
+        }
+        drop((held_a, held_b));
+        prop_assert_eq!(batched.snapshot().state, single.snapshot().state);
+        prop_assert_eq!(&*log_a.lock().unwrap(), &*log_b.lock().unwrap());
+    }
+}
+
+#[test]
+fn successes_batched_before_failures_count_toward_the_trip() {
+    // Five successes, counted without the breaker's lock, then five
+    // failures: half of ten calls, the trip rate at the volume floor.
+    let config = BreakerConfig {
+        window: BreakerWindow::Count { calls: 10 },
+        min_calls: 10,
+        ..BreakerConfig::recommended()
+    };
+    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), ManualClock::new());
+    for _ in 0..5 {
+        limiter.try_acquire().unwrap().success();
+    }
+    for _ in 0..4 {
+        limiter.try_acquire().unwrap().overload();
+    }
+    assert!(limiter.try_acquire().is_ok_and(|p| {
+        p.overload();
+        true
+    }));
+    assert_eq!(
+        limiter.try_acquire().unwrap_err().reason(),
+        RejectReason::Open
+    );
+}
+
+#[test]
+fn a_success_that_brings_the_window_to_its_floor_still_trips_it_at_once() {
+    // Six failures, then successes: the fourth makes ten calls with 60%
+    // failed. Batching stops while that can happen, so the trip is not
+    // put off to a later event.
+    let config = BreakerConfig {
+        window: BreakerWindow::Count { calls: 20 },
+        min_calls: 10,
+        ..BreakerConfig::recommended()
+    };
+    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), ManualClock::new());
+    for _ in 0..6 {
+        limiter.try_acquire().unwrap().overload();
+    }
+    for _ in 0..4 {
+        limiter.try_acquire().unwrap().success();
+    }
+    assert_eq!(
+        limiter.try_acquire().unwrap_err().reason(),
+        RejectReason::Open
+    );
+}

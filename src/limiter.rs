@@ -949,14 +949,19 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.release_slot();
             return;
         }
-        let now = self.clock.now();
-        if outcome == Outcome::Success
+        let batchable = outcome == Outcome::Success
             && ticket.start.is_none()
             && !ticket.probe
-            && ticket.generation == self.generation()
-            && self.nanos(now) < self.batch_until.load(Ordering::SeqCst)
-        {
-            self.finish_batched(now);
+            && ticket.generation == self.generation();
+        let batch_until = self.batch_until.load(Ordering::SeqCst);
+        if batchable && batch_until == u64::MAX {
+            // Batched whenever it finishes: no need to know when.
+            self.finish_batched();
+            return;
+        }
+        let now = self.clock.now();
+        if batchable && self.nanos(now) < batch_until {
+            self.finish_batched();
             return;
         }
         let (outcome, latency) = match ticket.start {
@@ -991,11 +996,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Give back the slot of a success the policy lets us count for it
     /// without its lock.
-    fn finish_batched(&self, now: Instant) {
+    fn finish_batched(&self) {
         let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
         if before >> 32 >= BATCH_FLUSH {
             // Hand the batch over long before the count could overflow.
-            self.update_at(now, |_| ());
+            self.update(|_| ());
         }
         self.wake_waiters();
         if let Some(observer) = &self.observer {

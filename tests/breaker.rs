@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown, HalfOpen};
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::BreakerState;
 use rheostat::{
     CallError, Clock, Limiter, ManualClock, Outcome, Readiness, RejectReason, TokioClock,
@@ -303,7 +303,7 @@ fn calls_from_before_a_trip_do_not_count_after_the_breaker_closes_again() {
 }
 
 #[test]
-fn a_breaker_without_a_slow_call_trip_reads_the_clock_once_per_call() {
+fn a_breaker_without_a_slow_call_trip_reads_the_clock_at_most_once_per_call() {
     #[derive(Clone, Default)]
     struct Counting(Arc<AtomicU32>, ManualClock);
     impl Clock for Counting {
@@ -322,6 +322,12 @@ fn a_breaker_without_a_slow_call_trip_reads_the_clock_once_per_call() {
         clock.0.load(Ordering::SeqCst) - before
     };
     assert_eq!(reads(config()), 10);
+    // A count window batches successes whenever they finish: no clock read.
+    let count = BreakerConfig {
+        window: BreakerWindow::Count { calls: 100 },
+        ..config()
+    };
+    assert_eq!(reads(count), 0);
     let slow = BreakerConfig {
         slow_call_rate: Some(0.5),
         ..config()

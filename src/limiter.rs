@@ -941,6 +941,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Record the end of an admitted call and release its slot.
+    #[inline]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
@@ -964,6 +965,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.finish_batched();
             return;
         }
+        self.finish_locked(ticket, outcome, feedback, now);
+    }
+
+    /// Hand a finished call to the policy, under its lock.
+    #[inline(never)]
+    fn finish_locked(&self, ticket: &Ticket, outcome: Outcome, feedback: Feedback, now: Instant) {
         let (outcome, latency) = match ticket.start {
             Some(start) => (outcome, now.saturating_duration_since(start)),
             // Admitted untimed, and the policy has come to need latency

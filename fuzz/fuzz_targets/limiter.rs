@@ -2,7 +2,8 @@
 //! clock steps (forward and back), policy swaps and timeouts through a
 //! `Limiter` on a manual clock. In flight always equals the permits held,
 //! every admission is released exactly once, and the published gate is
-//! never NaN.
+//! never NaN — with an observer (every call timed) or without one (the
+//! limiter times, locks and batches successes only as the policy asks).
 
 #![no_main]
 #![forbid(unsafe_code)]
@@ -31,6 +32,9 @@ enum Op {
 #[derive(Arbitrary, Debug)]
 struct Input {
     policy: PolicyArgs,
+    /// With an observer every call is timed; without one, the limiter
+    /// times, locks and batches only as the policy asks.
+    observe: bool,
     ops: Vec<Op>,
 }
 
@@ -55,11 +59,13 @@ fuzz_target!(|input: Input| {
     };
     let clock = ManualClock::new();
     let counts = Arc::new(Counts::default());
-    let Ok(limiter) = Limiter::builder(built.into_boxed().0)
-        .clock(clock.clone())
-        .observer(Arc::clone(&counts))
-        .build()
-    else {
+    let builder = Limiter::builder(built.into_boxed().0).clock(clock.clone());
+    let builder = if input.observe {
+        builder.observer(Arc::clone(&counts))
+    } else {
+        builder
+    };
+    let Ok(limiter) = builder.build() else {
         return;
     };
     let mut held = Vec::new();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use rheostat::algorithms::Batching;
 use rheostat_fuzz::{sample, Built, PolicyArgs, Time};
 
 #[derive(Arbitrary, Debug)]
@@ -40,6 +41,9 @@ enum Op {
     Timeout { early: bool },
     /// A breaker moved by hand, or a bulkhead resized.
     Manual(u8, u32),
+    /// `n` successes handed over in one batch, if the policy allows
+    /// batching now (as the runtime would).
+    Batch(u32),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -87,6 +91,17 @@ fuzz_target!(|input: Input| {
                 }
             }
             Op::Rejected(n) => built.get_mut().on_rejected(now, u64::from(n)),
+            Op::Batch(n) => {
+                let policy = built.get_mut();
+                let allowed = match policy.batching() {
+                    Batching::Never => false,
+                    Batching::Until(t) => now < t,
+                    Batching::Always => true,
+                };
+                if allowed {
+                    policy.on_successes(now, u64::from(n));
+                }
+            }
             Op::Tick(us) => time.forward(Duration::from_micros(u64::from(us))),
             Op::Wait(s) => time.forward(Duration::from_secs(u64::from(s))),
             Op::Jump(d) => time.forward(d),

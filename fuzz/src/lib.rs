@@ -175,6 +175,8 @@ pub enum Leaf {
         probe: (Option<u32>, Option<f64>),
         /// Seed.
         seed: u64,
+        /// Noise band and loss tolerance.
+        tuning: (Option<f64>, Option<f64>),
         /// Windows.
         window: WindowArgs,
     },
@@ -188,6 +190,8 @@ pub enum Leaf {
         long_window: Option<u32>,
         /// Backoff ratio.
         backoff: Option<f64>,
+        /// Noise band, long-average rise, loss tolerance.
+        tuning: (Option<f64>, Option<f64>, Option<f64>),
         /// Windows.
         window: WindowArgs,
     },
@@ -270,6 +274,7 @@ impl Leaf {
                 slow_start,
                 probe: (interval, factor),
                 seed,
+                tuning: (noise, loss_tolerance),
                 window,
             } => {
                 let d = VegasConfig::default();
@@ -286,6 +291,8 @@ impl Leaf {
                     probe_interval: interval.unwrap_or(d.probe_interval),
                     probe_factor: factor.unwrap_or(d.probe_factor),
                     seed: *seed,
+                    noise: noise.unwrap_or(d.noise),
+                    loss_tolerance: loss_tolerance.unwrap_or(d.loss_tolerance),
                     window: window.config(),
                 })?;
                 Built::Bounded(Box::new(vegas), min, max)
@@ -295,6 +302,7 @@ impl Leaf {
                 shape: (tolerance, smoothing, headroom),
                 long_window,
                 backoff,
+                tuning: (noise, long_rise, loss_tolerance),
                 window,
             } => {
                 let d = GradientConfig::default();
@@ -308,6 +316,9 @@ impl Leaf {
                     headroom: headroom.unwrap_or(d.headroom),
                     long_window: long_window.unwrap_or(d.long_window),
                     backoff: backoff.unwrap_or(d.backoff),
+                    noise: noise.unwrap_or(d.noise),
+                    long_rise: long_rise.unwrap_or(d.long_rise),
+                    loss_tolerance: loss_tolerance.unwrap_or(d.loss_tolerance),
                     window: window.config(),
                 })?;
                 Built::Bounded(Box::new(gradient), min, max)

@@ -69,6 +69,9 @@ enum Op {
     Release(Outcome),
     /// Let time pass, in milliseconds.
     Advance(u64),
+    /// Move the breaker by hand: force open, force closed, disable,
+    /// metrics only, reset.
+    Manual(u8),
 }
 
 fn outcome() -> impl Strategy<Value = Outcome> {
@@ -85,6 +88,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Hold),
         1 => outcome().prop_map(Op::Release),
         2 => (0u64..3_000).prop_map(Op::Advance),
+        1 => (0u8..5).prop_map(Op::Manual),
     ]
 }
 
@@ -141,6 +145,16 @@ fn admitted<A: Algorithm>(
     result.map_err(|r| r.reason())
 }
 
+fn manual(breaker: &mut Breaker, what: u8, now: Instant) {
+    match what {
+        0 => breaker.force_open(now),
+        1 => breaker.force_closed(now),
+        2 => breaker.disable(now),
+        3 => breaker.metrics_only(now),
+        _ => breaker.reset(now),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -182,6 +196,11 @@ proptest! {
                 Op::Advance(ms) => {
                     clock_a.advance(Duration::from_millis(ms));
                     clock_b.advance(Duration::from_millis(ms));
+                }
+                Op::Manual(what) => {
+                    let (now_a, now_b) = (clock_a.now(), clock_b.now());
+                    batched.update(|b| manual(b, what, now_a));
+                    single.update(|u| manual(&mut u.0, what, now_b));
                 }
             }
             prop_assert_eq!(batched.gate().limit, single.gate().limit, "op {}", i);

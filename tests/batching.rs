@@ -260,3 +260,107 @@ fn a_success_that_brings_the_window_to_its_floor_still_trips_it_at_once() {
         RejectReason::Open
     );
 }
+
+/// A breaker that counts every call it is told about, one by one or in
+/// batches.
+struct Counted {
+    breaker: Breaker,
+    told: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Algorithm for Counted {
+    fn name(&self) -> &'static str {
+        "counted"
+    }
+    fn gate(&self) -> Gate {
+        self.breaker.gate()
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        self.told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.breaker.on_sample(now, sample);
+    }
+    fn on_admit(&mut self, now: Instant) -> bool {
+        self.breaker.on_admit(now)
+    }
+    fn feedback(&self) -> Feedback {
+        self.breaker.feedback()
+    }
+    fn batching(&self) -> Batching {
+        self.breaker.batching()
+    }
+    fn on_successes(&mut self, now: Instant, count: u64) {
+        self.told
+            .fetch_add(count, std::sync::atomic::Ordering::SeqCst);
+        self.breaker.on_successes(now, count);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.breaker.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.breaker.handle_timeout(now);
+    }
+    fn poll_transition(&mut self) -> Option<Transition> {
+        self.breaker.poll_transition()
+    }
+}
+
+#[test]
+fn threads_hammering_a_batching_breaker_lose_no_call() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // The system clock, a count window and short cooldowns: the breaker
+    // trips, probes and closes again while four threads batch successes.
+    let told = Arc::new(AtomicU64::new(0));
+    let breaker = Breaker::new(BreakerConfig {
+        window: BreakerWindow::Count { calls: 50 },
+        min_calls: 20,
+        cooldown: Cooldown::Fixed(Duration::from_millis(2)),
+        cooldown_jitter: 0.0,
+        probe_timeout: Duration::from_millis(50),
+        ramp: Duration::ZERO,
+        ..BreakerConfig::recommended()
+    })
+    .unwrap();
+    let transitions = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&transitions);
+    let limiter = Limiter::builder(Counted {
+        breaker,
+        told: Arc::clone(&told),
+    })
+    .on_transition(move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+    })
+    .build()
+    .unwrap();
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for thread in 0..4u64 {
+            let (limiter, admitted) = (&limiter, &admitted);
+            s.spawn(move || {
+                for i in 0..50_000u64 {
+                    let Ok(permit) = limiter.try_acquire() else {
+                        continue;
+                    };
+                    admitted.fetch_add(1, Ordering::SeqCst);
+                    // Now and then a burst of failures trips it.
+                    let failing = (i / 1_000 + thread) % 7 == 0;
+                    permit.record(if failing {
+                        Outcome::Overload
+                    } else {
+                        Outcome::Success
+                    });
+                }
+            });
+        }
+    });
+    let _ = limiter.snapshot(); // hands over what is still batched
+    assert_eq!(limiter.in_flight(), 0);
+    assert!(
+        transitions.load(Ordering::SeqCst) >= 3,
+        "it tripped and closed"
+    );
+    assert_eq!(
+        told.load(Ordering::SeqCst),
+        admitted.load(Ordering::SeqCst),
+        "every admitted call is told to the policy once, alone or in a batch"
+    );
+}

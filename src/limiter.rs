@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, Batching, ConfigError, Feedback, Gate, Outcome, Refusal, Sample, Snapshot,
-    Transition,
+    check, Algorithm, Batching, ConfigError, Feedback, Gate, Outcome, Quiet, Refusal, Sample,
+    Snapshot, Transition,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};
@@ -94,6 +94,10 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     /// Successes finishing before this many nanoseconds after `epoch` may be
     /// batched: 0 for none, `u64::MAX` for all.
     batch_until: AtomicU64,
+    /// The policy's [`Quiet`] successes in one word: the most calls in
+    /// flight at admission (the high 32 bits; 0 for none) and the longest
+    /// latency in whole microseconds (rounded down, at most `u32::MAX`).
+    quiet: AtomicU64,
     /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
     /// observer is set.
     feedback: AtomicU8,
@@ -381,6 +385,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             gate: AtomicGate::new(&gate),
             slots: Line(AtomicU64::new(0)),
             batch_until: AtomicU64::new(0),
+            quiet: AtomicU64::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
             generation: AtomicU32::new(0),
             until: AtomicU64::new(u64::MAX),
@@ -965,6 +970,26 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.finish_batched();
             return;
         }
+        let quiet = self.quiet.load(Ordering::SeqCst);
+        if outcome == Outcome::Success
+            && !ticket.probe
+            && u64::from(ticket.in_flight) <= quiet >> 32
+        {
+            let latency = ticket
+                .start
+                .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
+            // Rounded up, against a bound rounded down: never quiet by
+            // rounding.
+            let micros = latency.as_nanos().div_ceil(1_000);
+            if micros <= u128::from(quiet & 0xFFFF_FFFF) {
+                // It would change nothing: the policy is not told.
+                self.release_slot();
+                if let Some(observer) = &self.observer {
+                    observer.finished(outcome, latency, self.in_flight());
+                }
+                return;
+            }
+        }
         self.finish_locked(ticket, outcome, feedback, now);
     }
 
@@ -1112,6 +1137,19 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         };
         if self.batch_until.load(Ordering::Relaxed) != batch_until {
             self.batch_until.store(batch_until, Ordering::SeqCst);
+        }
+        let quiet = match policy.quiet() {
+            Some(Quiet {
+                max_latency,
+                max_in_flight,
+            }) => {
+                let micros = u32::try_from(max_latency.as_micros()).unwrap_or(u32::MAX);
+                (u64::from(max_in_flight) << 32) | u64::from(micros)
+            }
+            None => 0,
+        };
+        if self.quiet.load(Ordering::Relaxed) != quiet {
+            self.quiet.store(quiet, Ordering::SeqCst);
         }
         let gate = policy.gate();
         if self.gate.store(Packed::new(&gate)) {

@@ -257,3 +257,76 @@ fn a_call_admitted_before_a_transition_is_marked_stale() {
         .collect();
     assert_eq!(stale, [true, false]);
 }
+
+/// Keeps every sample; successes within 10 ms with at most 3 in flight are
+/// quiet.
+#[derive(Clone, Default)]
+struct Hushed {
+    samples: Arc<Mutex<Vec<Sample>>>,
+}
+
+impl Algorithm for Hushed {
+    fn name(&self) -> &'static str {
+        "hushed"
+    }
+    fn gate(&self) -> Gate {
+        Gate::limited(10)
+    }
+    fn on_sample(&mut self, _now: Instant, sample: &Sample) {
+        self.samples.lock().unwrap().push(*sample);
+    }
+    fn quiet(&self) -> Option<rheostat::algorithms::Quiet> {
+        Some(rheostat::algorithms::Quiet {
+            max_latency: Duration::from_millis(10),
+            max_in_flight: 3,
+        })
+    }
+}
+
+#[test]
+fn a_quiet_success_is_not_told_and_nothing_else_is_held_back() {
+    let policy = Hushed::default();
+    let clock = ManualClock::new();
+    let seen = Latencies::default();
+    let limiter = Limiter::builder(policy.clone())
+        .clock(clock.clone())
+        .observer(seen.clone())
+        .build()
+        .unwrap();
+    let call = |latency: Duration, outcome: Outcome| {
+        let permit = limiter.try_acquire().unwrap();
+        clock.advance(latency);
+        permit.record(outcome);
+    };
+    let ms = Duration::from_millis;
+    call(ms(5), Outcome::Success); // quiet
+    call(ms(10), Outcome::Success); // quiet: exactly at the bound
+    call(ms(10) + Duration::from_nanos(1), Outcome::Success); // a nanosecond too slow
+    call(ms(1), Outcome::Overload);
+    call(ms(1), Outcome::Ignore);
+    // Four in flight: past the bound.
+    let held: Vec<_> = (0..3).map(|_| limiter.try_acquire().unwrap()).collect();
+    call(ms(1), Outcome::Success);
+    for permit in held {
+        permit.success(); // admitted with 1 to 3 in flight, no time taken: quiet
+    }
+    let told: Vec<(Outcome, Duration, u32)> = policy
+        .samples
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| (s.outcome, s.latency, s.in_flight))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            (Outcome::Success, ms(10) + Duration::from_nanos(1), 1),
+            (Outcome::Overload, ms(1), 1),
+            (Outcome::Ignore, ms(1), 1),
+            (Outcome::Success, ms(1), 4),
+        ]
+    );
+    // The observer still hears of every call.
+    assert_eq!(seen.0.lock().unwrap().len(), 9);
+    assert_eq!(limiter.in_flight(), 0);
+}

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
+use crate::{check, Algorithm, ConfigError, Gate, Outcome, Quiet, Sample, Snapshot, MAX_LIMIT};
 
 /// The parameters of [`Aimd`]. The defaults are the widely used ones
 /// (initial 20, min 20, max 200, backoff 0.9, timeout 5 s).
@@ -154,6 +154,28 @@ impl Algorithm for Aimd {
 
     fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.name(), self.gate()).with_raw_limit(self.limit)
+    }
+
+    /// A success within the timeout changes nothing while fewer than half
+    /// of the limit's calls were in flight when it was admitted, or once the
+    /// limit is at its maximum.
+    fn quiet(&self) -> Option<Quiet> {
+        let max_in_flight = if self.limit >= f64::from(self.config.max) {
+            MAX_LIMIT
+        } else {
+            // The largest n with 2n < limit: ceil(limit / 2) − 1.
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "the limit is finite and in [min, max]; the cast saturates"
+            )]
+            let half = (self.limit / 2.0).ceil() as u32;
+            half.saturating_sub(1)
+        };
+        Some(Quiet {
+            max_latency: self.config.timeout,
+            max_in_flight,
+        })
     }
 }
 

@@ -337,6 +337,34 @@ pub enum Batching {
     Always,
 }
 
+/// Successes that would change nothing in a policy as it is now, so that the
+/// runtime need not tell it about them (nor take its lock): a success no
+/// slower than `max_latency`, admitted with at most `max_in_flight` calls in
+/// flight (itself included), and not a probe.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Quiet};
+///
+/// // AIMD grows only on a success while at least half of its limit is in use.
+/// let aimd = Aimd::new(AimdConfig { initial: 20, ..AimdConfig::default() })?;
+/// assert_eq!(
+///     aimd.quiet(),
+///     Some(Quiet { max_latency: AimdConfig::default().timeout, max_in_flight: 9 })
+/// );
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Quiet {
+    /// The slowest success that changes nothing.
+    pub max_latency: Duration,
+    /// The most calls in flight, at its admission, for a success that
+    /// changes nothing.
+    pub max_in_flight: u32,
+}
+
 /// An admission policy: learns from finished calls, publishes a [`Gate`].
 ///
 /// Methods take `&mut self` and `now`; none of them may block, sleep or read a
@@ -374,6 +402,15 @@ pub trait Algorithm: Send {
     /// [`Outcome::Ignore`]: its latency was not measured.
     fn feedback(&self) -> Feedback {
         Feedback::Timed
+    }
+
+    /// Which successes would change nothing in the policy as it is now
+    /// (default `None`: any might). The runtime does not tell the policy
+    /// about them. Read after every event, like the gate; a success that
+    /// finishes while another thread changes the policy may be judged by
+    /// the thresholds from just before, as if it had finished first.
+    fn quiet(&self) -> Option<Quiet> {
+        None
     }
 
     /// Which successes the runtime may count for the policy and hand over
@@ -552,6 +589,9 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
     }
     fn batching(&self) -> Batching {
         (**self).batching()
+    }
+    fn quiet(&self) -> Option<Quiet> {
+        (**self).quiet()
     }
     fn on_successes(&mut self, now: Instant, count: u64) {
         (**self).on_successes(now, count);

@@ -1,0 +1,127 @@
+//! A success a policy calls quiet changes nothing in it: whatever state the
+//! policy is in, handing it such a success leaves its gate, its unrounded
+//! limit and its next timeout as they were.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Outcome, Sample};
+
+#[derive(Clone, Debug)]
+struct Step {
+    outcome: u8,
+    latency_ms: u64,
+    in_flight: u32,
+    gap_ms: u64,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (0u8..3, 0u64..8_000, 1u32..400, 0u64..2_000).prop_map(
+        |(outcome, latency_ms, in_flight, gap_ms)| Step {
+            outcome,
+            latency_ms,
+            in_flight,
+            gap_ms,
+        },
+    )
+}
+
+fn outcome(code: u8) -> Outcome {
+    match code {
+        0 => Outcome::Success,
+        1 => Outcome::Overload,
+        _ => Outcome::Ignore,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn a_quiet_success_changes_nothing_in_aimd(
+        initial in 1u32..300,
+        span in 0u32..300,
+        timeout_ms in 1u64..6_000,
+        one_backoff_per_flight: bool,
+        steps in prop::collection::vec(step(), 0..200),
+        // Where in the quiet range the probing success falls, in [0, 1].
+        at in 0.0f64..=1.0,
+    ) {
+        let mut aimd = Aimd::new(AimdConfig {
+            initial,
+            min: 1,
+            max: initial + span,
+            timeout: Duration::from_millis(timeout_ms),
+            one_backoff_per_flight,
+            ..AimdConfig::default()
+        })
+        .unwrap();
+        let mut now = Instant::now();
+        for s in &steps {
+            now += Duration::from_millis(s.gap_ms);
+            let sample = Sample::new(
+                outcome(s.outcome),
+                Duration::from_millis(s.latency_ms),
+                s.in_flight,
+            );
+            aimd.on_sample(now, &sample);
+
+            let quiet = aimd.quiet().unwrap();
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "in range")]
+            let (in_flight, latency) = (
+                1 + ((f64::from(quiet.max_in_flight.saturating_sub(1).min(10_000)) * at) as u32),
+                quiet.max_latency.mul_f64(at),
+            );
+            if quiet.max_in_flight == 0 {
+                continue;
+            }
+            let before = (aimd.gate(), aimd.raw_limit(), aimd.poll_timeout());
+            let mut probed = aimd.clone();
+            probed.on_sample(now, &Sample::new(Outcome::Success, latency, in_flight));
+            prop_assert_eq!(
+                (probed.gate(), probed.raw_limit(), probed.poll_timeout()),
+                before,
+                "a success after {:?} with {} in flight",
+                latency,
+                in_flight
+            );
+            // And at the very edge of both bounds.
+            let mut edge = aimd.clone();
+            edge.on_sample(
+                now,
+                &Sample::new(Outcome::Success, quiet.max_latency, quiet.max_in_flight),
+            );
+            prop_assert_eq!((edge.gate(), edge.raw_limit(), edge.poll_timeout()), before);
+        }
+    }
+}
+
+#[test]
+fn just_past_either_bound_a_success_can_move_aimd() {
+    let mut aimd = Aimd::new(AimdConfig {
+        initial: 20,
+        min: 1,
+        max: 100,
+        ..AimdConfig::default()
+    })
+    .unwrap();
+    let quiet = aimd.quiet().unwrap();
+    assert_eq!(quiet.max_in_flight, 9);
+    let now = Instant::now();
+    // Half the limit in flight: grows.
+    aimd.on_sample(
+        now,
+        &Sample::new(Outcome::Success, Duration::from_millis(1), 10),
+    );
+    assert_eq!(aimd.gate().limit, 21);
+    // Slower than the timeout: backs off.
+    aimd.on_sample(
+        now,
+        &Sample::new(
+            Outcome::Success,
+            quiet.max_latency + Duration::from_nanos(1),
+            1,
+        ),
+    );
+    assert_eq!(aimd.gate().limit, 18);
+}

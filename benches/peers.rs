@@ -23,9 +23,12 @@
 //! - **rheostat**: `Limiter::try_acquire` then `Permit::success`, with the
 //!   system clock and default options. The limiter reads the clock as often
 //!   as the policy's `Feedback` asks: never for `Fixed`, once per call for
-//!   `Throttle` and a `Breaker` without a slow-call trip (the default), twice
-//!   for `Aimd`, `Vegas` and `Gradient`. The count-window breaker row is
-//!   recloser's job: the failure rate over the last 100 calls.
+//!   `Throttle` and a `Breaker` without a slow-call trip (the default; none
+//!   with a count window, whose successes are batched), twice for `Aimd`,
+//!   `Vegas` and `Gradient`; and it takes the policy's lock only for calls
+//!   the policy learns from (not for a breaker's batched successes, nor for
+//!   `Aimd`'s quiet ones). The count-window breaker row is recloser's job:
+//!   the failure rate over the last 100 calls.
 //! - **tower `ConcurrencyLimit`** (a fixed limit): `poll_ready` with a no-op
 //!   waker, `call`, one poll of the response future (a `service_fn` whose
 //!   future is ready), then the future is dropped, which releases the

@@ -980,8 +980,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
             // Rounded up, against a bound rounded down: never quiet by
             // rounding.
-            let micros = latency.as_nanos().div_ceil(1_000);
-            if micros <= u128::from(quiet & 0xFFFF_FFFF) {
+            let micros = latency
+                .as_secs()
+                .saturating_mul(1_000_000)
+                .saturating_add(u64::from(latency.subsec_nanos().div_ceil(1_000)));
+            if micros <= quiet & 0xFFFF_FFFF {
                 // It would change nothing: the policy is not told.
                 self.release_slot();
                 if let Some(observer) = &self.observer {

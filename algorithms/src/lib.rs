@@ -326,6 +326,29 @@ pub enum Feedback {
 /// success and nothing else. The runtime hands a batch over before every
 /// other event it tells the policy about, so a policy sees batched successes
 /// before anything that came after them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
+/// use rheostat_algorithms::{Algorithm, Batching, Outcome, Sample};
+///
+/// // A count window takes successes in batches at any time.
+/// let count = BreakerConfig { window: BreakerWindow::Count { calls: 100 }, ..Default::default() };
+/// assert_eq!(Breaker::new(count)?.batching(), Batching::Always);
+///
+/// // A time window, until its current bucket ends (once it has one).
+/// let mut timed = Breaker::new(BreakerConfig::default())?;
+/// assert_eq!(timed.batching(), Batching::Never);
+/// let t0 = Instant::now();
+/// timed.on_sample(t0, &Sample::new(Outcome::Success, Duration::from_millis(5), 1));
+/// assert_eq!(timed.batching(), Batching::Until(t0 + Duration::from_secs(1)));
+///
+/// // A success batched there counts as one more success.
+/// timed.on_successes(t0, 9);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Batching {
     /// Every call is handed over on its own (the default).

@@ -447,7 +447,9 @@ pub trait Algorithm: Send {
     /// as many calls of [`Outcome::Success`] that were not probes, not
     /// stale, and not timed, all finished before the [`Batching::Until`]
     /// instant published when they finished. Called at `now`, before any
-    /// other event.
+    /// other event. A success that finished just as the policy changed (or
+    /// was swapped for another by the runtime's `update`) may arrive here
+    /// after the policy stopped batching; the default ignores batches.
     fn on_successes(&mut self, now: Instant, count: u64) {
         let _ = (now, count);
     }

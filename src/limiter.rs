@@ -491,7 +491,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     fn update_at<R>(&self, now: Instant, f: impl FnOnce(&mut A) -> R) -> R {
         let (result, transitions) = {
             let mut policy = self.lock();
-            self.flush_rejections(&mut policy, now);
+            self.catch_up(&mut policy, now);
             let result = f(&mut policy);
             let transitions = self.drain(&mut policy);
             self.publish(&policy);
@@ -544,6 +544,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             self.admit_untimed()
         };
+        self.permit(admitted)
+    }
+
+    /// The permit for an admission, or the rejection, counted.
+    #[inline]
+    fn permit(&self, admitted: Result<Ticket, Rejection>) -> Result<Permit<'_, A, C>, Rejection> {
         match admitted {
             Ok(ticket) => Ok(Permit::new(self, ticket)),
             Err(rejection) => {
@@ -808,13 +814,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         allow(dead_code, reason = "used by the tower layer")
     )]
     pub(crate) fn try_acquire_timed(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        match self.admit(self.clock.now(), true, false) {
-            Ok(ticket) => Ok(Permit::new(self, ticket)),
-            Err(rejection) => {
-                self.count_rejection(&rejection);
-                Err(rejection)
-            }
-        }
+        self.permit(self.admit(self.clock.now(), true, false))
     }
 
     /// How many times the policy has reported transitions (wrapping).
@@ -959,25 +959,29 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             && ticket.start.is_none()
             && !ticket.probe
             && ticket.generation == self.generation();
-        let batch_until = self.batch_until.load(Ordering::SeqCst);
-        if batchable && batch_until == u64::MAX {
+        let batch_until = if batchable {
+            self.batch_until.load(Ordering::SeqCst)
+        } else {
+            0
+        };
+        if batch_until == u64::MAX {
             // Batched whenever it finishes: no need to know when.
             self.finish_batched();
             return;
         }
         let now = self.clock.now();
-        if batchable && self.nanos(now) < batch_until {
+        if batch_until != 0 && self.nanos(now) < batch_until {
             self.finish_batched();
             return;
         }
+        let latency = ticket
+            .start
+            .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
         let quiet = self.quiet.load(Ordering::SeqCst);
         if outcome == Outcome::Success
             && !ticket.probe
             && u64::from(ticket.in_flight) <= quiet >> 32
         {
-            let latency = ticket
-                .start
-                .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
             // Rounded up, against a bound rounded down: never quiet by
             // rounding.
             let micros = latency
@@ -993,25 +997,32 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 return;
             }
         }
-        self.finish_locked(ticket, outcome, feedback, now);
+        self.finish_locked(ticket, outcome, latency, feedback, now);
     }
 
     /// Hand a finished call to the policy, under its lock.
     #[inline(never)]
-    fn finish_locked(&self, ticket: &Ticket, outcome: Outcome, feedback: Feedback, now: Instant) {
-        let (outcome, latency) = match ticket.start {
-            Some(start) => (outcome, now.saturating_duration_since(start)),
-            // Admitted untimed, and the policy has come to need latency
-            // since (a policy swapped by `update`): not evidence.
-            None if feedback == Feedback::Timed => (Outcome::Ignore, Duration::ZERO),
-            None => (outcome, Duration::ZERO),
+    fn finish_locked(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        latency: Duration,
+        feedback: Feedback,
+        now: Instant,
+    ) {
+        // Admitted untimed, and the policy has come to need latency since (a
+        // policy swapped by `update`): not evidence.
+        let outcome = if ticket.start.is_none() && feedback == Feedback::Timed {
+            Outcome::Ignore
+        } else {
+            outcome
         };
         let sample = Sample::new(outcome, latency, ticket.in_flight)
             .with_probe(ticket.probe)
             .with_stale(ticket.generation != self.generation());
         let transitions = {
             let mut policy = self.lock();
-            self.flush_rejections(&mut policy, now);
+            self.catch_up(&mut policy, now);
             policy.on_sample(now, &sample);
             let mut due = policy.poll_timeout();
             if due.is_some_and(|t| t <= now) {
@@ -1037,10 +1048,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             // Hand the batch over long before the count could overflow.
             self.update(|_| ());
         }
+        // Only an untimed call is batched, and no call is untimed while an
+        // observer is set: there is no one to tell.
         self.wake_waiters();
-        if let Some(observer) = &self.observer {
-            observer.finished(Outcome::Success, Duration::ZERO, self.in_flight());
-        }
     }
 
     /// Give back a slot without a sample (a waiter that was handed a slot and
@@ -1090,7 +1100,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     fn refresh(&self, now: Instant) {
         let transitions = {
             let mut policy = self.lock();
-            self.flush_rejections(&mut policy, now);
+            self.catch_up(&mut policy, now);
             if policy.poll_timeout().is_some_and(|t| t <= now) {
                 policy.handle_timeout(now);
             }
@@ -1105,7 +1115,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Before any event reaches the policy: hand over the successes batched
     /// for it, then the rejections counted since it last heard.
-    fn flush_rejections(&self, policy: &mut A, now: Instant) {
+    fn catch_up(&self, policy: &mut A, now: Instant) {
         if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
             let batched = self.slots.fetch_and(IN_FLIGHT, Ordering::SeqCst) >> 32;
             if batched > 0 {

@@ -116,38 +116,28 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     }
 }
 
-impl<O: Observer + ?Sized> Observer for Box<O> {
-    fn admitted(&self, in_flight: u32, probe: bool) {
-        (**self).admitted(in_flight, probe);
-    }
-    fn rejected(&self, rejection: &Rejection) {
-        (**self).rejected(rejection);
-    }
-    fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
-        (**self).finished(outcome, latency, in_flight);
-    }
-    fn gate_changed(&self, gate: &Gate) {
-        (**self).gate_changed(gate);
-    }
-    fn transition(&self, transition: &Transition) {
-        (**self).transition(transition);
-    }
+/// Observing through a pointer: `Box<O>` and `Arc<O>` tell `O`.
+macro_rules! forward {
+    ($($pointer:ident)::+) => {
+        impl<O: Observer + ?Sized> Observer for $($pointer)::+<O> {
+            fn admitted(&self, in_flight: u32, probe: bool) {
+                (**self).admitted(in_flight, probe);
+            }
+            fn rejected(&self, rejection: &Rejection) {
+                (**self).rejected(rejection);
+            }
+            fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
+                (**self).finished(outcome, latency, in_flight);
+            }
+            fn gate_changed(&self, gate: &Gate) {
+                (**self).gate_changed(gate);
+            }
+            fn transition(&self, transition: &Transition) {
+                (**self).transition(transition);
+            }
+        }
+    };
 }
 
-impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
-    fn admitted(&self, in_flight: u32, probe: bool) {
-        (**self).admitted(in_flight, probe);
-    }
-    fn rejected(&self, rejection: &Rejection) {
-        (**self).rejected(rejection);
-    }
-    fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
-        (**self).finished(outcome, latency, in_flight);
-    }
-    fn gate_changed(&self, gate: &Gate) {
-        (**self).gate_changed(gate);
-    }
-    fn transition(&self, transition: &Transition) {
-        (**self).transition(transition);
-    }
-}
+forward!(Box);
+forward!(std::sync::Arc);

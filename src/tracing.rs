@@ -49,37 +49,25 @@ impl TracingObserver {
 impl Observer for TracingObserver {
     fn transition(&self, t: &Transition) {
         let limiter: &str = &self.limiter;
+        // One event, at the level and with the message its new state calls for.
+        macro_rules! event {
+            ($level:ident, $message:literal) => {
+                ::tracing::$level!(
+                    limiter,
+                    policy = t.policy,
+                    from = t.from.as_str(),
+                    to = t.to.as_str(),
+                    failure_rate = t.failure_rate,
+                    slow_call_rate = t.slow_call_rate,
+                    calls = t.calls,
+                    $message
+                )
+            };
+        }
         match t.to {
-            BreakerState::Open | BreakerState::ForcedOpen => ::tracing::warn!(
-                limiter,
-                policy = t.policy,
-                from = t.from.as_str(),
-                to = t.to.as_str(),
-                failure_rate = t.failure_rate,
-                slow_call_rate = t.slow_call_rate,
-                calls = t.calls,
-                "circuit opened"
-            ),
-            BreakerState::Closed | BreakerState::ForcedClosed => ::tracing::info!(
-                limiter,
-                policy = t.policy,
-                from = t.from.as_str(),
-                to = t.to.as_str(),
-                failure_rate = t.failure_rate,
-                slow_call_rate = t.slow_call_rate,
-                calls = t.calls,
-                "circuit closed"
-            ),
-            _ => ::tracing::debug!(
-                limiter,
-                policy = t.policy,
-                from = t.from.as_str(),
-                to = t.to.as_str(),
-                failure_rate = t.failure_rate,
-                slow_call_rate = t.slow_call_rate,
-                calls = t.calls,
-                "breaker state changed"
-            ),
+            BreakerState::Open | BreakerState::ForcedOpen => event!(warn, "circuit opened"),
+            BreakerState::Closed | BreakerState::ForcedClosed => event!(info, "circuit closed"),
+            _ => event!(debug, "breaker state changed"),
         }
     }
 }

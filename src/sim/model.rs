@@ -191,15 +191,7 @@ impl Model {
     pub(crate) fn finish(&mut self, now: f64) -> Vec<(u64, Accept)> {
         self.busy = self.busy.saturating_sub(1);
         self.served(now);
-        let mut started = Vec::new();
-        while self.busy < self.workers && !self.is_down(now) {
-            let Some(job) = self.queue.pop_front() else {
-                break;
-            };
-            self.busy += 1;
-            started.push((job, self.serve(now)));
-        }
-        started
+        self.start_queued(now)
     }
 
     /// Workers were added: start queued jobs.

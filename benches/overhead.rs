@@ -4,11 +4,13 @@
 //! release a `tokio::sync::Semaphore` permit and read the clock twice (once at
 //! admission, once at completion). Run with `cargo bench --bench overhead`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_main, Criterion};
-use rheostat::algorithms::{breaker::Cooldown, Algorithm};
+use rheostat::algorithms::Algorithm;
 use rheostat::algorithms::{
     Aimd, AimdConfig, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Stack, Throttle,
     ThrottleConfig, Vegas, VegasConfig,
@@ -82,19 +84,7 @@ fn overhead(c: &mut Criterion) {
         b.iter(|| one_call(&breaker))
     });
 
-    let open = Limiter::new(
-        Breaker::new(BreakerConfig {
-            cooldown: Cooldown::Fixed(std::time::Duration::from_secs(3_600)),
-            ..BreakerConfig::default()
-        })
-        .expect("valid"),
-    );
-    for _ in 0..20 {
-        if let Ok(p) = open.try_acquire() {
-            p.overload();
-        }
-    }
-    assert!(open.try_acquire().is_err(), "the breaker must be open");
+    let open = common::open_breaker();
     group.bench_function("rheostat breaker (open, rejecting)", |b| {
         b.iter(|| black_box(open.try_acquire()).is_err());
     });

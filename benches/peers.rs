@@ -74,6 +74,8 @@
 // outside dependencies; the libraries themselves `forbid` unsafe code.
 #![allow(unsafe_code, reason = "a counting global allocator, to measure heap")]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
 use std::convert::Infallible;
@@ -86,7 +88,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
-use rheostat::algorithms::breaker::{BreakerWindow, Cooldown};
+use rheostat::algorithms::breaker::BreakerWindow;
 use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Throttle,
     ThrottleConfig, Vegas, VegasConfig,
@@ -499,23 +501,6 @@ fn count_breaker() -> Limiter<Breaker> {
     )
 }
 
-fn open_breaker() -> Limiter<Breaker> {
-    let open = Limiter::new(
-        Breaker::new(BreakerConfig {
-            cooldown: Cooldown::Fixed(Duration::from_secs(3_600)),
-            ..BreakerConfig::default()
-        })
-        .expect("valid"),
-    );
-    for _ in 0..20 {
-        if let Ok(p) = open.try_acquire() {
-            p.overload();
-        }
-    }
-    assert!(open.try_acquire().is_err(), "the breaker must be open");
-    open
-}
-
 fn open_failsafe() -> impl failsafe::CircuitBreaker {
     let policy = failsafe::failure_policy::consecutive_failures(
         1,
@@ -767,7 +752,7 @@ fn rejected(c: &mut Criterion, rec: &Recorder) {
         full_vegas.try_acquire().expect("a slot"),
         full_gradient.try_acquire().expect("a slot"),
     );
-    let open = open_breaker();
+    let open = common::open_breaker();
     b.single("rheostat Fixed (limit reached)", || {
         rheostat_refused(&full_fixed);
     });

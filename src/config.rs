@@ -78,6 +78,7 @@ use crate::algorithms::{
     GradientConfig, Outcome, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig,
 };
 use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
+use crate::shards::Sharding;
 use crate::wait::QueueOrder;
 
 /// A policy and its parameters, as written in a configuration file.
@@ -398,6 +399,10 @@ pub struct LimiterConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub probe_timeout: Option<Duration>,
+    /// Whether released slots are parked per core (`"on-contention"`,
+    /// `"off"` or `"always"`); see [`Sharding`].
+    #[serde(default)]
+    pub sharding: Sharding,
     /// The policy (required).
     pub policy: PolicyConfig,
 }
@@ -419,6 +424,7 @@ impl LimiterConfig {
             max_wait: None,
             on_drop: default_on_drop(),
             probe_timeout: None,
+            sharding: Sharding::OnContention,
             policy: policy.into(),
         }
     }
@@ -465,7 +471,8 @@ impl LimiterConfig {
         let mut builder = Limiter::builder(self.policy.build()?)
             .name(name)
             .queue(self.queue, self.max_waiters)
-            .on_drop(self.on_drop);
+            .on_drop(self.on_drop)
+            .sharding(self.sharding);
         if let Some(wait) = self.max_wait {
             builder = builder.max_wait(wait);
         }

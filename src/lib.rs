@@ -62,6 +62,7 @@ pub mod metrics;
 mod observe;
 mod permit;
 mod ready;
+mod shards;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod sync;
@@ -80,6 +81,7 @@ pub use limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
 pub use observe::Observer;
 pub use permit::{OwnedPermit, Permit};
 pub use ready::Readiness;
+pub use shards::{Sharding, PARK_PER_SHARD};
 pub use wait::QueueOrder;
 
 #[cfg(doctest)]

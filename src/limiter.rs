@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
@@ -16,6 +16,7 @@ use crate::gate::{AtomicGate, Packed, ALWAYS};
 use crate::observe::Observer;
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::ready::ActiveProbe;
+use crate::shards::{Sharding, Shards};
 use crate::sync::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
     PoisonError,
@@ -55,6 +56,22 @@ impl<T> std::ops::Deref for Line<T> {
     }
 }
 
+/// The in-flight word and, once set up, the shards that park released
+/// slots beside it (see `shards.rs`). The shards' handle is read by every
+/// admission and release, as the word is: on the same line, it costs no
+/// second line.
+struct Slots {
+    word: AtomicU64,
+    shards: OnceLock<Shards>,
+}
+
+impl std::ops::Deref for Slots {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.word
+    }
+}
+
 /// A limiter that chooses its policy at run time.
 pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
 
@@ -90,7 +107,7 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
     /// Calls in flight (the low 32 bits) and, above them, successes counted
     /// for the policy but not yet handed over: one word, so that a batched
     /// success gives back its slot and counts itself in one atomic step.
-    slots: Line<AtomicU64>,
+    slots: Line<Slots>,
     /// Successes finishing before this many nanoseconds after `epoch` may be
     /// batched: 0 for none, `u64::MAX` for all.
     batch_until: AtomicU64,
@@ -134,6 +151,7 @@ struct Options {
     order: QueueOrder,
     max_waiters: usize,
     on_drop: Outcome,
+    sharding: Sharding,
     /// Options most limiters leave unset, out of line: a limiter that sets
     /// none of them does not carry their space.
     rare: Option<Box<Rare>>,
@@ -215,6 +233,7 @@ impl<A: Algorithm> Builder<A, SystemClock> {
                 order: QueueOrder::Fifo,
                 max_waiters: 1024,
                 on_drop: Outcome::Ignore,
+                sharding: Sharding::OnContention,
                 rare: None,
             },
             seed: 0x0005_EED0_F4E0_57A7,
@@ -265,6 +284,15 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     #[must_use]
     pub fn on_drop(mut self, outcome: Outcome) -> Self {
         self.options.on_drop = outcome;
+        self
+    }
+
+    /// Whether released slots are parked per core (default
+    /// [`Sharding::OnContention`]): on many threads, calls then stop all
+    /// writing one shared word. See [`Sharding`].
+    #[must_use]
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.options.sharding = sharding;
         self
     }
 
@@ -383,7 +411,13 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
-            slots: Line(AtomicU64::new(0)),
+            slots: Line(Slots {
+                word: AtomicU64::new(0),
+                shards: match self.options.sharding {
+                    Sharding::Always => OnceLock::from(Shards::new(Sharding::Always)),
+                    _ => OnceLock::new(),
+                },
+            }),
             batch_until: AtomicU64::new(0),
             quiet: AtomicU64::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
@@ -445,7 +479,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Calls in flight now.
     pub fn in_flight(&self) -> u32 {
-        in_flight_of(self.slots.load(Ordering::SeqCst))
+        let taken = in_flight_of(self.slots.load(Ordering::SeqCst));
+        match self.slots.shards.get() {
+            Some(shards) => taken.saturating_sub(shards.parked()),
+            None => taken,
+        }
     }
 
     /// The gate being enforced now, read without a lock.
@@ -832,12 +870,33 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// Take a slot if fewer than `limit` are taken; returns the slots taken
+    /// then, this one included (with parked slots, an over-estimate of the
+    /// calls in flight by at most the slots parked on other shards).
     #[inline]
     fn take_slot(&self, limit: u32) -> Option<u32> {
+        if let Some(shards) = self.slots.shards.get() {
+            if shards.unpark() {
+                let taken = in_flight_of(self.slots.load(Ordering::SeqCst));
+                if taken <= limit {
+                    return Some(taken);
+                }
+                // The limit fell below the slots taken: this one goes back.
+                self.slots.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
         let mut current = self.slots.load(Ordering::SeqCst);
+        let mut drained = false;
         loop {
             let in_flight = in_flight_of(current);
             if in_flight >= limit {
+                if !drained && self.drain_parked() {
+                    // Slots parked on other shards are free: count them
+                    // as such and look again, once.
+                    drained = true;
+                    current = self.slots.load(Ordering::SeqCst);
+                    continue;
+                }
                 return None;
             }
             // Below the limit, at most `MAX_LIMIT`: adding one never carries
@@ -849,9 +908,45 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 Ordering::SeqCst,
             ) {
                 Ok(_) => return Some(in_flight + 1),
-                Err(actual) => current = actual,
+                Err(actual) => {
+                    if actual != current {
+                        self.contended();
+                    }
+                    current = actual;
+                }
             }
         }
+    }
+
+    /// Another thread took or gave back a slot between our read and our
+    /// write: set the shards up, if the options say so.
+    ///
+    /// Not under loom: `std`'s `OnceLock` publishes the shards, and loom,
+    /// which cannot see that ordering, would report their first use on
+    /// another thread as a race. The loom models park with
+    /// [`Sharding::Always`], whose shards exist before any thread starts.
+    #[cold]
+    fn contended(&self) {
+        if cfg!(not(rheostat_loom))
+            && self.options.sharding == Sharding::OnContention
+            && self.slots.shards.get().is_none()
+        {
+            let _ = self.slots.shards.set(Shards::new(Sharding::OnContention));
+        }
+    }
+
+    /// Give every parked slot back to the shared count; whether there were
+    /// any.
+    fn drain_parked(&self) -> bool {
+        let Some(shards) = self.slots.shards.get() else {
+            return false;
+        };
+        let parked = shards.drain();
+        if parked == 0 {
+            return false;
+        }
+        self.slots.fetch_sub(u64::from(parked), Ordering::SeqCst);
+        true
     }
 
     /// A probe gate: every admission is counted by the policy under its lock.
@@ -1056,6 +1151,20 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Give back a slot without a sample (a waiter that was handed a slot and
     /// then cancelled, or a probe the policy refused).
     pub(crate) fn release_slot(&self) {
+        if let Some(shards) = self.slots.shards.get() {
+            if let Some(cell) = shards.park(self.gate.load().limit()) {
+                if !self.waiters.is_empty() {
+                    // A waiter may have looked for parked slots before this
+                    // one was parked: it goes back to the shared count, for
+                    // the waiters to be served from.
+                    if cell.swap(0, Ordering::SeqCst) != 0 {
+                        self.slots.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    self.wake_waiters();
+                }
+                return;
+            }
+        }
         self.slots.fetch_sub(1, Ordering::SeqCst);
         self.wake_waiters();
     }

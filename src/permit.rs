@@ -138,7 +138,9 @@ macro_rules! permit_methods {
                 self.ticket.and_then(|t| t.start)
             }
 
-            /// Calls in flight when this one was admitted, itself included.
+            /// Calls in flight when this one was admitted, itself included
+            /// (with slots parked per core, those parked on other cores too:
+            /// see [`Sharding`](crate::Sharding)).
             pub fn in_flight_at_start(&self) -> u32 {
                 self.ticket.map_or(0, |t| t.in_flight)
             }

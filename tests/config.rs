@@ -12,7 +12,7 @@ use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, Half
 use rheostat::algorithms::window::{Aggregation, WindowConfig};
 use rheostat::algorithms::{AimdConfig, GradientConfig, ThrottleConfig, VegasConfig};
 use rheostat::config::{LimiterConfig, LimitersConfig, PolicyConfig};
-use rheostat::{Limiter, Outcome, QueueOrder};
+use rheostat::{Limiter, Outcome, QueueOrder, Sharding};
 
 fn every_policy() -> Vec<PolicyConfig> {
     let ms = Duration::from_millis;
@@ -109,6 +109,7 @@ fn a_whole_file_round_trips_with_limiter_options() {
     payments.max_wait = Some(Duration::from_millis(200));
     payments.on_drop = Outcome::Overload;
     payments.probe_timeout = Some(Duration::from_secs(5));
+    payments.sharding = Sharding::Off;
     let mut file = LimitersConfig {
         default: Some(LimiterConfig::new(PolicyConfig::Fixed { limit: 10 })),
         ..LimitersConfig::default()
@@ -125,6 +126,25 @@ fn a_whole_file_round_trips_with_limiter_options() {
     let limiter = file.build("payments").unwrap();
     assert_eq!(limiter.name(), "payments");
     assert_eq!(file.build("unlisted").unwrap().gate().limit, 10);
+}
+
+#[test]
+fn sharding_is_read_by_name_and_defaults_to_on_contention() {
+    let read = |text: &str| toml::from_str::<LimiterConfig>(text).map(|c| c.sharding);
+    let policy = "policy = { policy = \"fixed\", limit = 8 }";
+    assert_eq!(read(policy).unwrap(), Sharding::OnContention);
+    for (name, sharding) in [
+        ("off", Sharding::Off),
+        ("on-contention", Sharding::OnContention),
+        ("always", Sharding::Always),
+    ] {
+        assert_eq!(
+            read(&format!("sharding = \"{name}\"\n{policy}")).unwrap(),
+            sharding
+        );
+    }
+    let err = read(&format!("sharding = \"sometimes\"\n{policy}")).unwrap_err();
+    assert!(err.to_string().contains("sometimes"), "{err}");
 }
 
 #[test]

@@ -33,7 +33,7 @@ use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Coold
 use rheostat::algorithms::{
     Algorithm, Batching, BreakerState, Feedback, Fixed, Gate, Sample, Snapshot, Transition,
 };
-use rheostat::{Limiter, ManualClock, Observer, Outcome};
+use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
 
 /// Counts admissions and finished calls. Loom runs a model's threads one at
 /// a time, so plain atomics are exact here (and add no interleavings).
@@ -411,5 +411,97 @@ fn untimed_calls_to_a_fixed_limit_never_overshoot_or_leak() {
         }
         assert_eq!(limiter.in_flight(), 0);
         assert!(limiter.try_acquire().is_ok());
+    });
+}
+
+fn parking(limit: u32) -> Arc<Limiter<Fixed, ManualClock>> {
+    Arc::new(
+        Limiter::builder(Fixed::new(limit).unwrap())
+            .clock(ManualClock::new())
+            .sharding(Sharding::Always)
+            .build()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn slots_parked_per_core_are_taken_back_without_overshoot_or_leak() {
+    loom::model(|| {
+        let limiter = parking(1);
+        // Parked on this thread's shard: the callers, on the other shard
+        // and this one, must find it.
+        limiter.try_acquire().unwrap().success();
+        let running = Arc::new(AtomicU64::new(0));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (limiter, running) = (Arc::clone(&limiter), Arc::clone(&running));
+                thread::spawn(move || {
+                    if let Ok(permit) = limiter.try_acquire() {
+                        assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0);
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        permit.success();
+                        true
+                    } else {
+                        false
+                    }
+                })
+            })
+            .collect();
+        let admitted = callers
+            .into_iter()
+            .map(|caller| caller.join().unwrap())
+            .filter(|&admitted| admitted)
+            .count();
+        // One slot: the first caller always gets it, wherever it was parked.
+        assert!(admitted >= 1);
+        assert_eq!(limiter.in_flight(), 0);
+        assert!(limiter.try_acquire().is_ok());
+    });
+}
+
+#[test]
+fn a_parked_slot_is_not_used_beyond_a_lowered_limit() {
+    loom::model(|| {
+        let limiter = parking(2);
+        // One call running and one slot parked on this thread's shard.
+        let held = limiter.try_acquire_owned().unwrap();
+        limiter.try_acquire().unwrap().success();
+        let running = Arc::new(AtomicU64::new(1));
+        let caller = {
+            let (limiter, running) = (Arc::clone(&limiter), Arc::clone(&running));
+            thread::spawn(move || {
+                if let Ok(permit) = limiter.try_acquire() {
+                    assert!(running.fetch_add(1, Ordering::SeqCst) < 2);
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    permit.success();
+                }
+            })
+        };
+        limiter.update(|f| f.set_limit(1)).unwrap();
+        // The limit of one is in force and one call runs: the slot parked
+        // here must not be taken.
+        assert!(limiter.try_acquire().is_err());
+        caller.join().unwrap();
+        running.fetch_sub(1, Ordering::SeqCst);
+        held.success();
+        assert_eq!(limiter.in_flight(), 0);
+        assert!(limiter.try_acquire().is_ok());
+    });
+}
+
+#[test]
+fn a_waiter_enqueued_while_a_slot_is_parked_is_handed_it() {
+    loom::model(|| {
+        let limiter = parking(1);
+        let held = limiter.try_acquire_owned().unwrap();
+        let waiter = {
+            let limiter = Arc::clone(&limiter);
+            // A stranded waiter parks forever: loom reports the deadlock.
+            thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
+        };
+        // Parked, unless the waiter is seen.
+        held.success();
+        waiter.join().unwrap();
+        assert_eq!(limiter.in_flight(), 0);
     });
 }

@@ -92,7 +92,9 @@ pub struct Sample {
     /// How long the call took, from admission to its outcome being recorded.
     pub latency: Duration,
     /// How many calls were in flight when this one was admitted, itself
-    /// included.
+    /// included. A limiter that parks released slots per core (rheostat's
+    /// `Sharding`) counts the slots parked on other cores as well: an
+    /// over-estimate by at most one per core.
     pub in_flight: u32,
     /// What the call says about the dependency.
     pub outcome: Outcome,

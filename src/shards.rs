@@ -1,0 +1,228 @@
+//! Slots parked per core, so that threads sharing one limiter do not all
+//! write the one in-flight word.
+//!
+//! Every admission and every release writes the limiter's in-flight count.
+//! On one thread that costs an uncontended atomic step; on many, the cache
+//! line holding the count moves from core to core at every call, and two
+//! threads together make fewer calls than one alone. A released slot can
+//! instead be *parked* in a cell of the releasing thread's shard, still
+//! counted as taken, and the next admission on that shard takes it back
+//! without touching the shared count: two steps on a line no other core
+//! writes.
+//!
+//! The count of slots taken (`G`) is then calls in flight plus slots parked,
+//! and admission keeps its guarantee: a parked slot is taken only while
+//! `G` is within the limit, and calls in flight never exceed `G`. An
+//! admission that finds the limit reached first moves every parked slot back
+//! to the shared count and tries once more, so a slot parked on another core
+//! never stands between a caller and a free place.
+
+use std::cell::Cell;
+
+use crate::sync::{AtomicU32, Ordering};
+
+/// Whether a [`Limiter`](crate::Limiter) parks released slots per core.
+///
+/// See the README's "Threads sharing one limiter" for the trade: with
+/// parking, the number of calls in flight a policy is told for a call
+/// ([`Sample::in_flight`](crate::algorithms::Sample::in_flight)) counts the
+/// slots parked on other cores as well, an over-estimate of at most one per
+/// shard; [`Limiter::in_flight`](crate::Limiter::in_flight) and the limit
+/// itself stay exact.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::{algorithms::Fixed, Limiter, Sharding};
+///
+/// // Exact in-flight counts for the policy, at the price of one shared
+/// // word written by every call on every thread.
+/// let limiter = Limiter::builder(Fixed::new(100)?)
+///     .sharding(Sharding::Off)
+///     .build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "config", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "config", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum Sharding {
+    /// Never park: every call writes the shared in-flight count.
+    Off,
+    /// Set the shards up the first time two threads are seen racing for a
+    /// slot, and park only while the limit is at least
+    /// [`PARK_PER_SHARD`] per shard, so the over-estimate stays within a
+    /// sixteenth of the limit. A limiter only ever used by one thread at a
+    /// time never allocates them.
+    #[default]
+    OnContention,
+    /// Set the shards up at once and park at any limit.
+    Always,
+}
+
+/// Under [`Sharding::OnContention`], slots are parked only while the limit
+/// is at least this many per shard.
+pub const PARK_PER_SHARD: u32 = 16;
+
+/// The most shards a limiter sets up.
+const MAX_SHARDS: usize = 64;
+
+/// One parked slot (or none) per shard, each cell on a cache line of its
+/// own.
+pub(crate) struct Shards {
+    cells: Box<[Cell64]>,
+    /// The least limit at which a slot is parked.
+    floor: u32,
+}
+
+#[repr(align(64))]
+struct Cell64(AtomicU32);
+
+impl Shards {
+    pub(crate) fn new(sharding: Sharding) -> Self {
+        let count = shard_count();
+        let floor = match sharding {
+            Sharding::Always => 1,
+            _ => PARK_PER_SHARD.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)),
+        };
+        Shards {
+            cells: (0..count).map(|_| Cell64(AtomicU32::new(0))).collect(),
+            floor,
+        }
+    }
+
+    fn mine(&self) -> &AtomicU32 {
+        // The count is a power of two.
+        &self.cells[index() & (self.cells.len() - 1)].0
+    }
+
+    /// Take back a slot parked on this thread's shard.
+    #[inline]
+    pub(crate) fn unpark(&self) -> bool {
+        let cell = self.mine();
+        if cell.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        // Another thread on this shard, or a drain, may take it first.
+        let taken = cell
+            .compare_exchange(1, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if !taken {
+            rehash();
+        }
+        taken
+    }
+
+    /// Park a released slot on this thread's shard, if the limit allows it
+    /// and the shard has room. The caller keeps the slot otherwise.
+    #[inline]
+    pub(crate) fn park(&self, limit: u32) -> Option<&AtomicU32> {
+        if limit < self.floor {
+            return None;
+        }
+        let cell = self.mine();
+        if cell.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        if cell
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            rehash();
+            return None;
+        }
+        Some(cell)
+    }
+
+    /// Take every parked slot; returns how many.
+    pub(crate) fn drain(&self) -> u32 {
+        self.cells
+            .iter()
+            .filter(|cell| cell.0.load(Ordering::SeqCst) != 0)
+            .map(|cell| cell.0.swap(0, Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Slots parked now.
+    pub(crate) fn parked(&self) -> u32 {
+        self.cells
+            .iter()
+            .map(|cell| cell.0.load(Ordering::SeqCst))
+            .sum()
+    }
+}
+
+/// Shards per limiter: the machine's parallelism, rounded up to a power of
+/// two, at least 2 and at most [`MAX_SHARDS`].
+fn shard_count() -> usize {
+    #[cfg(not(rheostat_loom))]
+    {
+        static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *COUNT.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map_or(2, std::num::NonZero::get)
+                .next_power_of_two()
+                .clamp(2, MAX_SHARDS)
+        })
+    }
+    #[cfg(rheostat_loom)]
+    {
+        2
+    }
+}
+
+#[cfg(not(rheostat_loom))]
+std::thread_local! {
+    /// This thread's shard, before masking; `usize::MAX` until first used.
+    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+#[cfg(rheostat_loom)]
+loom::thread_local! {
+    static SHARD: Cell<usize> = Cell::new(usize::MAX);
+}
+
+/// This thread's shard: threads take shards in turn as they first use any
+/// limiter, so the first threads on a machine each have one of their own.
+#[inline]
+fn index() -> usize {
+    SHARD.with(|shard| {
+        let index = shard.get();
+        if index != usize::MAX {
+            return index;
+        }
+        let index = first_index();
+        shard.set(index);
+        index
+    })
+}
+
+#[cfg(not(rheostat_loom))]
+fn first_index() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed) % (usize::MAX / 2)
+}
+
+/// Under loom, from the thread's id, so that every run of a model places
+/// its threads alike.
+#[cfg(rheostat_loom)]
+fn first_index() -> usize {
+    format!("{:?}", loom::thread::current().id())
+        .bytes()
+        .fold(0, |h: usize, b| {
+            h.wrapping_mul(31).wrapping_add(usize::from(b))
+        })
+        % (usize::MAX / 2)
+}
+
+/// Move this thread to another shard: it met another thread on this one.
+fn rehash() {
+    SHARD.with(|shard| {
+        let next = shard
+            .get()
+            .wrapping_mul(0x9E37_79B9)
+            .wrapping_add(0x7F4A_7C15)
+            % (usize::MAX / 2);
+        shard.set(next);
+    });
+}

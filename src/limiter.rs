@@ -16,7 +16,7 @@ use crate::gate::{AtomicGate, Packed, ALWAYS};
 use crate::observe::Observer;
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::ready::ActiveProbe;
-use crate::shards::{Sharding, Shards};
+use crate::shards::{Parked, Sharding, Shards};
 use crate::sync::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
     PoisonError,
@@ -1138,6 +1138,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Give back the slot of a success the policy lets us count for it
     /// without its lock.
     fn finish_batched(&self) {
+        if let Some(parked) = self.park(1) {
+            if parked.batched >= BATCH_FLUSH {
+                self.update(|_| ());
+            }
+            self.after_parking(&parked);
+            return;
+        }
         let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
         if before >> 32 >= BATCH_FLUSH {
             // Hand the batch over long before the count could overflow.
@@ -1151,22 +1158,35 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Give back a slot without a sample (a waiter that was handed a slot and
     /// then cancelled, or a probe the policy refused).
     pub(crate) fn release_slot(&self) {
-        if let Some(shards) = self.slots.shards.get() {
-            if let Some(cell) = shards.park(self.gate.load().limit()) {
-                if !self.waiters.is_empty() {
-                    // A waiter may have looked for parked slots before this
-                    // one was parked: it goes back to the shared count, for
-                    // the waiters to be served from.
-                    if cell.swap(0, Ordering::SeqCst) != 0 {
-                        self.slots.fetch_sub(1, Ordering::SeqCst);
-                    }
-                    self.wake_waiters();
-                }
-                return;
-            }
+        if let Some(parked) = self.park(0) {
+            self.after_parking(&parked);
+            return;
         }
         self.slots.fetch_sub(1, Ordering::SeqCst);
         self.wake_waiters();
+    }
+
+    /// Park a released slot, with `successes` batched beside it, on this
+    /// thread's shard, if there are shards and room on this one.
+    #[inline]
+    fn park(&self, successes: u64) -> Option<Parked<'_>> {
+        self.slots
+            .shards
+            .get()?
+            .park(self.gate.load().limit(), successes)
+    }
+
+    fn after_parking(&self, parked: &Parked<'_>) {
+        if !self.waiters.is_empty() {
+            // A waiter may have looked for parked slots before this one was
+            // parked: it goes back to the shared count, for the waiters to
+            // be served from.
+            let slots = parked.unpark_all();
+            if slots != 0 {
+                self.slots.fetch_sub(u64::from(slots), Ordering::SeqCst);
+            }
+            self.wake_waiters();
+        }
     }
 
     pub(crate) fn wake_waiters(&self) {
@@ -1225,11 +1245,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Before any event reaches the policy: hand over the successes batched
     /// for it, then the rejections counted since it last heard.
     fn catch_up(&self, policy: &mut A, now: Instant) {
+        let mut batched = 0;
         if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
-            let batched = self.slots.fetch_and(IN_FLIGHT, Ordering::SeqCst) >> 32;
-            if batched > 0 {
-                policy.on_successes(now, batched);
-            }
+            batched = self.slots.fetch_and(IN_FLIGHT, Ordering::SeqCst) >> 32;
+        }
+        if let Some(shards) = self.slots.shards.get() {
+            batched += shards.take_batched();
+        }
+        if batched > 0 {
+            policy.on_successes(now, batched);
         }
         if self.rejected.load(Ordering::Relaxed) > 0 {
             let count = self.rejected.swap(0, Ordering::Relaxed);

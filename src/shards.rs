@@ -7,8 +7,10 @@
 //! threads together make fewer calls than one alone. A released slot can
 //! instead be *parked* in a cell of the releasing thread's shard, still
 //! counted as taken, and the next admission on that shard takes it back
-//! without touching the shared count: two steps on a line no other core
-//! writes.
+//! without writing the shared count (it reads it): two steps on a line no
+//! other core writes. A success the policy lets the limiter batch is
+//! counted in the same cell as its parked slot, in the same step, and
+//! collected from every cell before the policy's next event.
 //!
 //! The count of slots taken (`G`) is then calls in flight plus slots parked,
 //! and admission keeps its guarantee: a parked slot is taken only while
@@ -19,7 +21,7 @@
 
 use std::cell::Cell;
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Whether a [`Limiter`](crate::Limiter) parks released slots per core.
 ///
@@ -67,16 +69,30 @@ pub const PARK_PER_SHARD: u32 = 16;
 /// The most shards a limiter sets up.
 const MAX_SHARDS: usize = 64;
 
-/// One parked slot (or none) per shard, each cell on a cache line of its
-/// own.
+/// One parked slot (or none) and the successes batched there, per shard,
+/// each cell on a cache line of its own.
 pub(crate) struct Shards {
     cells: Box<[Cell64]>,
     /// The least limit at which a slot is parked.
     floor: u32,
 }
 
+/// A shard's cell: slots parked (the low 32 bits: 0 or 1, since a slot is
+/// parked only in an empty cell) and, above them, successes batched for the
+/// policy.
 #[repr(align(64))]
-struct Cell64(AtomicU32);
+struct Cell64(AtomicU64);
+
+/// The parked part of a cell.
+const PARKED: u64 = 0xFFFF_FFFF;
+/// One batched success in a cell.
+pub(crate) const ONE_BATCHED: u64 = 1 << 32;
+
+fn parked_of(cell: u64) -> u32 {
+    #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
+    let parked = (cell & PARKED) as u32;
+    parked
+}
 
 impl Shards {
     pub(crate) fn new(sharding: Sharding) -> Self {
@@ -86,12 +102,12 @@ impl Shards {
             _ => PARK_PER_SHARD.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)),
         };
         Shards {
-            cells: (0..count).map(|_| Cell64(AtomicU32::new(0))).collect(),
+            cells: (0..count).map(|_| Cell64(AtomicU64::new(0))).collect(),
             floor,
         }
     }
 
-    fn mine(&self) -> &AtomicU32 {
+    fn mine(&self) -> &AtomicU64 {
         // The count is a power of two.
         &self.cells[index() & (self.cells.len() - 1)].0
     }
@@ -100,12 +116,13 @@ impl Shards {
     #[inline]
     pub(crate) fn unpark(&self) -> bool {
         let cell = self.mine();
-        if cell.load(Ordering::SeqCst) == 0 {
+        let current = cell.load(Ordering::SeqCst);
+        if parked_of(current) == 0 {
             return false;
         }
         // Another thread on this shard, or a drain, may take it first.
         let taken = cell
-            .compare_exchange(1, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(current, current - 1, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
         if !taken {
             rehash();
@@ -113,33 +130,51 @@ impl Shards {
         taken
     }
 
-    /// Park a released slot on this thread's shard, if the limit allows it
-    /// and the shard has room. The caller keeps the slot otherwise.
+    /// Park a released slot on this thread's shard, counting `successes`
+    /// batched with it, if the limit allows it and the shard has room. On
+    /// `None` the caller keeps the slot and the successes.
     #[inline]
-    pub(crate) fn park(&self, limit: u32) -> Option<&AtomicU32> {
+    pub(crate) fn park(&self, limit: u32, successes: u64) -> Option<Parked<'_>> {
         if limit < self.floor {
             return None;
         }
         let cell = self.mine();
-        if cell.load(Ordering::SeqCst) != 0 {
+        let current = cell.load(Ordering::SeqCst);
+        if parked_of(current) != 0 {
             return None;
         }
-        if cell
-            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            rehash();
-            return None;
+        match cell.compare_exchange(
+            current,
+            current + successes * ONE_BATCHED + 1,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => Some(Parked {
+                cell,
+                batched: current >> 32,
+            }),
+            Err(_) => {
+                rehash();
+                None
+            }
         }
-        Some(cell)
     }
 
     /// Take every parked slot; returns how many.
     pub(crate) fn drain(&self) -> u32 {
         self.cells
             .iter()
-            .filter(|cell| cell.0.load(Ordering::SeqCst) != 0)
-            .map(|cell| cell.0.swap(0, Ordering::SeqCst))
+            .filter(|cell| parked_of(cell.0.load(Ordering::SeqCst)) != 0)
+            .map(|cell| parked_of(cell.0.fetch_and(!PARKED, Ordering::SeqCst)))
+            .sum()
+    }
+
+    /// Take every success batched on the shards; returns how many.
+    pub(crate) fn take_batched(&self) -> u64 {
+        self.cells
+            .iter()
+            .filter(|cell| cell.0.load(Ordering::SeqCst) >> 32 != 0)
+            .map(|cell| cell.0.fetch_and(PARKED, Ordering::SeqCst) >> 32)
             .sum()
     }
 
@@ -147,8 +182,23 @@ impl Shards {
     pub(crate) fn parked(&self) -> u32 {
         self.cells
             .iter()
-            .map(|cell| cell.0.load(Ordering::SeqCst))
+            .map(|cell| parked_of(cell.0.load(Ordering::SeqCst)))
             .sum()
+    }
+}
+
+/// A slot just parked.
+pub(crate) struct Parked<'a> {
+    cell: &'a AtomicU64,
+    /// Successes batched on the shard before this one.
+    pub(crate) batched: u64,
+}
+
+impl Parked<'_> {
+    /// Take the slots parked on this shard back out (someone waits for
+    /// one); returns how many.
+    pub(crate) fn unpark_all(&self) -> u32 {
+        parked_of(self.cell.fetch_and(!PARKED, Ordering::SeqCst))
     }
 }
 

@@ -15,7 +15,7 @@ use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Coold
 use rheostat::algorithms::{
     Algorithm, Batching, Feedback, Gate, Refusal, Sample, Snapshot, Transition,
 };
-use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason};
+use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason, Sharding};
 
 /// A breaker that hears of every call on its own.
 struct Unbatched(Breaker);
@@ -65,8 +65,9 @@ enum Op {
     Call(Outcome),
     /// Acquire and keep the permit.
     Hold,
-    /// Record the oldest permit kept.
-    Release(Outcome),
+    /// Record the oldest permit kept; `true` on a thread of its own (with
+    /// slots parked per core, another shard than the test's thread).
+    Release(Outcome, bool),
     /// Let time pass, in milliseconds.
     Advance(u64),
     /// Move the breaker by hand: force open, force closed, disable,
@@ -86,7 +87,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => outcome().prop_map(Op::Call),
         1 => Just(Op::Hold),
-        1 => outcome().prop_map(Op::Release),
+        1 => (outcome(), any::<bool>()).prop_map(|(o, t)| Op::Release(o, t)),
         2 => (0u64..3_000).prop_map(Op::Advance),
         1 => (0u8..5).prop_map(Op::Manual),
     ]
@@ -119,10 +120,16 @@ type Log = Arc<Mutex<Vec<(u64, &'static str, &'static str, u64, u64)>>>;
 
 /// A limiter over `policy` whose transitions are logged as (milliseconds
 /// since start, from, to, failure rate in millionths, calls).
-fn limiter<A: Algorithm>(policy: A, clock: &ManualClock, log: &Log) -> Limiter<A, ManualClock> {
+fn limiter<A: Algorithm>(
+    policy: A,
+    clock: &ManualClock,
+    log: &Log,
+    sharding: Sharding,
+) -> Limiter<A, ManualClock> {
     let (log, start) = (Arc::clone(log), clock.now());
     Limiter::builder(policy)
         .clock(clock.clone())
+        .sharding(sharding)
         .on_transition(move |t| {
             #[allow(
                 clippy::cast_possible_truncation,
@@ -162,11 +169,19 @@ proptest! {
     fn batching_changes_no_admission_and_no_transition(
         config in config(),
         ops in prop::collection::vec(op(), 1..400),
+        parking in any::<bool>(),
     ) {
         let (clock_a, clock_b) = (ManualClock::new(), ManualClock::new());
         let (log_a, log_b) = (Log::default(), Log::default());
-        let batched = limiter(Breaker::new(config.clone()).unwrap(), &clock_a, &log_a);
-        let single = limiter(Unbatched(Breaker::new(config).unwrap()), &clock_b, &log_b);
+        // With parking, successes are batched on the shards as well.
+        let sharding = if parking { Sharding::Always } else { Sharding::Off };
+        let batched = limiter(Breaker::new(config.clone()).unwrap(), &clock_a, &log_a, sharding);
+        let single = limiter(
+            Unbatched(Breaker::new(config).unwrap()),
+            &clock_b,
+            &log_b,
+            Sharding::Off,
+        );
         let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
         for (i, op) in ops.iter().enumerate() {
             match *op {
@@ -187,9 +202,14 @@ proptest! {
                         held_b.push(b);
                     }
                 }
-                Op::Release(outcome) => {
+                Op::Release(outcome, elsewhere) => {
                     if !held_a.is_empty() {
-                        held_a.remove(0).record(outcome);
+                        let a = held_a.remove(0);
+                        if elsewhere {
+                            std::thread::scope(|s| s.spawn(|| a.record(outcome)).join().unwrap());
+                        } else {
+                            a.record(outcome);
+                        }
                         held_b.remove(0).record(outcome);
                     }
                 }
@@ -306,6 +326,15 @@ impl Algorithm for Counted {
 
 #[test]
 fn threads_hammering_a_batching_breaker_lose_no_call() {
+    hammer(Sharding::Off);
+}
+
+#[test]
+fn threads_hammering_a_batching_breaker_with_slots_parked_per_core_lose_no_call() {
+    hammer(Sharding::Always);
+}
+
+fn hammer(sharding: Sharding) {
     use std::sync::atomic::{AtomicU64, Ordering};
     // The system clock, a count window and short cooldowns: the breaker
     // trips, probes and closes again while four threads batch successes.
@@ -329,6 +358,7 @@ fn threads_hammering_a_batching_breaker_lose_no_call() {
     .on_transition(move |_| {
         seen.fetch_add(1, Ordering::SeqCst);
     })
+    .sharding(sharding)
     .build()
     .unwrap();
     let admitted = AtomicU64::new(0);

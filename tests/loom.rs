@@ -359,9 +359,24 @@ impl Algorithm for Tally {
 
 #[test]
 fn batched_successes_and_a_failure_beside_them_are_all_handed_over_once() {
-    loom::model(|| {
+    batched_beside_a_failure(Sharding::Off);
+}
+
+#[test]
+fn successes_batched_on_parked_slots_and_a_failure_beside_them_are_all_handed_over_once() {
+    batched_beside_a_failure(Sharding::Always);
+}
+
+fn batched_beside_a_failure(sharding: Sharding) {
+    loom::model(move || {
         let tally = Tally::default();
-        let limiter = Arc::new(Limiter::with_clock(tally.clone(), ManualClock::new()));
+        let limiter = Arc::new(
+            Limiter::builder(tally.clone())
+                .clock(ManualClock::new())
+                .sharding(sharding)
+                .build()
+                .unwrap(),
+        );
         let callers: Vec<_> = [Outcome::Success, Outcome::Overload]
             .into_iter()
             .map(|outcome| {

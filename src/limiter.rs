@@ -1019,7 +1019,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(crate) fn observe_admit(&self, ticket: &Ticket) {
         if let Some(observer) = &self.observer {
-            observer.admitted(ticket.in_flight, ticket.probe);
+            observer.admitted(ticket.in_flight(), ticket.probe());
         }
     }
 
@@ -1040,8 +1040,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.policy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Record the end of an admitted call and release its slot.
-    #[inline]
+    /// Record the end of an admitted call and release its slot. What needs
+    /// no clock is done here, inline; the rest in
+    /// [`Limiter::finish_timed`].
+    #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
@@ -1052,7 +1054,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
         let batchable = outcome == Outcome::Success
             && ticket.start.is_none()
-            && !ticket.probe
+            && !ticket.probe()
             && ticket.generation == self.generation();
         let batch_until = if batchable {
             self.batch_until.load(Ordering::SeqCst)
@@ -1064,6 +1066,19 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.finish_batched();
             return;
         }
+        self.finish_timed(ticket, outcome, feedback, batch_until);
+    }
+
+    /// [`Limiter::finish`] for a call the policy may learn from: read the
+    /// clock, then batch it, let it pass as quiet, or hand it over.
+    #[inline(never)]
+    fn finish_timed(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        feedback: Feedback,
+        batch_until: u64,
+    ) {
         let now = self.clock.now();
         if batch_until != 0 && self.nanos(now) < batch_until {
             self.finish_batched();
@@ -1074,8 +1089,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
         let quiet = self.quiet.load(Ordering::SeqCst);
         if outcome == Outcome::Success
-            && !ticket.probe
-            && u64::from(ticket.in_flight) <= quiet >> 32
+            && !ticket.probe()
+            && u64::from(ticket.in_flight()) <= quiet >> 32
         {
             // Rounded up, against a bound rounded down: never quiet by
             // rounding.
@@ -1112,8 +1127,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             outcome
         };
-        let sample = Sample::new(outcome, latency, ticket.in_flight)
-            .with_probe(ticket.probe)
+        let sample = Sample::new(outcome, latency, ticket.in_flight())
+            .with_probe(ticket.probe())
             .with_stale(ticket.generation != self.generation());
         let transitions = {
             let mut policy = self.lock();
@@ -1137,6 +1152,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Give back the slot of a success the policy lets us count for it
     /// without its lock.
+    #[inline]
     fn finish_batched(&self) {
         if let Some(parked) = self.park(1) {
             if parked.batched >= BATCH_FLUSH {
@@ -1157,6 +1173,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Give back a slot without a sample (a waiter that was handed a slot and
     /// then cancelled, or a probe the policy refused).
+    #[inline]
     pub(crate) fn release_slot(&self) {
         if let Some(parked) = self.park(0) {
             self.after_parking(&parked);
@@ -1189,10 +1206,16 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    #[inline]
     pub(crate) fn wake_waiters(&self) {
         if self.waiters.is_empty() {
             return;
         }
+        self.serve_waiters();
+    }
+
+    #[cold]
+    fn serve_waiters(&self) {
         let now = self.clock.now();
         self.waiters.serve(|| self.admit(now, false, false));
     }
@@ -1214,7 +1237,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub(crate) fn try_acquire_probe(&self) -> Result<Permit<'_, A, C>, Rejection> {
         let now = self.clock.now();
         match self.admit(now, false, true) {
-            Ok(ticket) if ticket.probe => Ok(Permit::new(self, ticket)),
+            Ok(ticket) if ticket.probe() => Ok(Permit::new(self, ticket)),
             Ok(ticket) => {
                 // The gate stopped probing in the meantime: not a probe.
                 Permit::new(self, ticket).ignore();

@@ -10,19 +10,25 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::CallError;
 use crate::limiter::Limiter;
 
-/// What the limiter knows about one admitted call.
+/// What the limiter knows about one admitted call: 24 bytes without
+/// padding, so that a permit moves in whole words.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticket {
     /// `None` if the limiter did not read the clock (its policy does not
     /// time calls).
     pub(crate) start: Option<Instant>,
-    pub(crate) in_flight: u32,
-    pub(crate) probe: bool,
+    /// Calls in flight at admission (the low 31 bits: at most
+    /// `MAX_LIMIT`) and whether it is a probe (the top bit).
+    flight: u32,
     /// The limiter's transition generation when the call was admitted.
     pub(crate) generation: u32,
 }
 
+/// The probe bit of [`Ticket::flight`].
+const PROBE: u32 = 1 << 31;
+
 impl Ticket {
+    #[inline]
     pub(crate) fn new(
         start: Option<Instant>,
         in_flight: u32,
@@ -31,10 +37,21 @@ impl Ticket {
     ) -> Self {
         Ticket {
             start,
-            in_flight,
-            probe,
+            flight: in_flight.min(!PROBE) | if probe { PROBE } else { 0 },
             generation,
         }
+    }
+
+    /// Calls in flight when it was admitted, itself included.
+    #[inline]
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.flight & !PROBE
+    }
+
+    /// Whether it was admitted as a probe.
+    #[inline]
+    pub(crate) fn probe(&self) -> bool {
+        self.flight & PROBE != 0
     }
 }
 
@@ -102,6 +119,7 @@ macro_rules! permit_methods {
         impl<$($lt,)? A: Algorithm, C: Clock> $ty<$($lt,)? A, C> {
             /// The dependency answered: record a success (a policy may still
             /// count it as slow) and release the slot.
+            #[inline]
             pub fn success(self) {
                 self.record(Outcome::Success);
             }
@@ -119,6 +137,7 @@ macro_rules! permit_methods {
             }
 
             /// Record `outcome` and release the slot.
+            #[inline]
             pub fn record(mut self, outcome: Outcome) {
                 if let Some(ticket) = self.ticket.take() {
                     self.limiter.finish(&ticket, outcome);
@@ -128,7 +147,7 @@ macro_rules! permit_methods {
             /// Whether this call was admitted as a trial call while a breaker
             /// is half-open. Callers may give a probe a longer timeout.
             pub fn is_probe(&self) -> bool {
-                self.ticket.is_some_and(|t| t.probe)
+                self.ticket.is_some_and(|t| t.probe())
             }
 
             /// When the call was admitted, by the limiter's clock; `None`
@@ -142,7 +161,7 @@ macro_rules! permit_methods {
             /// (with slots parked per core, those parked on other cores too:
             /// see [`Sharding`](crate::Sharding)).
             pub fn in_flight_at_start(&self) -> u32 {
-                self.ticket.map_or(0, |t| t.in_flight)
+                self.ticket.map_or(0, |t| t.in_flight())
             }
 
             /// Run `call` under this permit, give it at most `timeout`, and

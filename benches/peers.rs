@@ -63,7 +63,10 @@
 //! are timed by a loop of our own after criterion's groups (it always runs,
 //! whatever criterion's filter): each round times every case in turn, so
 //! that load from other processes, which weighs on this figure most, falls
-//! on all cases alike. The summary prints the load average.
+//! on all cases alike. The summary prints the load average. rheostat's
+//! limiters run with their defaults: they set up their per-core shards (see
+//! `Sharding`) the first time two threads race for a slot, in the first
+//! round, and keep them for every run after, on one thread or two.
 //!
 //! **Memory** is `size_of` of the limiter plus the heap it holds, measured by
 //! a counting global allocator (switched on only while measuring, so it
@@ -95,7 +98,7 @@ use rheostat::algorithms::{
 };
 use rheostat::config::{LimiterConfig, PolicyConfig};
 use rheostat::keyed::KeyedLimiters;
-use rheostat::Limiter;
+use rheostat::{Limiter, Sharding};
 use tower::Service;
 
 use congestion_limiter::limiter::{
@@ -844,6 +847,15 @@ fn memory() -> (Vec<Footprint>, Vec<(&'static str, isize)>) {
         }),
         footprint("rheostat Breaker", || {
             Limiter::new(Breaker::new(BreakerConfig::default()).expect("valid"))
+        }),
+        // What contention adds: the shards that park released slots, set up
+        // here at once (one 64-byte cell per core, rounded up to a power of
+        // two).
+        footprint("rheostat Fixed, shards set up", || {
+            Limiter::builder(Fixed::new(100).expect("valid"))
+                .sharding(Sharding::Always)
+                .build()
+                .expect("valid")
         }),
         footprint("tower ConcurrencyLimit", || tower_limit(100)),
         footprint("congestion-limiter Fixed", || {

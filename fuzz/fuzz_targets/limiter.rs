@@ -3,7 +3,8 @@
 //! `Limiter` on a manual clock. In flight always equals the permits held,
 //! every admission is released exactly once, and the published gate is
 //! never NaN — with an observer (every call timed) or without one (the
-//! limiter times, locks and batches successes only as the policy asks).
+//! limiter times, locks and batches successes only as the policy asks), and
+//! with released slots parked per core or not.
 
 #![no_main]
 #![forbid(unsafe_code)]
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use rheostat::{Limiter, ManualClock, Observer, Outcome};
+use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
 use rheostat_fuzz::{check_gate, outcome, PolicyArgs};
 
 #[derive(Arbitrary, Debug)]
@@ -35,6 +36,9 @@ struct Input {
     /// With an observer every call is timed; without one, the limiter
     /// times, locks and batches only as the policy asks.
     observe: bool,
+    /// Park released slots per core at any limit (one shard here: one
+    /// thread), or never.
+    park: bool,
     ops: Vec<Op>,
 }
 
@@ -59,7 +63,13 @@ fuzz_target!(|input: Input| {
     };
     let clock = ManualClock::new();
     let counts = Arc::new(Counts::default());
-    let builder = Limiter::builder(built.into_boxed().0).clock(clock.clone());
+    let builder = Limiter::builder(built.into_boxed().0)
+        .clock(clock.clone())
+        .sharding(if input.park {
+            Sharding::Always
+        } else {
+            Sharding::Off
+        });
     let builder = if input.observe {
         builder.observer(Arc::clone(&counts))
     } else {

@@ -5,7 +5,8 @@
 //! RHEOSTAT_STRESS_SECS=600 cargo test --release --test stress -- --ignored --nocapture
 //! ```
 //!
-//! Two limiters (FIFO and LIFO queues) each take calls from 128 Tokio tasks on
+//! Two limiters (FIFO and LIFO queues; the LIFO one parks released slots
+//! per core at any limit) each take calls from 128 Tokio tasks on
 //! a four-worker runtime for `RHEOSTAT_STRESS_SECS` seconds (default 60).
 //! Calls end in random outcomes against a dependency that turns sick and
 //! well again (so the breaker trips and recovers for real); queued
@@ -40,7 +41,8 @@ use rheostat::algorithms::{
     Throttle, ThrottleConfig, Transition, Vegas, VegasConfig,
 };
 use rheostat::{
-    CallError, Limiter, Observer, Outcome, OwnedPermit, Permit, QueueOrder, RejectReason, Rejection,
+    CallError, Limiter, Observer, Outcome, OwnedPermit, Permit, QueueOrder, RejectReason,
+    Rejection, Sharding,
 };
 
 const TASKS: u64 = 128;
@@ -757,6 +759,12 @@ fn run_one(order: QueueOrder, stop: Instant, runtime: &tokio::runtime::Runtime) 
             .name(format!("{order:?}"))
             .queue(order, 64)
             .observer(Watch(Arc::clone(&checker)))
+            // The FIFO limiter sets its shards up on contention and parks
+            // from a limit of 16 per shard; the LIFO one parks at any limit.
+            .sharding(match order {
+                QueueOrder::Lifo => Sharding::Always,
+                _ => Sharding::OnContention,
+            })
             .build()
             .unwrap(),
     );

@@ -477,7 +477,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         &self.clock
     }
 
-    /// Calls in flight now.
+    /// Calls in flight now. With slots parked per core (see [`Sharding`]),
+    /// it is read from more than one word: while other threads start and
+    /// finish calls, it may count a call that finished, or miss one that
+    /// started, while it reads.
     pub fn in_flight(&self) -> u32 {
         let taken = in_flight_of(self.slots.load(Ordering::SeqCst));
         match self.slots.shards.get() {

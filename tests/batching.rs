@@ -1,6 +1,7 @@
-//! Batched successes change nothing a breaker decides: a limiter whose
-//! breaker lets successes be counted without its lock admits, refuses and
-//! transitions exactly as one whose breaker hears of every call on its own.
+//! Batched successes change nothing a breaker or a throttle decides: a
+//! limiter whose policy lets successes be counted without its lock admits,
+//! refuses and transitions exactly as one whose policy hears of every call
+//! on its own.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown};
 use rheostat::algorithms::{
-    Algorithm, Batching, Feedback, Gate, Refusal, Sample, Snapshot, Transition,
+    Algorithm, Batching, Feedback, Gate, Refusal, Sample, Snapshot, Throttle, ThrottleConfig,
+    Transition,
 };
 use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason, Sharding};
 
@@ -393,4 +395,176 @@ fn hammer(sharding: Sharding) {
         admitted.load(Ordering::SeqCst),
         "every admitted call is told to the policy once, alone or in a batch"
     );
+}
+
+// ----- the throttle ---------------------------------------------------------
+
+/// A throttle that hears of every call on its own.
+struct UnbatchedThrottle(Throttle);
+
+impl Algorithm for UnbatchedThrottle {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn gate(&self) -> Gate {
+        self.0.gate()
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        self.0.on_sample(now, sample);
+    }
+    fn on_rejected(&mut self, now: Instant, count: u64) {
+        self.0.on_rejected(now, count);
+    }
+    fn feedback(&self) -> Feedback {
+        self.0.feedback()
+    }
+    fn batching(&self) -> Batching {
+        Batching::Never
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.0.handle_timeout(now);
+    }
+    fn snapshot(&self) -> Snapshot {
+        self.0.snapshot()
+    }
+}
+
+fn throttle_config() -> impl Strategy<Value = ThrottleConfig> {
+    (
+        prop_oneof![Just(1.0), Just(1.5), Just(2.0), 1.0f64..3.0],
+        0u32..4,
+        1u64..8,
+        1u32..6,
+        prop_oneof![Just(0.9), 0.1f64..1.0],
+        0u64..12,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(k, pad, window_s, buckets, cap, min_requests, count_rejected)| ThrottleConfig {
+                k,
+                pad,
+                window: Duration::from_secs(window_s),
+                buckets,
+                max_reject_probability: cap,
+                min_requests,
+                count_rejected,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn batching_changes_no_throttle_decision(
+        config in throttle_config(),
+        ops in prop::collection::vec(op(), 1..400),
+        parking in any::<bool>(),
+    ) {
+        let (clock_a, clock_b) = (ManualClock::new(), ManualClock::new());
+        let (start_a, start_b) = (clock_a.now(), clock_b.now());
+        let sharding = if parking { Sharding::Always } else { Sharding::Off };
+        let build = |clock: &ManualClock, sharding| {
+            Limiter::builder(Throttle::new(config.clone()).unwrap())
+                .clock(clock.clone())
+                .sharding(sharding)
+                .build()
+                .unwrap()
+        };
+        let batched = build(&clock_a, sharding);
+        let single = Limiter::builder(UnbatchedThrottle(Throttle::new(config.clone()).unwrap()))
+            .clock(clock_b.clone())
+            .build()
+            .unwrap();
+        let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                // A throttle has no manual states: the breaker's manual
+                // moves become ignored calls here.
+                Op::Call(_) | Op::Manual(_) => {
+                    let outcome = match *op {
+                        Op::Call(outcome) => outcome,
+                        _ => Outcome::Ignore,
+                    };
+                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
+                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
+                    if let (Ok(a), Ok(b)) = (a, b) {
+                        a.record(outcome);
+                        b.record(outcome);
+                    }
+                }
+                Op::Hold => {
+                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
+                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
+                    if let (Ok(a), Ok(b)) = (a, b) {
+                        held_a.push(a);
+                        held_b.push(b);
+                    }
+                }
+                Op::Release(outcome, elsewhere) => {
+                    if !held_a.is_empty() {
+                        let a = held_a.remove(0);
+                        if elsewhere {
+                            std::thread::scope(|s| s.spawn(|| a.record(outcome)).join().unwrap());
+                        } else {
+                            a.record(outcome);
+                        }
+                        held_b.remove(0).record(outcome);
+                    }
+                }
+                Op::Advance(ms) => {
+                    clock_a.advance(Duration::from_millis(ms));
+                    clock_b.advance(Duration::from_millis(ms));
+                }
+            }
+            let (gate_a, gate_b) = (batched.gate(), single.gate());
+            prop_assert_eq!(
+                gate_a.admit_probability.to_bits(),
+                gate_b.admit_probability.to_bits(),
+                "op {}",
+                i
+            );
+            prop_assert_eq!(
+                gate_a.until.map(|t| t - start_a),
+                gate_b.until.map(|t| t - start_b),
+                "op {}",
+                i
+            );
+            prop_assert_eq!(batched.in_flight(), single.in_flight(), "op {}", i);
+        }
+        drop((held_a, held_b));
+        // Everything batched is handed over: the same counts in the end.
+        prop_assert_eq!(batched.update(|t| t.counts()), single.update(|t| t.0.counts()));
+    }
+}
+
+#[test]
+fn a_throttle_batches_only_while_no_success_could_make_it_reject() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(
+        Throttle::new(ThrottleConfig {
+            k: 2.0,
+            pad: 0,
+            min_requests: 0,
+            ..ThrottleConfig::default()
+        })
+        .unwrap(),
+        clock.clone(),
+    );
+    // The first success starts the window; the rest are batched.
+    for _ in 0..10 {
+        limiter.try_acquire().unwrap().success();
+    }
+    assert_eq!(limiter.update(|t| t.counts()).accepted, 10);
+    // 10 requests, 10 accepts, then 9 failures: 19 − 2·10 = −1, still
+    // batching; one more failure, and successes are told one by one.
+    for _ in 0..9 {
+        limiter.try_acquire().unwrap().overload();
+    }
+    assert!(matches!(
+        limiter.update(|t| t.batching()),
+        Batching::Until(_)
+    ));
+    limiter.try_acquire().unwrap().overload();
+    assert_eq!(limiter.update(|t| t.batching()), Batching::Never);
 }

@@ -36,7 +36,9 @@
 use std::time::{Duration, Instant};
 
 use crate::buckets::{self, BucketRing, Tally};
-use crate::{check, Algorithm, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot, MAX_LIMIT};
+use crate::{
+    check, Algorithm, Batching, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot, MAX_LIMIT,
+};
 
 /// The largest `K` [`ThrottleConfig::validate`] accepts. At `K = 100` the
 /// throttle rejects only when fewer than one call in a hundred is accepted.
@@ -352,6 +354,44 @@ impl Algorithm for Throttle {
         Feedback::Outcomes
     }
 
+    /// Successes may be batched while no number of them could make the
+    /// throttle reject, until the current bucket ends.
+    ///
+    /// A success adds one request and one accept, so it changes
+    /// `requests − K·accepts` by `1 − K`, which is never positive (`K ≥ 1`):
+    /// once that excess is below zero it stays there, and with it the
+    /// rejection probability at zero. That holds from an excess of −1 down
+    /// (a margin wider than any rounding of counts below 2^52), or while
+    /// every request in the window was accepted. Batches reach the throttle
+    /// before its next event; those counted before the bucket ends belong
+    /// to the current bucket, where [`Algorithm::on_successes`] adds them.
+    fn batching(&self) -> Batching {
+        let counts = self.ring.total();
+        let requests = counts.requests(self.config.count_rejected);
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "counts above 2^52 lose nothing a margin of one misses"
+        )]
+        let far_below = requests as f64 - self.config.k * counts.accepted as f64 <= -1.0;
+        if requests <= counts.accepted || far_below {
+            self.ring
+                .next_boundary()
+                .map_or(Batching::Never, Batching::Until)
+        } else {
+            Batching::Never
+        }
+    }
+
+    fn on_successes(&mut self, _now: Instant, count: u64) {
+        // Counted before the current bucket ended (see `batching`).
+        self.ring.add_to_current(ThrottleCounts {
+            sent: count,
+            accepted: count,
+            rejected: 0,
+        });
+        self.recompute();
+    }
+
     fn on_rejected(&mut self, now: Instant, count: u64) {
         self.record(
             now,
@@ -526,6 +566,32 @@ mod tests {
         assert_eq!(t.reject_probability(), 0.0);
         assert_eq!(t.counts(), ThrottleCounts::default());
         assert_eq!(wakes, 120);
+    }
+
+    #[test]
+    fn a_batch_of_successes_counts_as_many_successes_one_by_one() {
+        let t0 = Instant::now();
+        let (mut batched, mut single) = (throttle(2.0), throttle(2.0));
+        for t in [&mut batched, &mut single] {
+            t.on_sample(t0, &sample(Outcome::Overload));
+            for _ in 0..3 {
+                t.on_sample(t0, &sample(Outcome::Success));
+            }
+        }
+        // 4 requests, 3 accepts: 4 − 2·3 = −2, so successes may be batched
+        // until the first bucket ends.
+        assert_eq!(batched.batching(), Batching::Until(t0 + ms(1_000)));
+        batched.on_successes(t0 + ms(10), 5);
+        for _ in 0..5 {
+            single.on_sample(t0 + ms(10), &sample(Outcome::Success));
+        }
+        assert_eq!(batched.counts(), single.counts());
+        assert_eq!(
+            batched.reject_probability().to_bits(),
+            single.reject_probability().to_bits()
+        );
+        // An empty throttle has no bucket to batch into.
+        assert_eq!(throttle(2.0).batching(), Batching::Never);
     }
 
     #[test]

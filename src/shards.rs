@@ -73,6 +73,12 @@ const MAX_SHARDS: usize = 64;
 /// each cell on a cache line of its own.
 pub(crate) struct Shards {
     cells: Box<[Cell64]>,
+    /// One bit per cell that may hold a parked slot or batched successes:
+    /// set by the cell's thread after it parks there (unless already set),
+    /// cleared by a drain before it empties the cell. A refusal then visits
+    /// only the cells in use rather than every core's, each a cache line
+    /// another core may be writing.
+    marks: AtomicU64,
     /// The least limit at which a slot is parked.
     floor: u32,
 }
@@ -103,19 +109,35 @@ impl Shards {
         };
         Shards {
             cells: (0..count).map(|_| Cell64(AtomicU64::new(0))).collect(),
+            marks: AtomicU64::new(0),
             floor,
         }
     }
 
-    fn mine(&self) -> &AtomicU64 {
-        // The count is a power of two.
-        &self.cells[index() & (self.cells.len() - 1)].0
+    /// This thread's cell and its bit in `marks`.
+    fn mine(&self) -> (&AtomicU64, u64) {
+        // The count is a power of two, at most 64.
+        let i = index() & (self.cells.len() - 1);
+        (&self.cells[i].0, 1 << i)
+    }
+
+    /// The cells whose bit is set in `marks`, with their bits.
+    fn marked(&self) -> impl Iterator<Item = (&AtomicU64, u64)> {
+        let mut marks = self.marks.load(Ordering::SeqCst);
+        std::iter::from_fn(move || {
+            if marks == 0 {
+                return None;
+            }
+            let i = marks.trailing_zeros();
+            marks &= marks - 1;
+            Some((&self.cells[i as usize].0, 1 << i))
+        })
     }
 
     /// Take back a slot parked on this thread's shard.
     #[inline]
     pub(crate) fn unpark(&self) -> bool {
-        let cell = self.mine();
+        let (cell, _) = self.mine();
         let current = cell.load(Ordering::SeqCst);
         if parked_of(current) == 0 {
             return false;
@@ -138,7 +160,7 @@ impl Shards {
         if limit < self.floor {
             return None;
         }
-        let cell = self.mine();
+        let (cell, bit) = self.mine();
         let current = cell.load(Ordering::SeqCst);
         if parked_of(current) != 0 {
             return None;
@@ -149,10 +171,18 @@ impl Shards {
             Ordering::SeqCst,
             Ordering::SeqCst,
         ) {
-            Ok(_) => Some(Parked {
-                cell,
-                batched: current >> 32,
-            }),
+            Ok(_) => {
+                // After parking: a drain that cleared the bit before this
+                // read is seen to, and one that clears it after empties
+                // the cell after this park.
+                if self.marks.load(Ordering::SeqCst) & bit == 0 {
+                    self.marks.fetch_or(bit, Ordering::SeqCst);
+                }
+                Some(Parked {
+                    cell,
+                    batched: current >> 32,
+                })
+            }
             Err(_) => {
                 rehash();
                 None
@@ -162,27 +192,32 @@ impl Shards {
 
     /// Take every parked slot; returns how many.
     pub(crate) fn drain(&self) -> u32 {
-        self.cells
-            .iter()
-            .filter(|cell| parked_of(cell.0.load(Ordering::SeqCst)) != 0)
-            .map(|cell| parked_of(cell.0.fetch_and(!PARKED, Ordering::SeqCst)))
-            .sum()
+        let mut parked = 0;
+        for (cell, bit) in self.marked() {
+            // The bit first, then the cell (see `park`).
+            self.marks.fetch_and(!bit, Ordering::SeqCst);
+            let before = cell.fetch_and(!PARKED, Ordering::SeqCst);
+            parked += parked_of(before);
+            if before >> 32 != 0 {
+                // Batched successes stay, and so does the mark.
+                self.marks.fetch_or(bit, Ordering::SeqCst);
+            }
+        }
+        parked
     }
 
     /// Take every success batched on the shards; returns how many.
     pub(crate) fn take_batched(&self) -> u64 {
-        self.cells
-            .iter()
-            .filter(|cell| cell.0.load(Ordering::SeqCst) >> 32 != 0)
-            .map(|cell| cell.0.fetch_and(PARKED, Ordering::SeqCst) >> 32)
+        self.marked()
+            .filter(|(cell, _)| cell.load(Ordering::SeqCst) >> 32 != 0)
+            .map(|(cell, _)| cell.fetch_and(PARKED, Ordering::SeqCst) >> 32)
             .sum()
     }
 
     /// Slots parked now.
     pub(crate) fn parked(&self) -> u32 {
-        self.cells
-            .iter()
-            .map(|cell| parked_of(cell.0.load(Ordering::SeqCst)))
+        self.marked()
+            .map(|(cell, _)| parked_of(cell.load(Ordering::SeqCst)))
             .sum()
     }
 }

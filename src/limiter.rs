@@ -1104,8 +1104,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.finish_batched();
             return;
         }
-        let nanos = ticket.start().map_or(0, |start| at.saturating_sub(start));
-        let latency = Duration::from_nanos(nanos);
+        let latency = ticket.start().map_or(Duration::ZERO, |start| {
+            Duration::from_nanos(at.saturating_sub(start))
+        });
         let quiet = self.quiet.load(Ordering::SeqCst);
         if outcome == Outcome::Success
             && !ticket.probe()
@@ -1113,7 +1114,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         {
             // Rounded up, against a bound rounded down: never quiet by
             // rounding.
-            if nanos.div_ceil(1_000) <= quiet & 0xFFFF_FFFF {
+            let micros = latency
+                .as_secs()
+                .saturating_mul(1_000_000)
+                .saturating_add(u64::from(latency.subsec_nanos().div_ceil(1_000)));
+            if micros <= quiet & 0xFFFF_FFFF {
                 // It would change nothing: the policy is not told.
                 self.release_slot();
                 if let Some(observer) = &self.observer {

@@ -780,12 +780,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     // ----- the hot path -------------------------------------------------
 
-    /// The instant `nanos` nanoseconds after the epoch (saturating).
-    pub(crate) fn instant_of(&self, nanos: u64) -> Instant {
-        let after = Duration::from_nanos(nanos);
-        self.epoch.checked_add(after).unwrap_or(self.epoch)
-    }
-
     #[inline]
     fn nanos(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
@@ -830,12 +824,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
         }
         match self.take_slot(gate.limit()) {
-            Some(in_flight) => Ok(Ticket::new(
-                Some(self.nanos(now)),
-                in_flight,
-                false,
-                self.generation(),
-            )),
+            Some(in_flight) => Ok(Ticket::new(Some(now), in_flight, false, self.generation())),
             None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
         }
     }
@@ -997,12 +986,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.publish(&policy);
         drop(policy);
         self.report(transitions);
-        Ok(Ticket::new(
-            Some(self.nanos(now)),
-            in_flight,
-            probe,
-            self.generation(),
-        ))
+        Ok(Ticket::new(Some(now), in_flight, probe, self.generation()))
     }
 
     fn reject(&self, reason: RejectReason, refusal: Refusal, now: Instant) -> Rejection {
@@ -1072,9 +1056,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return;
         }
         let batchable = outcome == Outcome::Success
-            && !ticket.timed()
+            && ticket.start.is_none()
             && !ticket.probe()
-            && ticket.generation() == self.generation();
+            && ticket.generation == self.generation();
         let batch_until = if batchable {
             self.batch_until.load(Ordering::SeqCst)
         } else {
@@ -1099,14 +1083,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         batch_until: u64,
     ) {
         let now = self.clock.now();
-        let at = self.nanos(now);
-        if batch_until != 0 && at < batch_until {
+        if batch_until != 0 && self.nanos(now) < batch_until {
             self.finish_batched();
             return;
         }
-        let latency = ticket.start().map_or(Duration::ZERO, |start| {
-            Duration::from_nanos(at.saturating_sub(start))
-        });
+        let latency = ticket
+            .start
+            .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
         let quiet = self.quiet.load(Ordering::SeqCst);
         if outcome == Outcome::Success
             && !ticket.probe()
@@ -1142,14 +1125,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ) {
         // Admitted untimed, and the policy has come to need latency since (a
         // policy swapped by `update`): not evidence.
-        let outcome = if !ticket.timed() && feedback == Feedback::Timed {
+        let outcome = if ticket.start.is_none() && feedback == Feedback::Timed {
             Outcome::Ignore
         } else {
             outcome
         };
         let sample = Sample::new(outcome, latency, ticket.in_flight())
             .with_probe(ticket.probe())
-            .with_stale(ticket.generation() != self.generation());
+            .with_stale(ticket.generation != self.generation());
         let transitions = {
             let mut policy = self.lock();
             self.catch_up(&mut policy, now);

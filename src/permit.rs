@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,70 +10,48 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::CallError;
 use crate::limiter::Limiter;
 
-/// What the limiter knows about one admitted call, in two words that are
-/// each written and read whole: a permit moves without the partial-word
-/// copies that stall a processor's store forwarding.
+/// What the limiter knows about one admitted call: 24 bytes without
+/// padding, so that a permit moves in whole words.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticket {
-    /// Nanoseconds after the limiter's epoch at admission, plus one; 0 if
-    /// the limiter did not read the clock (its policy does not time calls).
-    start: u64,
-    /// Calls in flight at admission (the low 31 bits, at least 1), whether
-    /// it is a probe (bit 31), and the limiter's transition generation when
-    /// it was admitted (the high 32 bits). Never 0, so an `Option<Ticket>`
-    /// takes no more room.
-    word: NonZeroU64,
+    /// `None` if the limiter did not read the clock (its policy does not
+    /// time calls).
+    pub(crate) start: Option<Instant>,
+    /// Calls in flight at admission (the low 31 bits: at most
+    /// `MAX_LIMIT`) and whether it is a probe (the top bit).
+    flight: u32,
+    /// The limiter's transition generation when the call was admitted.
+    pub(crate) generation: u32,
 }
 
-/// The probe bit of [`Ticket::word`].
-const PROBE: u64 = 1 << 31;
-/// The in-flight bits of [`Ticket::word`].
-const FLIGHT: u64 = PROBE - 1;
+/// The probe bit of [`Ticket::flight`].
+const PROBE: u32 = 1 << 31;
 
 impl Ticket {
-    /// `start`: nanoseconds after the limiter's epoch, if timed.
     #[inline]
-    pub(crate) fn new(start: Option<u64>, in_flight: u32, probe: bool, generation: u32) -> Self {
-        let flight = u64::from(in_flight).clamp(1, FLIGHT);
-        let word = flight | if probe { PROBE } else { 0 } | (u64::from(generation) << 32);
+    pub(crate) fn new(
+        start: Option<Instant>,
+        in_flight: u32,
+        probe: bool,
+        generation: u32,
+    ) -> Self {
         Ticket {
-            start: start.map_or(0, |nanos| nanos.saturating_add(1)),
-            word: NonZeroU64::new(word).unwrap_or(NonZeroU64::MIN),
+            start,
+            flight: in_flight.min(!PROBE) | if probe { PROBE } else { 0 },
+            generation,
         }
-    }
-
-    /// Nanoseconds after the limiter's epoch at admission, if timed.
-    #[inline]
-    pub(crate) fn start(&self) -> Option<u64> {
-        self.start.checked_sub(1)
-    }
-
-    /// Whether the limiter read the clock when it admitted the call.
-    #[inline]
-    pub(crate) fn timed(&self) -> bool {
-        self.start != 0
     }
 
     /// Calls in flight when it was admitted, itself included.
     #[inline]
     pub(crate) fn in_flight(&self) -> u32 {
-        #[allow(clippy::cast_possible_truncation, reason = "31 bits")]
-        let in_flight = (self.word.get() & FLIGHT) as u32;
-        in_flight
+        self.flight & !PROBE
     }
 
     /// Whether it was admitted as a probe.
     #[inline]
     pub(crate) fn probe(&self) -> bool {
-        self.word.get() & PROBE != 0
-    }
-
-    /// The limiter's transition generation when it was admitted.
-    #[inline]
-    pub(crate) fn generation(&self) -> u32 {
-        #[allow(clippy::cast_possible_truncation, reason = "the high 32 bits")]
-        let generation = (self.word.get() >> 32) as u32;
-        generation
+        self.flight & PROBE != 0
     }
 }
 
@@ -177,9 +154,7 @@ macro_rules! permit_methods {
             /// if the limiter did not read the clock for it (its policy
             /// does not time calls and no observer is set).
             pub fn started(&self) -> Option<Instant> {
-                self.ticket
-                    .and_then(|t| t.start())
-                    .map(|nanos| self.limiter.instant_of(nanos))
+                self.ticket.and_then(|t| t.start)
             }
 
             /// Calls in flight when this one was admitted, itself included

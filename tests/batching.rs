@@ -19,10 +19,10 @@ use rheostat::algorithms::{
 };
 use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason, Sharding};
 
-/// A breaker that hears of every call on its own.
-struct Unbatched(Breaker);
+/// A policy that hears of every call on its own: it never batches.
+struct Unbatched<P>(P);
 
-impl Algorithm for Unbatched {
+impl<P: Algorithm> Algorithm for Unbatched<P> {
     fn name(&self) -> &'static str {
         self.0.name()
     }
@@ -164,6 +164,67 @@ fn manual(breaker: &mut Breaker, what: u8, now: Instant) {
     }
 }
 
+/// Drive `batched`, whose policy batches, and `single`, whose policy is
+/// told every call, through the same `ops`: both must admit and refuse
+/// alike and hold as many calls in flight. `manual` carries out
+/// [`Op::Manual`]; `check` compares them further after every operation.
+fn drive<A: Algorithm, B: Algorithm>(
+    batched: &Limiter<A, ManualClock>,
+    single: &Limiter<B, ManualClock>,
+    (clock_a, clock_b): (&ManualClock, &ManualClock),
+    ops: &[Op],
+    mut manual: impl FnMut(u8) -> Result<(), TestCaseError>,
+    mut check: impl FnMut(usize) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Call(outcome) => {
+                let (a, b) = (
+                    admitted(batched.try_acquire()),
+                    admitted(single.try_acquire()),
+                );
+                prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    prop_assert_eq!(a.is_probe(), b.is_probe(), "op {}", i);
+                    a.record(outcome);
+                    b.record(outcome);
+                }
+            }
+            Op::Hold => {
+                let (a, b) = (
+                    admitted(batched.try_acquire()),
+                    admitted(single.try_acquire()),
+                );
+                prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    held_a.push(a);
+                    held_b.push(b);
+                }
+            }
+            Op::Release(outcome, elsewhere) => {
+                if !held_a.is_empty() {
+                    let a = held_a.remove(0);
+                    if elsewhere {
+                        std::thread::scope(|s| s.spawn(|| a.record(outcome)).join().unwrap());
+                    } else {
+                        a.record(outcome);
+                    }
+                    held_b.remove(0).record(outcome);
+                }
+            }
+            Op::Advance(ms) => {
+                clock_a.advance(Duration::from_millis(ms));
+                clock_b.advance(Duration::from_millis(ms));
+            }
+            Op::Manual(what) => manual(what)?,
+        }
+        prop_assert_eq!(batched.in_flight(), single.in_flight(), "op {}", i);
+        check(i)?;
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -184,51 +245,16 @@ proptest! {
             &log_b,
             Sharding::Off,
         );
-        let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
-        for (i, op) in ops.iter().enumerate() {
-            match *op {
-                Op::Call(outcome) => {
-                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
-                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
-                    if let (Ok(a), Ok(b)) = (a, b) {
-                        prop_assert_eq!(a.is_probe(), b.is_probe(), "op {}", i);
-                        a.record(outcome);
-                        b.record(outcome);
-                    }
-                }
-                Op::Hold => {
-                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
-                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
-                    if let (Ok(a), Ok(b)) = (a, b) {
-                        held_a.push(a);
-                        held_b.push(b);
-                    }
-                }
-                Op::Release(outcome, elsewhere) => {
-                    if !held_a.is_empty() {
-                        let a = held_a.remove(0);
-                        if elsewhere {
-                            std::thread::scope(|s| s.spawn(|| a.record(outcome)).join().unwrap());
-                        } else {
-                            a.record(outcome);
-                        }
-                        held_b.remove(0).record(outcome);
-                    }
-                }
-                Op::Advance(ms) => {
-                    clock_a.advance(Duration::from_millis(ms));
-                    clock_b.advance(Duration::from_millis(ms));
-                }
-                Op::Manual(what) => {
-                    let (now_a, now_b) = (clock_a.now(), clock_b.now());
-                    batched.update(|b| manual(b, what, now_a));
-                    single.update(|u| manual(&mut u.0, what, now_b));
-                }
-            }
+        let clocks = (&clock_a, &clock_b);
+        drive(&batched, &single, clocks, &ops, |what| {
+            let (now_a, now_b) = (clock_a.now(), clock_b.now());
+            batched.update(|b| manual(b, what, now_a));
+            single.update(|u| manual(&mut u.0, what, now_b));
+            Ok(())
+        }, |i| {
             prop_assert_eq!(batched.gate().limit, single.gate().limit, "op {}", i);
-            prop_assert_eq!(batched.in_flight(), single.in_flight(), "op {}", i);
-        }
-        drop((held_a, held_b));
+            Ok(())
+        })?;
         prop_assert_eq!(batched.snapshot().state, single.snapshot().state);
         prop_assert_eq!(&*log_a.lock().unwrap(), &*log_b.lock().unwrap());
     }
@@ -399,36 +425,6 @@ fn hammer(sharding: Sharding) {
 
 // ----- the throttle ---------------------------------------------------------
 
-/// A throttle that hears of every call on its own.
-struct UnbatchedThrottle(Throttle);
-
-impl Algorithm for UnbatchedThrottle {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-    fn gate(&self) -> Gate {
-        self.0.gate()
-    }
-    fn on_sample(&mut self, now: Instant, sample: &Sample) {
-        self.0.on_sample(now, sample);
-    }
-    fn on_rejected(&mut self, now: Instant, count: u64) {
-        self.0.on_rejected(now, count);
-    }
-    fn feedback(&self) -> Feedback {
-        self.0.feedback()
-    }
-    fn batching(&self) -> Batching {
-        Batching::Never
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.0.handle_timeout(now);
-    }
-    fn snapshot(&self) -> Snapshot {
-        self.0.snapshot()
-    }
-}
-
 fn throttle_config() -> impl Strategy<Value = ThrottleConfig> {
     (
         prop_oneof![Just(1.0), Just(1.5), Just(2.0), 1.0f64..3.0],
@@ -472,51 +468,22 @@ proptest! {
                 .unwrap()
         };
         let batched = build(&clock_a, sharding);
-        let single = Limiter::builder(UnbatchedThrottle(Throttle::new(config.clone()).unwrap()))
+        let single = Limiter::builder(Unbatched(Throttle::new(config.clone()).unwrap()))
             .clock(clock_b.clone())
             .build()
             .unwrap();
-        let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
-        for (i, op) in ops.iter().enumerate() {
-            match *op {
-                // A throttle has no manual states: the breaker's manual
-                // moves become ignored calls here.
-                Op::Call(_) | Op::Manual(_) => {
-                    let outcome = match *op {
-                        Op::Call(outcome) => outcome,
-                        _ => Outcome::Ignore,
-                    };
-                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
-                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
-                    if let (Ok(a), Ok(b)) = (a, b) {
-                        a.record(outcome);
-                        b.record(outcome);
-                    }
-                }
-                Op::Hold => {
-                    let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
-                    prop_assert_eq!(a.as_ref().err(), b.as_ref().err(), "op {}", i);
-                    if let (Ok(a), Ok(b)) = (a, b) {
-                        held_a.push(a);
-                        held_b.push(b);
-                    }
-                }
-                Op::Release(outcome, elsewhere) => {
-                    if !held_a.is_empty() {
-                        let a = held_a.remove(0);
-                        if elsewhere {
-                            std::thread::scope(|s| s.spawn(|| a.record(outcome)).join().unwrap());
-                        } else {
-                            a.record(outcome);
-                        }
-                        held_b.remove(0).record(outcome);
-                    }
-                }
-                Op::Advance(ms) => {
-                    clock_a.advance(Duration::from_millis(ms));
-                    clock_b.advance(Duration::from_millis(ms));
-                }
+        // A throttle has no manual states: the breaker's manual moves
+        // become ignored calls here.
+        let ignored = |_| {
+            let (a, b) = (admitted(batched.try_acquire()), admitted(single.try_acquire()));
+            prop_assert_eq!(a.as_ref().err(), b.as_ref().err());
+            if let (Ok(a), Ok(b)) = (a, b) {
+                a.ignore();
+                b.ignore();
             }
+            Ok(())
+        };
+        drive(&batched, &single, (&clock_a, &clock_b), &ops, ignored, |i| {
             let (gate_a, gate_b) = (batched.gate(), single.gate());
             prop_assert_eq!(
                 gate_a.admit_probability.to_bits(),
@@ -530,9 +497,8 @@ proptest! {
                 "op {}",
                 i
             );
-            prop_assert_eq!(batched.in_flight(), single.in_flight(), "op {}", i);
-        }
-        drop((held_a, held_b));
+            Ok(())
+        })?;
         // Everything batched is handed over: the same counts in the end.
         prop_assert_eq!(batched.update(|t| t.counts()), single.update(|t| t.0.counts()));
     }

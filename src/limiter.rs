@@ -16,7 +16,7 @@ use crate::gate::{AtomicGate, Packed, ALWAYS};
 use crate::observe::Observer;
 use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::ready::ActiveProbe;
-use crate::shards::{Parked, Sharding, Shards};
+use crate::shards::{slots_of, Parked, Sharding, Shards, ONE_BATCHED, SLOTS};
 use crate::sync::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
     PoisonError,
@@ -28,18 +28,8 @@ pub const MAX_WAITERS: usize = 1 << 20;
 
 type TransitionHook = Box<dyn Fn(&Transition) + Send + Sync>;
 
-/// The in-flight part of [`Limiter::slots`].
-const IN_FLIGHT: u64 = 0xFFFF_FFFF;
-/// One batched success in [`Limiter::slots`].
-const ONE_BATCHED: u64 = 1 << 32;
 /// Batched successes at which the finishing call hands them over itself.
 const BATCH_FLUSH: u64 = 1 << 31;
-
-fn in_flight_of(slots: u64) -> u32 {
-    #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
-    let in_flight = (slots & IN_FLIGHT) as u32;
-    in_flight
-}
 
 /// A value that starts a cache line of its own, so that two cores writing
 /// it do not also invalidate each other's copy of the read-mostly fields
@@ -482,7 +472,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// finish calls, it may count a call that finished, or miss one that
     /// started, while it reads.
     pub fn in_flight(&self) -> u32 {
-        let taken = in_flight_of(self.slots.load(Ordering::SeqCst));
+        let taken = slots_of(self.slots.load(Ordering::SeqCst));
         match self.slots.shards.get() {
             Some(shards) => taken.saturating_sub(shards.parked()),
             None => taken,
@@ -880,7 +870,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     fn take_slot(&self, limit: u32) -> Option<u32> {
         if let Some(shards) = self.slots.shards.get() {
             if shards.unpark() {
-                let taken = in_flight_of(self.slots.load(Ordering::SeqCst));
+                let taken = slots_of(self.slots.load(Ordering::SeqCst));
                 if taken <= limit {
                     return Some(taken);
                 }
@@ -891,7 +881,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let mut current = self.slots.load(Ordering::SeqCst);
         let mut drained = false;
         loop {
-            let in_flight = in_flight_of(current);
+            let in_flight = slots_of(current);
             if in_flight >= limit {
                 if !drained && self.drain_parked() {
                     // Slots parked on other shards are free: count them
@@ -1157,21 +1147,20 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// without its lock.
     #[inline]
     fn finish_batched(&self) {
-        if let Some(parked) = self.park(1) {
-            if parked.batched >= BATCH_FLUSH {
-                self.update(|_| ());
-            }
+        // Only an untimed call is batched, and no call is untimed while an
+        // observer is set: there is no one to tell.
+        let batched = if let Some(parked) = self.park(1) {
             self.after_parking(&parked);
-            return;
-        }
-        let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
-        if before >> 32 >= BATCH_FLUSH {
+            parked.batched
+        } else {
+            let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
+            self.wake_waiters();
+            before >> 32
+        };
+        if batched >= BATCH_FLUSH {
             // Hand the batch over long before the count could overflow.
             self.update(|_| ());
         }
-        // Only an untimed call is batched, and no call is untimed while an
-        // observer is set: there is no one to tell.
-        self.wake_waiters();
     }
 
     /// Give back a slot without a sample (a waiter that was handed a slot and
@@ -1273,7 +1262,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     fn catch_up(&self, policy: &mut A, now: Instant) {
         let mut batched = 0;
         if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
-            batched = self.slots.fetch_and(IN_FLIGHT, Ordering::SeqCst) >> 32;
+            batched = self.slots.fetch_and(SLOTS, Ordering::SeqCst) >> 32;
         }
         if let Some(shards) = self.slots.shards.get() {
             batched += shards.take_batched();
@@ -1394,10 +1383,7 @@ impl<A, C> fmt::Debug for Limiter<A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("name", &self.options.name)
-            .field(
-                "in_flight",
-                &in_flight_of(self.slots.load(Ordering::Relaxed)),
-            )
+            .field("in_flight", &slots_of(self.slots.load(Ordering::Relaxed)))
             .field("limit", &self.gate.load().limit())
             .field("admit_probability", &self.gate.load().admit_probability())
             .finish_non_exhaustive()

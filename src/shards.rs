@@ -86,21 +86,25 @@ pub(crate) struct Shards {
     floor: u32,
 }
 
-/// A shard's cell: slots parked (the low 32 bits: 0 or 1, since a slot is
-/// parked only in an empty cell) and, above them, successes batched for the
-/// policy.
+/// A shard's cell: slots parked (0 or 1, since a slot is parked only in an
+/// empty cell) and successes batched for the policy, laid out as the
+/// limiter's in-flight word is (see [`SLOTS`]).
 #[repr(align(64))]
 struct Cell64(AtomicU64);
 
-/// The parked part of a cell.
-const PARKED: u64 = 0xFFFF_FFFF;
-/// One batched success in a cell.
+/// The slots part of the limiter's in-flight word and of a shard's cell:
+/// the low 32 bits count slots (taken, or parked); the high 32 count
+/// successes batched for the policy, so that a batched success moves its
+/// slot and counts itself in one atomic step.
+pub(crate) const SLOTS: u64 = 0xFFFF_FFFF;
+/// One batched success in the in-flight word or a cell.
 pub(crate) const ONE_BATCHED: u64 = 1 << 32;
 
-fn parked_of(cell: u64) -> u32 {
+/// The slots counted in the in-flight word or a cell.
+pub(crate) fn slots_of(word: u64) -> u32 {
     #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits")]
-    let parked = (cell & PARKED) as u32;
-    parked
+    let slots = (word & SLOTS) as u32;
+    slots
 }
 
 impl Shards {
@@ -142,7 +146,7 @@ impl Shards {
     pub(crate) fn unpark(&self) -> bool {
         let (cell, _) = self.mine();
         let current = cell.load(Ordering::SeqCst);
-        if parked_of(current) == 0 {
+        if slots_of(current) == 0 {
             return false;
         }
         // Another thread on this shard, or a drain, may take it first.
@@ -165,7 +169,7 @@ impl Shards {
         }
         let (cell, bit) = self.mine();
         let current = cell.load(Ordering::SeqCst);
-        if parked_of(current) != 0 {
+        if slots_of(current) != 0 {
             return None;
         }
         match cell.compare_exchange(
@@ -199,8 +203,8 @@ impl Shards {
         for (cell, bit) in self.marked() {
             // The bit first, then the cell (see `park`).
             self.marks.fetch_and(!bit, Ordering::SeqCst);
-            let before = cell.fetch_and(!PARKED, Ordering::SeqCst);
-            parked += parked_of(before);
+            let before = cell.fetch_and(!SLOTS, Ordering::SeqCst);
+            parked += slots_of(before);
             if before >> 32 != 0 {
                 // Batched successes stay, and so does the mark.
                 self.marks.fetch_or(bit, Ordering::SeqCst);
@@ -213,14 +217,14 @@ impl Shards {
     pub(crate) fn take_batched(&self) -> u64 {
         self.marked()
             .filter(|(cell, _)| cell.load(Ordering::SeqCst) >> 32 != 0)
-            .map(|(cell, _)| cell.fetch_and(PARKED, Ordering::SeqCst) >> 32)
+            .map(|(cell, _)| cell.fetch_and(SLOTS, Ordering::SeqCst) >> 32)
             .sum()
     }
 
     /// Slots parked now.
     pub(crate) fn parked(&self) -> u32 {
         self.marked()
-            .map(|(cell, _)| parked_of(cell.load(Ordering::SeqCst)))
+            .map(|(cell, _)| slots_of(cell.load(Ordering::SeqCst)))
             .sum()
     }
 }
@@ -236,7 +240,7 @@ impl Parked<'_> {
     /// Take the slots parked on this shard back out (someone waits for
     /// one); returns how many.
     pub(crate) fn unpark_all(&self) -> u32 {
-        parked_of(self.cell.fetch_and(!PARKED, Ordering::SeqCst))
+        slots_of(self.cell.fetch_and(!SLOTS, Ordering::SeqCst))
     }
 }
 

@@ -364,8 +364,7 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     #[inline]
     pub fn record(&mut self, now: Instant, value: T) {
         self.advance(now);
-        let held = self.slots[self.current_slot as usize].add(&value);
-        self.total.add(&held);
+        self.add_to_current(value);
     }
 
     /// Add `value` to the current bucket without moving the window (what of

@@ -657,6 +657,14 @@ fn file_field(location: &str, field: &str) -> String {
     }
 }
 
+/// The path in a file of the field a policy names `field`, for a policy
+/// table at `location` (`policies.aimd` and `aimd.backoff` give
+/// `policies.aimd.backoff`).
+#[cfg(feature = "sim")]
+pub(crate) fn policy_path(location: &str, field: &str) -> String {
+    join(location, &policy_field(field))
+}
+
 /// The path, inside a policy table, of the field a policy names `field`.
 fn policy_field(field: &str) -> String {
     let Some((policy, rest)) = field.split_once('.') else {
@@ -724,7 +732,7 @@ impl Limiter<Box<dyn Algorithm>> {
 // ----- files and their errors -------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     Toml,
     Json,
 }
@@ -831,7 +839,7 @@ impl std::error::Error for ConfigFileError {
 }
 
 /// Parse `text`, naming the field of the first error by its path.
-fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {
+pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {
     let (path, message, line) = match format {
         Format::Toml => {
             let deserializer = match toml::de::Deserializer::parse(text) {
@@ -905,7 +913,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// The line of the deepest part of `field` (a dotted path, with `[i]` for
 /// array elements) that the TOML document `text` holds.
-fn toml_line(text: &str, field: &str) -> Option<usize> {
+pub(crate) fn toml_line(text: &str, field: &str) -> Option<usize> {
     use toml::de::{DeTable, DeValue};
 
     let root = DeTable::parse(text).ok()?;

@@ -1,5 +1,6 @@
 //! The discrete-event loop: arrivals, attempts, timeouts, retries, bulk
-//! consumers, all through the real `Limiter` on a manual clock.
+//! consumers, the callers' worker pools and their healthy endpoint, all
+//! through the real `Limiter` on a manual clock.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -11,6 +12,8 @@ use hdrhistogram::Histogram;
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
+use super::bound::STEP;
+use super::budget::Account;
 use super::model::{Accept, Model};
 use super::policies::{self, PolicyKind};
 use super::scenario::Scenario;
@@ -20,21 +23,46 @@ use crate::{Clock, Limiter, ManualClock, Permit, Readiness};
 type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
 
 const NANOS: u64 = 1_000_000_000;
-const TICK: u64 = NANOS / 10;
+const TICK: u64 = STEP;
+/// The most transitions a run keeps for its timeline.
+pub(crate) const MAX_TRANSITIONS: usize = 20_000;
+
+/// A breaker transition: seconds into the run, the client instance, the
+/// states before and after.
+pub(crate) type TransitionRecord = (f64, u32, BreakerState, BreakerState);
 
 /// What one run of one policy through one scenario measured.
 #[derive(Clone, Debug)]
 pub(crate) struct RunResult {
     pub(crate) offered: u64,
     pub(crate) successes: u64,
+    /// Attempts the limiter refused.
     pub(crate) rejected: u64,
     pub(crate) timeouts: u64,
+    /// Requests that ended without an answer: refused, failed or timed out
+    /// on their last attempt.
     pub(crate) failed: u64,
     pub(crate) client_errors: u64,
+    /// Requests turned away at once: no free worker in the caller's pool.
+    pub(crate) pool_full: u64,
+    /// Attempts made (admitted or refused).
+    pub(crate) tried: u64,
     pub(crate) sent: u64,
     pub(crate) probes: u64,
     pub(crate) in_flight_area: f64,
     pub(crate) in_flight_max: u64,
+    /// Workers busy in the callers' pools, summed over instances.
+    pub(crate) pool_area: f64,
+    /// The most workers busy in any one instance's pool.
+    pub(crate) pool_peak: u32,
+    pub(crate) healthy_offered: u64,
+    pub(crate) healthy_turned_away: u64,
+    /// First attempts per step of the whole run (the bound's input).
+    pub(crate) arrivals: Vec<u32>,
+    /// Queue items arriving per step (the backlog in the first).
+    pub(crate) items: Vec<u32>,
+    pub(crate) transitions: Vec<TransitionRecord>,
+    pub(crate) transitions_dropped: u64,
     pub(crate) latency: Histogram<u64>,
     pub(crate) open_ticks: u64,
     pub(crate) opens: u64,
@@ -55,6 +83,10 @@ pub(crate) struct Series {
     pub(crate) tried: Vec<u32>,
     pub(crate) admitted: Vec<u32>,
     pub(crate) in_flight: Vec<u32>,
+    /// Busy workers per instance (a mean over instances), sampled.
+    pub(crate) pool: Vec<f32>,
+    pub(crate) healthy_offered: Vec<u32>,
+    pub(crate) healthy_turned_away: Vec<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,12 +95,27 @@ enum Event {
     Phase(u32),
     RatePhase(u32),
     FlapUp,
-    Arrival,
+    /// A timed flap goes down or comes up (the flap's generation).
+    FlapEdge(u32),
+    /// An arrival drawn at the rate of this generation.
+    Arrival(u32),
     ItemArrival,
+    HealthyArrival,
+    HealthyDone(u32),
     Done(u64),
     Timeout(u64),
     Retry(u64),
+    /// A refusal's cost has been paid.
+    Refused(u64),
     Wake(u32),
+}
+
+/// How an attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Answered(Outcome),
+    TimedOut,
+    Refused,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,7 +222,7 @@ struct World<'a> {
     sc: &'a Scenario,
     limiters: &'a [Lim],
     clock: ManualClock,
-    oracle: Option<&'a Arc<AtomicU32>>,
+    clairvoyant: Option<&'a Arc<AtomicU32>>,
     probe_aware: bool,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
@@ -183,18 +230,26 @@ struct World<'a> {
     end: u64,
     window: (u64, u64),
     arrivals: Pcg64Mcg,
+    healthy: Pcg64Mcg,
     model: Model,
     jobs: Slab<Job<'a>>,
     requests: Slab<Request>,
     consumers: Vec<Consumer>,
     backlog: VecDeque<Item>,
     rate: f64,
-    arrival_pending: bool,
+    arrival_gen: u32,
+    /// A linear ramp under way: start and end (ns), rates at both.
+    ramp: Option<(u64, u64, f64, f64)>,
     item_rate: f64,
+    healthy_rate: f64,
     next_instance: u32,
+    next_healthy: u32,
     flap_at: Option<u64>,
-    firsts: u64,
-    retries: u64,
+    flap_gen: u32,
+    budgets: Vec<Account>,
+    pool: u32,
+    occupied: Vec<u32>,
+    occupied_total: u64,
     probe_in_flight: bool,
     active: u64,
     last: u64,
@@ -210,15 +265,19 @@ pub(crate) fn run(
 ) -> Result<RunResult, ConfigError> {
     let clock = ManualClock::new();
     let base = clock.now();
-    let oracle_cell = Arc::new(AtomicU32::new(policies::share(
+    let limit_cell = Arc::new(AtomicU32::new(policies::share(
         scenario,
         scenario.dependency.workers.0,
     )));
-    let transitions = Arc::new(Mutex::new(Vec::new()));
+    type Log = (
+        Vec<(std::time::Instant, u32, BreakerState, BreakerState)>,
+        u64,
+    );
+    let transitions: Arc<Mutex<Log>> = Arc::new(Mutex::new((Vec::new(), 0)));
     let instances = policies::instances(scenario);
     let mut limiters = Vec::with_capacity(instances as usize);
     for i in 0..instances {
-        let policy = policies::build(kind, scenario, i, &oracle_cell)?;
+        let policy = policies::build(kind, scenario, i, &limit_cell)?;
         let log = Arc::clone(&transitions);
         limiters.push(
             Limiter::builder(policy)
@@ -226,7 +285,11 @@ pub(crate) fn run(
                 .seed(seed ^ (u64::from(i) << 32) ^ 0xA5A5)
                 .on_transition(move |t| {
                     if let Ok(mut log) = log.lock() {
-                        log.push((t.at, t.from, t.to));
+                        if log.0.len() < MAX_TRANSITIONS {
+                            log.0.push((t.at, i, t.from, t.to));
+                        } else {
+                            log.1 += 1;
+                        }
                     }
                 })
                 .build()?,
@@ -237,11 +300,13 @@ pub(crate) fn run(
         .measure
         .map_or((0, end), |m| (nanos(m.from), nanos(m.to)));
     let seconds = scenario.duration.as_secs() as usize + 1;
+    let steps = (end / TICK) as usize + 1;
+    let traffic = scenario.traffic.as_ref();
     let mut world = World {
         sc: scenario,
         limiters: &limiters,
         clock,
-        oracle: (kind == PolicyKind::Oracle).then_some(&oracle_cell),
+        clairvoyant: (kind == PolicyKind::Clairvoyant).then_some(&limit_cell),
         probe_aware: kind.honours_probes(),
         events: BinaryHeap::new(),
         seq: 0,
@@ -249,18 +314,27 @@ pub(crate) fn run(
         end,
         window,
         arrivals: Pcg64Mcg::new(u128::from(seed) << 1 | 1),
+        healthy: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0x9E37_79B9)) << 1 | 1),
         model: Model::new(&scenario.dependency, seed.wrapping_mul(31).wrapping_add(7)),
         jobs: Slab::new(),
         requests: Slab::new(),
         consumers: Vec::new(),
         backlog: VecDeque::new(),
-        rate: scenario.traffic.as_ref().map_or(0.0, |t| t.rate.0),
-        arrival_pending: false,
+        rate: traffic.map_or(0.0, |t| t.rate.0),
+        arrival_gen: 0,
+        ramp: None,
         item_rate: scenario.bulk.as_ref().map_or(0.0, |b| b.rate.0),
+        healthy_rate: traffic.map_or(0.0, |t| t.healthy.rate.unwrap_or(t.rate).0),
         next_instance: 0,
+        next_healthy: 0,
         flap_at: None,
-        firsts: 0,
-        retries: 0,
+        flap_gen: 0,
+        budgets: (0..instances)
+            .map(|_| Account::new(&traffic.map(|t| t.retry_budget).unwrap_or_default()))
+            .collect(),
+        pool: traffic.map_or(u32::MAX, |t| t.pool.0),
+        occupied: vec![0; instances as usize],
+        occupied_total: 0,
         probe_in_flight: false,
         active: 0,
         last: 0,
@@ -272,10 +346,20 @@ pub(crate) fn run(
             timeouts: 0,
             failed: 0,
             client_errors: 0,
+            pool_full: 0,
+            tried: 0,
             sent: 0,
             probes: 0,
             in_flight_area: 0.0,
             in_flight_max: 0,
+            pool_area: 0.0,
+            pool_peak: 0,
+            healthy_offered: 0,
+            healthy_turned_away: 0,
+            arrivals: vec![0; steps],
+            items: vec![0; steps],
+            transitions: Vec::new(),
+            transitions_dropped: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
                 .unwrap_or_else(|_| unreachable!("valid histogram bounds")),
             open_ticks: 0,
@@ -289,6 +373,9 @@ pub(crate) fn run(
                 tried: vec![0; seconds],
                 admitted: vec![0; seconds],
                 in_flight: vec![0; seconds],
+                pool: vec![0.0; seconds],
+                healthy_offered: vec![0; seconds],
+                healthy_turned_away: vec![0; seconds],
             },
             calls: 0,
         },
@@ -297,18 +384,20 @@ pub(crate) fn run(
     world.run();
     let mut r = world.r;
     if let Ok(log) = transitions.lock() {
-        for (at, from, to) in log.iter() {
+        for &(at, instance, from, to) in &log.0 {
             let t = nanos(at.saturating_duration_since(base));
+            r.transitions.push((secs(t), instance, from, to));
             if t < window.0 || t > window.1 {
                 continue;
             }
-            if *to == BreakerState::Open && *from != BreakerState::Open {
+            if to == BreakerState::Open && from != BreakerState::Open {
                 r.opens += 1;
             }
-            if *to == BreakerState::Closed && *from == BreakerState::HalfOpen {
+            if to == BreakerState::Closed && from == BreakerState::HalfOpen {
                 r.closes += 1;
             }
         }
+        r.transitions_dropped = log.1;
     }
     Ok(r)
 }
@@ -327,6 +416,10 @@ impl<'a> World<'a> {
         (self.now / NANOS) as usize
     }
 
+    fn step(&self) -> usize {
+        (self.now / TICK) as usize
+    }
+
     fn start(&mut self) {
         self.at(0, Event::Tick);
         for (i, phase) in self.sc.dependency.phase.iter().enumerate() {
@@ -336,6 +429,10 @@ impl<'a> World<'a> {
             for (i, phase) in traffic.phase.iter().enumerate() {
                 self.at(nanos(phase.at), Event::RatePhase(i as u32));
             }
+            if self.healthy_rate > 0.0 {
+                let gap = exp(&mut self.healthy, self.healthy_rate);
+                self.at(gap, Event::HealthyArrival);
+            }
         }
         self.arm_arrival();
         if let Some(bulk) = &self.sc.bulk {
@@ -344,6 +441,7 @@ impl<'a> World<'a> {
                 self.backlog.push_back(Item { attempts: 0 });
                 self.r.items_in += 1;
             }
+            self.r.items[0] += bulk.backlog;
             if self.item_rate > 0.0 {
                 let gap = exp(&mut self.arrivals, self.item_rate);
                 self.at(gap, Event::ItemArrival);
@@ -354,11 +452,20 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Draw the next arrival at the current rate. A change of rate draws
+    /// afresh (arrivals are memoryless), and the old draw is dropped.
     fn arm_arrival(&mut self) {
-        if self.rate > 0.0 && !self.arrival_pending && self.sc.traffic.is_some() {
+        self.arrival_gen = self.arrival_gen.wrapping_add(1);
+        if self.rate > 0.0 && self.sc.traffic.is_some() {
             let gap = exp(&mut self.arrivals, self.rate);
-            self.arrival_pending = true;
-            self.at(self.now + gap, Event::Arrival);
+            self.at(self.now + gap, Event::Arrival(self.arrival_gen));
+        }
+    }
+
+    fn set_rate(&mut self, rate: f64) {
+        if rate != self.rate {
+            self.rate = rate;
+            self.arm_arrival();
         }
     }
 
@@ -371,24 +478,29 @@ impl<'a> World<'a> {
             match event {
                 Event::Tick => self.tick(),
                 Event::Phase(i) => self.phase(i as usize),
-                Event::RatePhase(i) => {
-                    if let Some(traffic) = &self.sc.traffic {
-                        self.rate = traffic.phase[i as usize].rate.0;
-                    }
-                    self.arm_arrival();
-                }
+                Event::RatePhase(i) => self.rate_phase(i as usize),
                 Event::FlapUp => {
                     self.flap_at = None;
-                    self.model.flap_tick(secs(self.now));
-                    let started = self.model.start_queued(secs(self.now));
-                    self.started(started);
-                    self.capacity_changed();
+                    self.flap_edge();
                 }
-                Event::Arrival => self.arrival(),
+                Event::FlapEdge(gen) => {
+                    if gen == self.flap_gen {
+                        self.flap_edge();
+                        self.arm_flap_edge();
+                    }
+                }
+                Event::Arrival(gen) => {
+                    if gen == self.arrival_gen {
+                        self.arrival();
+                    }
+                }
                 Event::ItemArrival => self.item_arrival(),
+                Event::HealthyArrival => self.healthy_arrival(),
+                Event::HealthyDone(i) => self.release_worker(i),
                 Event::Done(job) => self.done(job),
                 Event::Timeout(job) => self.timeout(job),
                 Event::Retry(req) => self.attempt(req),
+                Event::Refused(req) => self.request_attempt_ended(req, Ended::Refused),
                 Event::Wake(c) => self.wake(c),
             }
         }
@@ -399,7 +511,9 @@ impl<'a> World<'a> {
         let from = self.last.max(self.window.0);
         let to = t.min(self.window.1);
         if to > from {
-            self.r.in_flight_area += self.active as f64 * secs(to - from);
+            let dt = secs(to - from);
+            self.r.in_flight_area += self.active as f64 * dt;
+            self.r.pool_area += self.occupied_total as f64 * dt;
         }
         self.last = t;
         self.now = t;
@@ -413,6 +527,29 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Take a worker of `instance`'s pool, if one is free.
+    fn take_worker(&mut self, instance: u32) -> bool {
+        let busy = &mut self.occupied[instance as usize];
+        if *busy >= self.pool {
+            return false;
+        }
+        *busy += 1;
+        let busy = *busy;
+        self.occupied_total += 1;
+        if self.in_window() {
+            self.r.pool_peak = self.r.pool_peak.max(busy);
+        }
+        true
+    }
+
+    fn release_worker(&mut self, instance: u32) {
+        let busy = &mut self.occupied[instance as usize];
+        if *busy > 0 {
+            *busy -= 1;
+            self.occupied_total -= 1;
+        }
+    }
+
     fn tick(&mut self) {
         let now = self.clock.now();
         for limiter in self.limiters {
@@ -423,18 +560,45 @@ impl<'a> World<'a> {
                 self.r.open_ticks += 1;
             }
         }
+        if let Some((from, to, a, b)) = self.ramp {
+            if self.now >= to {
+                self.ramp = None;
+                self.set_rate(b);
+            } else {
+                let f = (self.now - from) as f64 / (to - from) as f64;
+                self.set_rate(a + (b - a) * f);
+            }
+        }
         if self.ticks % 10 == 0 {
             let s = self.second();
             if let Some(slot) = self.r.per_second.in_flight.get_mut(s) {
                 *slot = u32::try_from(self.active).unwrap_or(u32::MAX);
+            }
+            let per_instance = self.occupied_total as f32 / self.occupied.len().max(1) as f32;
+            if let Some(slot) = self.r.per_second.pool.get_mut(s) {
+                *slot = per_instance;
             }
         }
         self.ticks += 1;
         self.at(self.now + TICK, Event::Tick);
     }
 
+    fn rate_phase(&mut self, i: usize) {
+        let Some(traffic) = &self.sc.traffic else {
+            return;
+        };
+        let phase = traffic.phase[i];
+        match phase.until {
+            Some(until) => self.ramp = Some((self.now, nanos(until), self.rate, phase.rate.0)),
+            None => {
+                self.ramp = None;
+                self.set_rate(phase.rate.0);
+            }
+        }
+    }
+
     fn capacity_changed(&mut self) {
-        if let Some(cell) = self.oracle {
+        if let Some(cell) = self.clairvoyant {
             let capacity = self.model.capacity(secs(self.now));
             let share = if capacity == 0 {
                 0
@@ -447,8 +611,8 @@ impl<'a> World<'a> {
                 }
             }
         }
-        if self.flap_at.is_none() {
-            if let Some(up) = self.model.flap_up_at() {
+        if self.flap_at.is_none() && !self.model.flaps_by_time() {
+            if let Some(up) = self.model.flap_change_after(secs(self.now)) {
                 // Round up, so that at `t` the model agrees it is time.
                 let t = (up * NANOS as f64).ceil() as u64 + 1;
                 self.flap_at = Some(t);
@@ -457,10 +621,8 @@ impl<'a> World<'a> {
         }
     }
 
-    fn phase(&mut self, i: usize) {
-        let phase = &self.sc.dependency.phase[i];
-        self.flap_at = None;
-        let refused = self.model.apply(phase, secs(self.now));
+    /// Refuse the jobs a dependency that went down drops from its queue.
+    fn refuse(&mut self, refused: Vec<u64>) {
         let after = nanos(self.sc.dependency.refuse_latency);
         for job in refused {
             if let Some(j) = self.jobs.get_mut(job) {
@@ -468,15 +630,41 @@ impl<'a> World<'a> {
                 self.at(self.now + after, Event::Done(job));
             }
         }
+    }
+
+    /// A flapping dependency may have gone down or come up.
+    fn flap_edge(&mut self) {
+        let refused = self.model.flap_tick(secs(self.now));
+        self.refuse(refused);
         let started = self.model.start_queued(secs(self.now));
         self.started(started);
         self.capacity_changed();
     }
 
+    fn arm_flap_edge(&mut self) {
+        if self.model.flaps_by_time() {
+            if let Some(next) = self.model.flap_change_after(secs(self.now)) {
+                let t = (next * NANOS as f64).ceil() as u64 + 1;
+                self.at(t.max(self.now + 1), Event::FlapEdge(self.flap_gen));
+            }
+        }
+    }
+
+    fn phase(&mut self, i: usize) {
+        let phase = &self.sc.dependency.phase[i];
+        self.flap_at = None;
+        self.flap_gen = self.flap_gen.wrapping_add(1);
+        let refused = self.model.apply(phase, secs(self.now));
+        self.refuse(refused);
+        let started = self.model.start_queued(secs(self.now));
+        self.started(started);
+        self.capacity_changed();
+        self.arm_flap_edge();
+    }
+
     // ----- interactive callers ---------------------------------------
 
     fn arrival(&mut self) {
-        self.arrival_pending = false;
         self.arm_arrival();
         let Some(traffic) = &self.sc.traffic else {
             return;
@@ -484,10 +672,20 @@ impl<'a> World<'a> {
         let instance = self.next_instance;
         self.next_instance = (self.next_instance + 1) % traffic.instances.0;
         self.r.calls += 1;
+        let step = self.step();
+        if let Some(slot) = self.r.arrivals.get_mut(step) {
+            *slot += 1;
+        }
         if self.in_window() {
             self.r.offered += 1;
         }
-        self.firsts += 1;
+        if !self.take_worker(instance) {
+            if self.in_window() {
+                self.r.pool_full += 1;
+            }
+            return;
+        }
+        self.budgets[instance as usize].deposit(self.now);
         let req = self.requests.insert(Request {
             instance,
             arrived: self.now,
@@ -496,6 +694,35 @@ impl<'a> World<'a> {
         });
         self.set_active(self.active + 1);
         self.attempt(req);
+    }
+
+    fn healthy_arrival(&mut self) {
+        let Some(traffic) = &self.sc.traffic else {
+            return;
+        };
+        let instance = self.next_healthy;
+        self.next_healthy = (self.next_healthy + 1) % traffic.instances.0;
+        let gap = exp(&mut self.healthy, self.healthy_rate);
+        self.at(self.now + gap, Event::HealthyArrival);
+        let s = self.second();
+        if let Some(slot) = self.r.per_second.healthy_offered.get_mut(s) {
+            *slot += 1;
+        }
+        let counted = self.in_window();
+        if counted {
+            self.r.healthy_offered += 1;
+        }
+        if self.take_worker(instance) {
+            let done = self.now + nanos(traffic.healthy.latency);
+            self.at(done, Event::HealthyDone(instance));
+        } else {
+            if counted {
+                self.r.healthy_turned_away += 1;
+            }
+            if let Some(slot) = self.r.per_second.healthy_turned_away.get_mut(s) {
+                *slot += 1;
+            }
+        }
     }
 
     fn attempt(&mut self, req: u64) {
@@ -511,12 +738,15 @@ impl<'a> World<'a> {
         if let Some(slot) = self.r.per_second.tried.get_mut(s) {
             *slot += 1;
         }
+        if self.in_window() {
+            self.r.tried += 1;
+        }
         match self.limiters[instance as usize].try_acquire() {
             Err(_) => {
                 if self.in_window() {
                     self.r.rejected += 1;
                 }
-                self.end_request(req);
+                self.at(self.now + nanos(traffic.reject_cost), Event::Refused(req));
             }
             Ok(permit) => {
                 if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
@@ -594,7 +824,7 @@ impl<'a> World<'a> {
         }
         if let Some(permit) = j.permit.take() {
             permit.record(j.outcome);
-            self.deliver(j.owner, Some(j.outcome));
+            self.deliver(j.owner, Ended::Answered(j.outcome));
         }
     }
 
@@ -613,45 +843,47 @@ impl<'a> World<'a> {
         if self.in_window() {
             self.r.timeouts += 1;
         }
-        self.deliver(owner, None);
+        self.deliver(owner, Ended::TimedOut);
     }
 
-    /// An attempt ended: `Some(outcome)` answered, `None` timed out.
-    fn deliver(&mut self, owner: Owner, outcome: Option<Outcome>) {
+    /// An attempt ended.
+    fn deliver(&mut self, owner: Owner, ended: Ended) {
         match owner {
-            Owner::Request(req) => self.request_attempt_ended(req, outcome),
-            Owner::Item(c) => self.item_attempt_ended(c, outcome),
+            Owner::Request(req) => self.request_attempt_ended(req, ended),
+            Owner::Item(c) => self.item_attempt_ended(c, ended),
             Owner::Probe => self.probe_in_flight = false,
         }
     }
 
-    fn request_attempt_ended(&mut self, req: u64, outcome: Option<Outcome>) {
+    fn request_attempt_ended(&mut self, req: u64, ended: Ended) {
         let Some(traffic) = &self.sc.traffic else {
             return;
         };
-        match outcome {
-            Some(Outcome::Success) => {
+        match ended {
+            Ended::Answered(Outcome::Success) => {
                 let arrived = self.requests.get_mut(req).map_or(self.now, |r| r.arrived);
                 self.success(Some(self.now - arrived));
                 self.end_request(req);
             }
-            Some(Outcome::Ignore) => {
+            Ended::Answered(Outcome::Ignore) => {
                 if self.in_window() {
                     self.r.client_errors += 1;
                 }
                 self.end_request(req);
             }
-            Some(Outcome::Overload) | None => {
+            Ended::Answered(Outcome::Overload) | Ended::TimedOut | Ended::Refused => {
                 let Some(request) = self.requests.get_mut(req) else {
                     return;
                 };
                 let retry_at = self.now + nanos(traffic.backoff);
-                let budget = traffic.retry_budget.0 * self.firsts as f64;
-                if request.attempts < traffic.attempts.0
-                    && retry_at < request.deadline
-                    && (self.retries as f64) < budget
+                let retryable = ended != Ended::Refused || traffic.retry_rejected;
+                let (attempts, deadline, instance) =
+                    (request.attempts, request.deadline, request.instance);
+                if retryable
+                    && attempts < traffic.attempts.0
+                    && retry_at < deadline
+                    && self.budgets[instance as usize].withdraw(self.now)
                 {
-                    self.retries += 1;
                     self.at(retry_at, Event::Retry(req));
                 } else {
                     if self.in_window() {
@@ -679,8 +911,9 @@ impl<'a> World<'a> {
     }
 
     fn end_request(&mut self, req: u64) {
-        if self.requests.remove(req).is_some() {
+        if let Some(request) = self.requests.remove(req) {
             self.set_active(self.active.saturating_sub(1));
+            self.release_worker(request.instance);
         }
     }
 
@@ -689,6 +922,10 @@ impl<'a> World<'a> {
     fn item_arrival(&mut self) {
         self.backlog.push_back(Item { attempts: 0 });
         self.r.items_in += 1;
+        let step = self.step();
+        if let Some(slot) = self.r.items.get_mut(step) {
+            *slot += 1;
+        }
         if let Some(c) = self.consumers.iter().position(|c| c.idle) {
             self.consumers[c].idle = false;
             self.at(self.now, Event::Wake(c as u32));
@@ -754,7 +991,7 @@ impl<'a> World<'a> {
         }
     }
 
-    fn item_attempt_ended(&mut self, c: u32, outcome: Option<Outcome>) {
+    fn item_attempt_ended(&mut self, c: u32, ended: Ended) {
         let Some(bulk) = &self.sc.bulk else { return };
         self.set_active(self.active.saturating_sub(1));
         let consumer = &mut self.consumers[c as usize];
@@ -762,14 +999,14 @@ impl<'a> World<'a> {
         let Some(item) = consumer.item.as_mut() else {
             return;
         };
-        match outcome {
-            Some(Outcome::Success | Outcome::Ignore) => {
+        match ended {
+            Ended::Answered(Outcome::Success | Outcome::Ignore) => {
                 consumer.item = None;
                 self.r.items_done += 1;
                 self.success(None);
                 self.at(self.now, Event::Wake(c));
             }
-            Some(Outcome::Overload) | None => {
+            Ended::Answered(Outcome::Overload) | Ended::TimedOut | Ended::Refused => {
                 item.attempts += 1;
                 if item.attempts >= bulk.attempts.0 {
                     consumer.item = None;

@@ -2,17 +2,22 @@
 //! against a modelled dependency, in virtual time.
 //!
 //! A [`Scenario`] describes the dependency — workers, a service-time
-//! distribution, a queue, injected overload and client errors, outages that
-//! refuse or hang, flapping, a cache that warms only under traffic and cools
-//! when idle — and the callers: open-loop Poisson arrivals over a fleet of
-//! instances (each with its own limiter), per-attempt timeouts, retries with a
-//! budget, and bulk queue consumers that dead-letter an item after its
-//! attempts. Every event moves a [`ManualClock`](crate::ManualClock); the
-//! limiters are the ones users run. The same seed gives the same run, byte for
-//! byte.
+//! distribution, a queue, injected overload and client errors, calls that
+//! hang, outages that refuse or hang, flapping by request count or by time,
+//! a cache that warms only under traffic and cools when idle — and the
+//! callers: open-loop Poisson arrivals (steps and linear ramps) over a
+//! fleet of instances, each with its own limiter and a finite worker pool
+//! shared with a healthy endpoint; per-attempt timeouts inside a deadline;
+//! refusals that cost time and may be retried; retries under a sliding
+//! window budget (or none); and bulk queue consumers that dead-letter an
+//! item after its attempts. Every event moves a
+//! [`ManualClock`](crate::ManualClock); the limiters are the ones users
+//! run. The same seed gives the same run, byte for byte.
 //!
-//! [`compare`] runs scenarios against every [`PolicyKind`], including an
-//! oracle that knows the dependency's true concurrency at every instant.
+//! [`compare`] runs scenarios against every [`PolicyKind`] and measures
+//! each against a **bound**: the most goodput the dependency could deliver
+//! to the offered load (the `bound` module's docs say how it is built), so
+//! no policy can read above 1.00.
 //!
 //! Enabled by the `sim` feature.
 //!
@@ -35,11 +40,16 @@
 //! let (report, _stats) = compare(&[scenario], &[PolicyKind::Aimd], 7, |_| {})?;
 //! let aimd = report.scenarios[0].policy(PolicyKind::Aimd).unwrap();
 //! assert_eq!(aimd.rejected, 0);
+//! assert!(aimd.goodput_vs_bound.unwrap() <= 1.0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod bound;
+mod budget;
 mod engine;
+mod error;
 mod model;
+mod overrides;
 mod plot;
 mod policies;
 mod report;
@@ -49,12 +59,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub use budget::RetryBudget;
+pub use error::ScenarioError;
+pub use overrides::PolicyParams;
 pub use plot::svg;
 pub use policies::PolicyKind;
-pub use report::{Comparison, Latency, PolicyReport, ScenarioReport, SeriesReport};
+pub use report::{
+    BoundReport, Comparison, HealthyReport, Latency, PolicyReport, Recovery, ScenarioReport,
+    SeriesReport, TransitionReport, MIN_DENOMINATOR,
+};
 pub use scenario::{
-    Bulk, Cold, Count, Dependency, Flap, Fraction, Outage, Phase, PolicyParams, Rate, RatePhase,
-    Scenario, ScenarioError, Span, Traffic,
+    Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
+    Scenario, Span, Traffic,
 };
 
 use crate::algorithms::ConfigError;
@@ -95,13 +111,14 @@ impl Stats {
     }
 }
 
-/// Run every scenario against `policies` (the oracle always runs too, first:
-/// every ratio is against it), on all cores, calling `progress` after each
-/// run. Deterministic for a given `seed`, whatever the number of threads.
+/// Run every scenario against `policies` (or `none` alone, if empty), on
+/// all cores, calling `progress` after each run, and measure each against
+/// the scenario's bound. Deterministic for a given `seed`, whatever the
+/// number of threads.
 ///
 /// # Errors
 ///
-/// A policy could not be sized for a scenario (a [`ConfigError`]).
+/// A policy could not be built for a scenario (a [`ConfigError`]).
 pub fn compare(
     scenarios: &[Scenario],
     policies: &[PolicyKind],
@@ -109,13 +126,15 @@ pub fn compare(
     progress: impl Fn(Progress<'_>) + Sync,
 ) -> Result<(Comparison, Stats), ConfigError> {
     let started = Instant::now();
-    let mut kinds = vec![PolicyKind::Oracle];
-    kinds.extend(
-        policies
-            .iter()
-            .copied()
-            .filter(|k| *k != PolicyKind::Oracle),
-    );
+    let mut kinds: Vec<PolicyKind> = Vec::new();
+    for k in policies {
+        if !kinds.contains(k) {
+            kinds.push(*k);
+        }
+    }
+    if kinds.is_empty() {
+        kinds.push(PolicyKind::None);
+    }
     let jobs: Vec<(usize, PolicyKind)> = scenarios
         .iter()
         .enumerate()
@@ -169,22 +188,25 @@ pub fn compare(
         .iter()
         .zip(runs)
         .map(|(sc, runs)| {
-            let oracle = runs
-                .iter()
-                .find(|(k, _)| *k == PolicyKind::Oracle)
-                .map(|(_, r)| r);
+            // Every run saw the same arrivals; any one gives the bound.
+            let bound = runs
+                .first()
+                .map(|(_, r)| bound::bound(sc, &r.arrivals, &r.items))
+                .unwrap_or_default();
+            let bound_report = report::bound_report(sc, &bound);
             ScenarioReport {
                 name: sc.name.clone(),
                 about: sc.about.clone(),
-                measured_seconds: sc
-                    .measure
-                    .map_or(sc.duration, |m| m.to.saturating_sub(m.from))
-                    .as_secs_f64(),
+                measured_seconds: {
+                    let (from, to) = sc.measured();
+                    to - from
+                },
                 recovers_at_seconds: sc.recovers_at.map(|d| d.as_secs_f64()),
                 policies: runs
                     .iter()
-                    .map(|(k, r)| report::policy_report(sc, *k, r, oracle))
+                    .map(|(k, r)| report::policy_report(sc, *k, r, &bound, &bound_report))
                     .collect(),
+                bound: bound_report,
             }
         })
         .collect();

@@ -33,6 +33,7 @@ pub(crate) struct Model {
     service: LogNormal<f64>,
     overload_errors: f64,
     client_errors: f64,
+    hang: f64,
     outage: Outage,
     cold: Option<Cold>,
     /// In `[0, 1]`: 1 is fully warm.
@@ -44,9 +45,29 @@ pub(crate) struct Model {
 
 struct FlapState {
     flap: Flap,
-    /// Down until this time (seconds), or up with this many left to serve.
+    /// When the flapping began (seconds).
+    start: f64,
+    /// Counted flapping: down until this time (seconds), or up with `left`
+    /// requests left to serve.
     down_until: Option<f64>,
     left: u32,
+}
+
+impl FlapState {
+    /// Timed flapping: the cycle length and the down part of it.
+    fn timed(&self) -> Option<(f64, f64)> {
+        self.flap.up.map(|up| {
+            let down = self.flap.down.as_secs_f64();
+            (down + up.as_secs_f64(), down)
+        })
+    }
+
+    fn is_down(&self, now: f64) -> bool {
+        match self.timed() {
+            Some((cycle, down)) => (now - self.start).max(0.0) % cycle < down,
+            None => self.down_until.is_some_and(|t| now < t),
+        }
+    }
 }
 
 fn lognormal(latency: &Latency) -> LogNormal<f64> {
@@ -72,6 +93,7 @@ impl Model {
             service: lognormal(&spec.service),
             overload_errors: spec.overload_errors.0,
             client_errors: spec.client_errors.0,
+            hang: spec.hang.0,
             outage: Outage::None,
             cold: spec.cold,
             warmth: 1.0,
@@ -96,6 +118,9 @@ impl Model {
         if let Some(e) = phase.client_errors {
             self.client_errors = e.0;
         }
+        if let Some(h) = phase.hang {
+            self.hang = h.0;
+        }
         if let Some(outage) = phase.outage {
             self.outage = outage;
         }
@@ -105,8 +130,9 @@ impl Model {
         }
         self.flap = phase.flap.map(|flap| FlapState {
             flap,
+            start: now,
             down_until: Some(now + flap.down.as_secs_f64()),
-            left: flap.serve.0,
+            left: flap.serve.map_or(0, |s| s.0),
         });
         if self.is_down(now) {
             self.queue.drain(..).collect()
@@ -115,27 +141,48 @@ impl Model {
         }
     }
 
-    /// When a flapping dependency comes back up, if it is down now.
-    pub(crate) fn flap_up_at(&self) -> Option<f64> {
-        self.flap.as_ref().and_then(|f| f.down_until)
+    /// Whether it flaps by time (`up`), not by request count.
+    pub(crate) fn flaps_by_time(&self) -> bool {
+        self.flap.as_ref().is_some_and(|f| f.timed().is_some())
     }
 
-    /// Bring a flapping dependency back up if its down time is over.
-    pub(crate) fn flap_tick(&mut self, now: f64) {
-        if let Some(f) = &mut self.flap {
-            if f.down_until.is_some_and(|t| now >= t) {
-                f.down_until = None;
-                f.left = f.flap.serve.0;
+    /// When a flapping dependency next goes down or comes up, after `now`.
+    pub(crate) fn flap_change_after(&self, now: f64) -> Option<f64> {
+        let f = self.flap.as_ref()?;
+        match f.timed() {
+            Some((cycle, down)) => {
+                let into = (now - f.start).max(0.0);
+                let base = f.start + (into / cycle).floor() * cycle;
+                let next = if into % cycle < down {
+                    base + down
+                } else {
+                    base + cycle
+                };
+                Some(if next > now { next } else { next + cycle })
             }
+            None => f.down_until,
+        }
+    }
+
+    /// Bring a flapping dependency back up if its down time is over (a
+    /// counted flap; a timed one follows the clock on its own). Returns the
+    /// queued jobs that are refused because it went down.
+    pub(crate) fn flap_tick(&mut self, now: f64) -> Vec<u64> {
+        if let Some(f) = &mut self.flap {
+            if f.timed().is_none() && f.down_until.is_some_and(|t| now >= t) {
+                f.down_until = None;
+                f.left = f.flap.serve.map_or(0, |s| s.0);
+            }
+        }
+        if self.is_down(now) {
+            self.queue.drain(..).collect()
+        } else {
+            Vec::new()
         }
     }
 
     fn is_down(&self, now: f64) -> bool {
-        self.outage != Outage::None
-            || self
-                .flap
-                .as_ref()
-                .is_some_and(|f| f.down_until.is_some_and(|t| now < t))
+        self.outage != Outage::None || self.flap.as_ref().is_some_and(|f| f.is_down(now))
     }
 
     /// The workers it has now, 0 while down.
@@ -163,7 +210,10 @@ impl Model {
                 after: self.refuse_latency,
             };
         }
-        if let Some(f) = &mut self.flap {
+        if self.hang > 0.0 && self.rng.random::<f64>() < self.hang {
+            return Accept::Hang;
+        }
+        if let Some(f) = self.flap.as_mut().filter(|f| f.timed().is_none()) {
             // Up: it takes `serve` requests, and falls over at the next.
             if f.left == 0 {
                 f.down_until = Some(now + f.flap.down.as_secs_f64());

@@ -16,9 +16,10 @@ use crate::algorithms::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum PolicyKind {
-    /// The physical limit: the dependency's true concurrency at every
-    /// instant (0 while it is down), known by magic.
-    Oracle,
+    /// A limit set by magic to the dependency's true concurrency at every
+    /// instant (0 while it is down): a reference row, not a bound (it can
+    /// be beaten, by a policy that uses the dependency's queue).
+    Clairvoyant,
     /// No limiter: timeouts and retries only.
     None,
     /// A static bulkhead sized for the dependency's normal capacity.
@@ -45,7 +46,7 @@ pub enum PolicyKind {
 impl PolicyKind {
     /// Every policy, in table order.
     pub const ALL: [PolicyKind; 11] = [
-        PolicyKind::Oracle,
+        PolicyKind::Clairvoyant,
         PolicyKind::None,
         PolicyKind::Bulkhead,
         PolicyKind::BreakerClassic,
@@ -61,7 +62,7 @@ impl PolicyKind {
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            PolicyKind::Oracle => "oracle",
+            PolicyKind::Clairvoyant => "clairvoyant",
             PolicyKind::None => "none",
             PolicyKind::Bulkhead => "bulkhead",
             PolicyKind::BreakerClassic => "breaker-classic",
@@ -106,6 +107,12 @@ impl PolicyKind {
         self != PolicyKind::BreakerClassic
     }
 
+    /// Whether a scenario may replace its policy (`[policies.NAME]`): every
+    /// row but the clairvoyant one, whose limit the simulator sets.
+    pub fn takes_override(self) -> bool {
+        self != PolicyKind::Clairvoyant
+    }
+
     /// Whether it is a breaker.
     pub fn is_breaker(self) -> bool {
         matches!(
@@ -125,7 +132,7 @@ impl fmt::Display for PolicyKind {
 }
 
 pub(crate) fn instances(scenario: &Scenario) -> u32 {
-    scenario.traffic.as_ref().map_or(1, |t| t.instances.0)
+    scenario.instances()
 }
 
 /// The dependency's normal concurrency share per instance.
@@ -133,16 +140,16 @@ pub(crate) fn share(scenario: &Scenario, workers: u32) -> u32 {
     workers.div_ceil(instances(scenario)).max(1)
 }
 
-/// The oracle: a limit the simulator sets to the dependency's true
-/// concurrency at every instant.
+/// A limit the simulator sets to the dependency's true concurrency at
+/// every instant.
 #[derive(Debug)]
-pub(crate) struct Oracle {
+pub(crate) struct Clairvoyant {
     pub(crate) limit: Arc<AtomicU32>,
 }
 
-impl Algorithm for Oracle {
+impl Algorithm for Clairvoyant {
     fn name(&self) -> &'static str {
-        "oracle"
+        "clairvoyant"
     }
     fn gate(&self) -> Gate {
         match self.limit.load(Ordering::Relaxed) {
@@ -161,14 +168,18 @@ pub(crate) fn slow_call(scenario: &Scenario) -> Duration {
         .unwrap_or(scenario.dependency.service.median * 4)
 }
 
-/// Build `kind` for instance `instance` of `scenario`. The oracle's limit
-/// cell is returned alongside.
+/// Build `kind` for instance `instance` of `scenario`: the scenario's
+/// override if it has one, else the row's policy sized for the scenario.
+/// `clairvoyant` is the limit cell the clairvoyant row reads.
 pub(crate) fn build(
     kind: PolicyKind,
     scenario: &Scenario,
     instance: u32,
-    oracle: &Arc<AtomicU32>,
+    clairvoyant: &Arc<AtomicU32>,
 ) -> Result<Box<dyn Algorithm>, ConfigError> {
+    if let Some(config) = scenario.policies.override_for(kind) {
+        return config.build();
+    }
     let workers = scenario.dependency.workers.0;
     let c = share(scenario, workers);
     let ceiling = (c * 4).clamp(c, MAX_LIMIT);
@@ -206,13 +217,11 @@ pub(crate) fn build(
         ..BreakerConfig::recommended()
     };
     Ok(match kind {
-        PolicyKind::Oracle => Box::new(Oracle {
-            limit: Arc::clone(oracle),
+        PolicyKind::Clairvoyant => Box::new(Clairvoyant {
+            limit: Arc::clone(clairvoyant),
         }),
         PolicyKind::None => Box::new(Fixed::new(MAX_LIMIT)?),
-        PolicyKind::Bulkhead => {
-            Box::new(Fixed::new(scenario.policies.bulkhead.map_or(c, |b| b.0))?)
-        }
+        PolicyKind::Bulkhead => Box::new(Fixed::new(c)?),
         PolicyKind::BreakerClassic => Box::new(Breaker::new(BreakerConfig {
             // One ordinary request, with the ordinary timeout, is the probe.
             probe_timeout: call_timeout + Duration::from_secs(1),

@@ -5,9 +5,21 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::bound::Bound;
 use super::engine::RunResult;
 use super::policies::PolicyKind;
 use super::scenario::Scenario;
+
+/// A ratio is printed only when its denominator counts at least this many
+/// calls; below it, the ratio says nothing.
+pub const MIN_DENOMINATOR: f64 = 100.0;
+
+/// Recovered once goodput holds this share of the bound…
+const RECOVERED: f64 = 0.9;
+/// …in each of these blocks of seconds…
+const BLOCK: usize = 10;
+/// …over this many seconds in a row.
+const SUSTAINED: usize = 30;
 
 /// Every scenario against every policy.
 #[derive(Clone, Debug, Serialize)]
@@ -31,8 +43,68 @@ pub struct ScenarioReport {
     pub measured_seconds: f64,
     /// When the dependency could serve again, seconds into the run.
     pub recovers_at_seconds: Option<f64>,
-    /// One report per policy, oracle first.
+    /// The most goodput the dependency could deliver to the offered load.
+    pub bound: BoundReport,
+    /// One report per policy, in the order asked for.
     pub policies: Vec<PolicyReport>,
+}
+
+/// The bound every goodput is measured against (see the `sim` module).
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct BoundReport {
+    /// Successes over the measured span: the fluid model's plus the
+    /// allowance. Every ratio divides by this.
+    pub successes: f64,
+    /// The fluid model's successes alone.
+    pub fluid: f64,
+    /// What a finite run may add by luck: the calls in service when the
+    /// span starts, and three standard deviations of the run's randomness.
+    pub allowance: f64,
+    /// `successes` per second of the span.
+    pub goodput: f64,
+    /// The fluid model's successes per second, over time.
+    pub series: Vec<f64>,
+}
+
+/// How long a policy took to recover.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// The scenario has no fault to recover from.
+    NoFault,
+    /// Not within the run.
+    Never,
+    /// Seconds from the dependency's recovery until goodput held 90% of the
+    /// bound for 30 s (in each 10 s of them). The bound here serves each
+    /// second's own arrivals: no catching up on a backlog.
+    After(f64),
+}
+
+/// One transition of a breaker, for the timeline.
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct TransitionReport {
+    /// Seconds into the run.
+    pub at_seconds: f64,
+    /// The client instance whose limiter changed.
+    pub instance: u32,
+    /// The state before (`closed`, `open`, `half_open`, …).
+    pub from: &'static str,
+    /// The state after.
+    pub to: &'static str,
+}
+
+/// The healthy endpoint that shares the callers' worker pools.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[non_exhaustive]
+pub struct HealthyReport {
+    /// Its requests that arrived in the measured span.
+    pub offered: u64,
+    /// Those that found no free worker and failed at once.
+    pub turned_away: u64,
+    /// The share it served: its own bound is everything offered.
+    pub served: Option<f64>,
 }
 
 /// One policy through one scenario.
@@ -43,35 +115,49 @@ pub struct PolicyReport {
     pub policy: String,
     /// Successes per second over the measured span.
     pub goodput: f64,
-    /// Goodput over the oracle's, where the oracle served anything.
-    pub goodput_vs_oracle: Option<f64>,
+    /// Successes over the bound's; `None` where the bound holds fewer than
+    /// [`MIN_DENOMINATOR`] calls.
+    pub goodput_vs_bound: Option<f64>,
     /// Requests (or bulk items' first attempts) that arrived.
     pub offered: u64,
     /// Requests answered successfully (bulk: items processed).
     pub successes: u64,
-    /// Requests refused by the limiter at once.
+    /// Attempts the limiter refused.
     pub rejected: u64,
     /// Attempts that ran out of time.
     pub timeouts: u64,
-    /// Requests that failed after their attempts.
+    /// Requests that ended without an answer (refused, failed or timed out
+    /// on their last attempt).
     pub failed: u64,
     /// Requests answered with a client error.
     pub client_errors: u64,
+    /// Requests that found no free worker in the caller's pool.
+    pub pool_full: u64,
+    /// Attempts made, admitted or refused.
+    pub tried: u64,
     /// Attempts that reached the dependency.
     pub sent: u64,
-    /// Attempts sent per request offered (load amplification).
+    /// Attempts that reached the dependency per request offered (load
+    /// amplification).
     pub amplification: Option<f64>,
     /// Probes that reached the dependency.
     pub probes: u64,
-    /// The caller's requests in progress, time-weighted mean (workers held).
+    /// The caller's requests to the dependency in progress (workers held
+    /// for it), time-weighted mean.
     pub in_flight_mean: f64,
-    /// The caller's requests in progress, most at once.
+    /// The same, most at once.
     pub in_flight_max: u64,
+    /// Busy workers in a caller's pool (the dependency's requests and the
+    /// healthy endpoint's), time-weighted mean per instance.
+    pub pool_mean: f64,
+    /// The most busy workers in any one instance's pool.
+    pub pool_peak: u32,
+    /// The healthy endpoint.
+    pub healthy: HealthyReport,
     /// Success latency percentiles, milliseconds.
     pub latency_ms: Option<Latency>,
-    /// Seconds from the dependency's recovery until this policy's goodput
-    /// was at least 95% of the oracle's (over 10 s); `None` if it never was.
-    pub recovery_seconds: Option<f64>,
+    /// Time to recover.
+    pub recovery: Recovery,
     /// Seconds the gate was shut (a mean over instances).
     pub open_seconds: f64,
     /// Times a breaker opened.
@@ -84,6 +170,10 @@ pub struct PolicyReport {
     pub items_done: u64,
     /// Bulk items that used all their attempts.
     pub dead_lettered: u64,
+    /// Every breaker transition of the run, in order.
+    pub transitions: Vec<TransitionReport>,
+    /// Transitions past the most a run keeps.
+    pub transitions_dropped: u64,
     /// Figures over time, for plots.
     pub series: SeriesReport,
 }
@@ -108,10 +198,14 @@ pub struct SeriesReport {
     pub step_seconds: u64,
     /// Attempts admitted over attempts tried (1 where none were tried).
     pub admitted_fraction: Vec<f64>,
-    /// The caller's requests in progress.
+    /// The caller's requests to the dependency in progress.
     pub in_flight: Vec<f64>,
     /// Successes per second.
     pub goodput: Vec<f64>,
+    /// Busy workers in a caller's pool (mean per instance).
+    pub pool: Vec<f64>,
+    /// The healthy endpoint's share served (1 where none arrived).
+    pub healthy_served: Vec<f64>,
 }
 
 fn round(x: f64) -> f64 {
@@ -121,72 +215,113 @@ fn round(x: f64) -> f64 {
 /// The most points a series keeps.
 const POINTS: usize = 600;
 
+pub(crate) fn bound_report(scenario: &Scenario, bound: &Bound) -> BoundReport {
+    let (from, to) = scenario.measured();
+    let (fluid, allowance) = bound.over(from, to);
+    let per_second = bound.per_second();
+    let step = per_second.len().div_ceil(POINTS).max(1);
+    BoundReport {
+        successes: round(fluid + allowance),
+        fluid: round(fluid),
+        allowance: round(allowance),
+        goodput: round((fluid + allowance) / (to - from).max(1e-9)),
+        series: per_second
+            .chunks(step)
+            .map(|c| round(c.iter().sum::<f64>() / c.len() as f64))
+            .collect(),
+    }
+}
+
 pub(crate) fn policy_report(
     scenario: &Scenario,
     kind: PolicyKind,
     r: &RunResult,
-    oracle: Option<&RunResult>,
+    bound: &Bound,
+    bound_report: &BoundReport,
 ) -> PolicyReport {
-    let (from, to) = scenario
-        .measure
-        .map_or((0.0, scenario.duration.as_secs_f64()), |m| {
-            (m.from.as_secs_f64(), m.to.as_secs_f64())
-        });
+    let (from, to) = scenario.measured();
     let span = (to - from).max(1e-9);
-    let goodput = r.successes as f64 / span;
-    let goodput_vs_oracle =
-        oracle.and_then(|o| (o.successes > 0).then(|| r.successes as f64 / o.successes as f64));
     let latency = (!r.latency.is_empty()).then(|| Latency {
         p50: round(r.latency.value_at_quantile(0.5) as f64 / 1_000.0),
         p99: round(r.latency.value_at_quantile(0.99) as f64 / 1_000.0),
         max: round(r.latency.max() as f64 / 1_000.0),
     });
-    let recovery_seconds = match (scenario.recovers_at, oracle) {
-        (Some(at), Some(o)) => recovery(
+    let recovery = match scenario.recovers_at {
+        None => Recovery::NoFault,
+        Some(at) => recovery(
             &r.per_second.successes,
-            &o.per_second.successes,
+            &bound.steady_per_second(),
             at.as_secs() as usize,
-        ),
-        _ => None,
+        )
+        .map_or(Recovery::Never, |s| Recovery::After(s as f64)),
     };
-    let instances = super::policies::instances(scenario).max(1);
+    let instances = f64::from(scenario.instances().max(1));
+    let ratio = |num: f64, den: f64| (den >= MIN_DENOMINATOR).then(|| round(num / den));
     PolicyReport {
         policy: kind.name().to_string(),
-        goodput: round(goodput),
-        goodput_vs_oracle: goodput_vs_oracle.map(round),
+        goodput: round(r.successes as f64 / span),
+        goodput_vs_bound: ratio(r.successes as f64, bound_report.successes),
         offered: r.offered,
         successes: r.successes,
         rejected: r.rejected,
         timeouts: r.timeouts,
         failed: r.failed,
         client_errors: r.client_errors,
+        pool_full: r.pool_full,
+        tried: r.tried,
         sent: r.sent,
         amplification: (r.offered > 0).then(|| round(r.sent as f64 / r.offered as f64)),
         probes: r.probes,
         in_flight_mean: round(r.in_flight_area / span),
         in_flight_max: r.in_flight_max,
+        pool_mean: round(r.pool_area / span / instances),
+        pool_peak: r.pool_peak,
+        healthy: HealthyReport {
+            offered: r.healthy_offered,
+            turned_away: r.healthy_turned_away,
+            served: ratio(
+                (r.healthy_offered - r.healthy_turned_away) as f64,
+                r.healthy_offered as f64,
+            ),
+        },
         latency_ms: latency,
-        recovery_seconds: recovery_seconds.map(|s| s as f64),
-        open_seconds: round(r.open_ticks as f64 / 10.0 / f64::from(instances)),
+        recovery,
+        open_seconds: round(r.open_ticks as f64 / 10.0 / instances),
         opens: r.opens,
         closes: r.closes,
         items_in: r.items_in,
         items_done: r.items_done,
         dead_lettered: r.dead_lettered,
+        transitions: r
+            .transitions
+            .iter()
+            .map(|&(at, instance, from, to)| TransitionReport {
+                at_seconds: round(at),
+                instance,
+                from: from.as_str(),
+                to: to.as_str(),
+            })
+            .collect(),
+        transitions_dropped: r.transitions_dropped,
         series: series(r),
     }
 }
 
-/// Seconds from `from` until a 10 s window of `successes` first holds at
-/// least 95% of the oracle's in the same window.
-fn recovery(successes: &[u32], oracle: &[u32], from: usize) -> Option<usize> {
-    const WINDOW: usize = 10;
-    let n = successes.len().min(oracle.len());
-    (from..n.saturating_sub(WINDOW)).find_map(|s| {
-        let ours: u64 = successes[s..s + WINDOW].iter().map(|&x| u64::from(x)).sum();
-        let best: u64 = oracle[s..s + WINDOW].iter().map(|&x| u64::from(x)).sum();
-        (best > 0 && ours as f64 >= 0.95 * best as f64).then_some(s - from)
-    })
+/// Seconds from `from` until goodput first holds 90% of the bound in each
+/// 10-second block of the next 30 seconds.
+fn recovery(successes: &[u32], bound: &[f64], from: usize) -> Option<usize> {
+    let n = successes.len().min(bound.len());
+    let holds = |s: usize| {
+        (0..SUSTAINED / BLOCK).all(|b| {
+            let a = s + b * BLOCK;
+            let ours: f64 = successes[a..a + BLOCK].iter().map(|&x| f64::from(x)).sum();
+            let best: f64 = bound[a..a + BLOCK].iter().sum();
+            ours >= RECOVERED * best
+        })
+    };
+    (from..n.saturating_sub(SUSTAINED))
+        .find(|&s| holds(s))
+        .map(|s| s - from)
 }
 
 fn series(r: &RunResult) -> SeriesReport {
@@ -198,20 +333,29 @@ fn series(r: &RunResult) -> SeriesReport {
         admitted_fraction: Vec::new(),
         in_flight: Vec::new(),
         goodput: Vec::new(),
+        pool: Vec::new(),
+        healthy_served: Vec::new(),
     };
     for start in (0..len).step_by(step) {
         let end = (start + step).min(len);
+        let width = (end - start) as f64;
         let sum = |v: &[u32]| v[start..end].iter().map(|&x| u64::from(x)).sum::<u64>();
-        let tried = sum(&s.tried);
-        out.admitted_fraction.push(if tried == 0 {
-            1.0
-        } else {
-            round(sum(&s.admitted) as f64 / tried as f64)
-        });
-        out.in_flight
-            .push(round(sum(&s.in_flight) as f64 / (end - start) as f64));
-        out.goodput
-            .push(round(sum(&s.successes) as f64 / (end - start) as f64));
+        let share = |num: u64, den: u64| {
+            if den == 0 {
+                1.0
+            } else {
+                round(num as f64 / den as f64)
+            }
+        };
+        out.admitted_fraction
+            .push(share(sum(&s.admitted), sum(&s.tried)));
+        out.in_flight.push(round(sum(&s.in_flight) as f64 / width));
+        out.goodput.push(round(sum(&s.successes) as f64 / width));
+        let pool: f64 = s.pool[start..end].iter().map(|&x| f64::from(x)).sum();
+        out.pool.push(round(pool / width));
+        let offered = sum(&s.healthy_offered);
+        out.healthy_served
+            .push(share(offered - sum(&s.healthy_turned_away), offered));
     }
     out
 }
@@ -226,36 +370,51 @@ impl ScenarioReport {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "{} — {}", self.name, self.about);
+        let b = &self.bound;
         let _ = writeln!(
             out,
-            "{:<17} {:>8} {:>6} {:>8} {:>8} {:>7} {:>8} {:>6} {:>7} {:>6} {:>7} {:>7} {:>8} {:>7} {:>5} {:>6} {:>5}",
-            "policy", "goodput", "×orcl", "rejected", "timeouts", "failed", "sent", "probes", "ifl μ", "ifl ^",
-            "p50 ms", "p99 ms", "recover", "open s", "opens", "closes", "dead"
+            "bound: {:.1}/s ({:.0} successes: {:.0} fluid + {:.0} allowance)",
+            b.goodput, b.successes, b.fluid, b.allowance
         );
+        let _ = writeln!(
+            out,
+            "{:<17} {:>8} {:>6} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>7} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5}",
+            "policy", "goodput", "×bound", "healthy", "pool μ", "pool ^", "no wkr", "rejected", "timeouts", "failed",
+            "sent", "amp", "probes", "ifl μ", "ifl ^", "p50 ms", "p99 ms", "recover", "open s", "opens",
+            "closes", "dead"
+        );
+        let dash = || "-".to_string();
         for p in &self.policies {
-            let ratio = p
-                .goodput_vs_oracle
-                .map_or("-".to_string(), |r| format!("{r:.2}"));
-            let (p50, p99) = p
-                .latency_ms
-                .map_or(("-".to_string(), "-".to_string()), |l| {
-                    (format!("{:.0}", l.p50), format!("{:.0}", l.p99))
-                });
-            let recover = match (self.recovers_at_seconds, p.recovery_seconds) {
-                (None, _) => "-".to_string(),
-                (Some(_), Some(s)) => format!("{s:.0}s"),
-                (Some(_), None) => "never".to_string(),
+            let ratio = p.goodput_vs_bound.map_or_else(dash, |r| format!("{r:.2}"));
+            let healthy = p
+                .healthy
+                .served
+                .map_or_else(dash, |h| format!("{:.1}%", h * 100.0));
+            let amp = p.amplification.map_or_else(dash, |a| format!("{a:.2}"));
+            let (p50, p99) = p.latency_ms.map_or_else(
+                || (dash(), dash()),
+                |l| (format!("{:.0}", l.p50), format!("{:.0}", l.p99)),
+            );
+            let recover = match p.recovery {
+                Recovery::NoFault => dash(),
+                Recovery::Never => "never".to_string(),
+                Recovery::After(s) => format!("{s:.0}s"),
             };
             let _ = writeln!(
                 out,
-                "{:<17} {:>8.1} {:>6} {:>8} {:>8} {:>7} {:>8} {:>6} {:>7.1} {:>6} {:>7} {:>7} {:>8} {:>7.0} {:>5} {:>6} {:>5}",
+                "{:<17} {:>8.1} {:>6} {:>7} {:>6.1} {:>6} {:>7} {:>8} {:>8} {:>7} {:>7} {:>6} {:>6} {:>7.1} {:>6} {:>7} {:>7} {:>8} {:>6.0} {:>5} {:>6} {:>5}",
                 p.policy,
                 p.goodput,
                 ratio,
+                healthy,
+                p.pool_mean,
+                p.pool_peak,
+                p.pool_full,
                 p.rejected,
                 p.timeouts,
                 p.failed,
                 p.sent,
+                amp,
                 p.probes,
                 p.in_flight_mean,
                 p.in_flight_max,

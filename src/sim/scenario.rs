@@ -1,16 +1,20 @@
-//! Scenarios as data: what the dependency does over time, and what the
-//! callers send it.
+//! Scenarios as data: what the dependency does over time, what the callers
+//! send it, and the callers' own worker pools.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
+use super::budget::RetryBudget;
+use super::error::{Checks, ScenarioError};
+use super::overrides::PolicyParams;
+
 /// A scenario: a modelled dependency and the traffic sent to it, over time.
 ///
 /// Written in TOML; see the files in the repository's `scenarios/` folder,
-/// which are embedded as [`Scenario::builtin`].
+/// which are embedded as [`Scenario::builtin`], and the README's
+/// "Scenario files" section for every key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -23,7 +27,8 @@ pub struct Scenario {
     #[serde(with = "humantime_serde")]
     pub duration: Duration,
     /// When the dependency can serve fully again, if it is hurt: time to
-    /// recover is measured from here.
+    /// recover is measured from here. Left out: the scenario has no fault
+    /// to recover from.
     #[serde(default, with = "humantime_serde")]
     pub recovers_at: Option<Duration>,
     /// The part of the run the summary figures cover (default: all of it).
@@ -31,14 +36,17 @@ pub struct Scenario {
     pub measure: Option<Span>,
     /// The dependency.
     pub dependency: Dependency,
-    /// Interactive callers: open-loop arrivals, timeouts, retries.
+    /// Interactive callers: open-loop arrivals, timeouts, retries, and the
+    /// worker pool they share with a healthy endpoint.
     #[serde(default)]
     pub traffic: Option<Traffic>,
     /// Queue consumers: a backlog worked through by a fixed set of
     /// consumers, each item tried a few times before it is dead-lettered.
     #[serde(default)]
     pub bulk: Option<Bulk>,
-    /// How the compared policies are sized for this scenario.
+    /// How the compared policies are set up for this scenario: the
+    /// slow-call threshold, and any row's policy replaced by one written as
+    /// a configuration file writes it (`[policies.aimd]`).
     #[serde(default)]
     pub policies: PolicyParams,
 }
@@ -77,6 +85,11 @@ pub struct Dependency {
     /// declined card): not evidence about the dependency.
     #[serde(default)]
     pub client_errors: Fraction,
+    /// Share of requests that are accepted and never answered: each hangs
+    /// until its caller's timeout. A hung request holds no worker of the
+    /// dependency (it is lost on the way), only the caller's.
+    #[serde(default)]
+    pub hang: Fraction,
     /// A cache that must warm up after a cold start.
     #[serde(default)]
     pub cold: Option<Cold>,
@@ -140,6 +153,9 @@ pub struct Phase {
     /// New share of client errors.
     #[serde(default)]
     pub client_errors: Option<Fraction>,
+    /// New share of requests that hang.
+    #[serde(default)]
+    pub hang: Option<Fraction>,
     /// Down (`"refuse"`: connections refused at once; `"hang"`: no answer
     /// ever) or back up (`"none"`).
     #[serde(default)]
@@ -148,8 +164,8 @@ pub struct Phase {
     #[serde(default)]
     pub cold: bool,
     /// Flap for the length of this phase: fall over for `down`, come back
-    /// and serve `serve` requests, fall over again, and so on. The next
-    /// phase ends the flapping.
+    /// (for `up`, or for `serve` requests), fall over again, and so on. The
+    /// next phase ends the flapping.
     #[serde(default)]
     pub flap: Option<Flap>,
 }
@@ -166,12 +182,18 @@ pub enum Outage {
     Hang,
 }
 
-/// A dependency that recovers, serves a few requests, and falls over again.
+/// A dependency that recovers, serves a while, and falls over again. Give
+/// `serve` (it falls over at the request after that many) or `up` (it falls
+/// over after that long), not both.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Flap {
     /// Requests served while up.
-    pub serve: Count,
+    #[serde(default)]
+    pub serve: Option<Count>,
+    /// How long it stays up each time.
+    #[serde(default, with = "humantime_serde")]
+    pub up: Option<Duration>,
     /// How long it stays down each time.
     #[serde(with = "humantime_serde")]
     pub down: Duration,
@@ -181,7 +203,8 @@ pub struct Flap {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Traffic {
-    /// Client instances, each with its own limiter, sharing the dependency.
+    /// Client instances, each with its own limiter and worker pool, sharing
+    /// the dependency.
     #[serde(default = "one")]
     pub instances: Count,
     /// Arrivals per second across all instances (Poisson).
@@ -202,10 +225,31 @@ pub struct Traffic {
     /// Wait before a retry.
     #[serde(default, with = "humantime_serde")]
     pub backoff: Duration,
-    /// Retries may be at most this share of first attempts. Default 0.1.
-    #[serde(default = "default_retry_budget")]
-    pub retry_budget: Fraction,
-    /// Rate changes over time.
+    /// How many retries may be sent: a share of recent first attempts plus
+    /// a minimum per second, over a sliding window (`0.2`, or
+    /// `{ ratio = 0.2, min_per_second = 10, ttl = "10s" }`), or `"none"`
+    /// for no budget at all. Default: tower's and Finagle's, 20% plus 10
+    /// per second over 10 s.
+    #[serde(default)]
+    pub retry_budget: RetryBudget,
+    /// How long a refusal by the limiter holds the caller's worker before
+    /// the caller moves on (builds its fallback, or backs off and retries).
+    /// Default 1 ms.
+    #[serde(default = "default_reject_cost", with = "humantime_serde")]
+    pub reject_cost: Duration,
+    /// Whether callers retry a refusal by the limiter, as they retry a
+    /// failure (same attempts, backoff and budget). Default false.
+    #[serde(default)]
+    pub retry_rejected: bool,
+    /// Workers per instance, shared by requests to the dependency and to
+    /// the healthy endpoint; a request that finds none free fails at once.
+    /// Default 200.
+    #[serde(default = "default_pool")]
+    pub pool: Count,
+    /// The healthy endpoint the pool also serves.
+    #[serde(default)]
+    pub healthy: Healthy,
+    /// Rate changes over time: a step, or a linear ramp (`until`).
     #[serde(default)]
     pub phase: Vec<RatePhase>,
 }
@@ -214,11 +258,43 @@ fn one() -> Count {
     Count(1)
 }
 
-fn default_retry_budget() -> Fraction {
-    Fraction(0.1)
+fn default_pool() -> Count {
+    Count(200)
 }
 
-/// A change of arrival rate.
+fn default_reject_cost() -> Duration {
+    Duration::from_millis(1)
+}
+
+/// A second endpoint of the caller's, healthy throughout, served by the
+/// same worker pool as the calls to the dependency.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Healthy {
+    /// Its arrivals per second across all instances (Poisson). Default: the
+    /// same as `traffic.rate`.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// How long each of its requests holds a worker. Default 20 ms.
+    #[serde(default = "default_healthy_latency", with = "humantime_serde")]
+    pub latency: Duration,
+}
+
+impl Default for Healthy {
+    fn default() -> Self {
+        Healthy {
+            rate: None,
+            latency: default_healthy_latency(),
+        }
+    }
+}
+
+fn default_healthy_latency() -> Duration {
+    Duration::from_millis(20)
+}
+
+/// A change of arrival rate: a step at `at`, or, with `until`, a linear
+/// ramp from the rate before `at` to `rate` at `until`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RatePhase {
@@ -227,6 +303,9 @@ pub struct RatePhase {
     pub at: Duration,
     /// The new rate.
     pub rate: Rate,
+    /// The end of a ramp.
+    #[serde(default, with = "humantime_serde")]
+    pub until: Option<Duration>,
 }
 
 /// Queue consumers.
@@ -280,31 +359,20 @@ mod duration_list {
     }
 }
 
-/// How the compared policies are sized for a scenario.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyParams {
-    /// The static bulkhead's size per instance (default: the dependency's
-    /// workers divided among the instances).
-    #[serde(default)]
-    pub bulkhead: Option<Count>,
-    /// A success slower than this is a slow call (AIMD's drop threshold, the
-    /// breakers' slow-call threshold). Default: 4× the median service time.
-    #[serde(default, with = "humantime_serde")]
-    pub slow_call: Option<Duration>,
-}
-
 /// A whole number of at least 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Count(pub u32);
 
 impl<'de> Deserialize<'de> for Count {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = u32::deserialize(d)?;
-        if n == 0 {
-            return Err(de::Error::custom("must be at least 1"));
+        let n = i64::deserialize(d)?;
+        match u32::try_from(n) {
+            Ok(n) if n >= 1 => Ok(Count(n)),
+            _ => Err(de::Error::custom(format_args!(
+                "found {n}, expected a whole number in [1, {}]",
+                u32::MAX
+            ))),
         }
-        Ok(Count(n))
     }
 }
 
@@ -340,33 +408,16 @@ impl<'de> Deserialize<'de> for Fraction {
     }
 }
 
-/// A scenario file that could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScenarioError {
-    message: String,
-}
-
-impl ScenarioError {
-    fn new(message: impl Into<String>) -> Self {
-        ScenarioError {
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ScenarioError {}
-
 /// The scenarios shipped in `scenarios/`, in the order they are compared.
-const BUILTIN: [(&str, &str); 8] = [
+const BUILTIN: [(&str, &str); 10] = [
     (
         "brownout.toml",
         include_str!("../../scenarios/brownout.toml"),
+    ),
+    ("pileup.toml", include_str!("../../scenarios/pileup.toml")),
+    (
+        "retry-storm.toml",
+        include_str!("../../scenarios/retry-storm.toml"),
     ),
     (
         "cold-start.toml",
@@ -392,29 +443,28 @@ const BUILTIN: [(&str, &str); 8] = [
     ("bulk.toml", include_str!("../../scenarios/bulk.toml")),
 ];
 
+/// The longest run a scenario may ask for.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 86_400);
+
 impl Scenario {
     /// Read a scenario from TOML text; `origin` names it in errors (a file
     /// path).
     ///
     /// # Errors
     ///
-    /// A [`ScenarioError`] naming the line and the field at fault: an
-    /// unknown field, a missing one, a value out of range (a negative rate),
-    /// phases out of order or past the end of the run.
+    /// A [`ScenarioError`] naming the key at fault as a path in the file
+    /// (`traffic.phase[1].until`), the reason, and the line: an unknown
+    /// key, a missing one, a value out of range (a negative rate, a zero
+    /// duration, a share outside `[0, 1]`), phases out of order or past the
+    /// end of the run, a ramp that ends before it starts, or a policy
+    /// override with a bad value.
     pub fn from_toml(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| {
-            let place = e
-                .span()
-                .map(|span| {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    format!(", line {line}")
-                })
-                .unwrap_or_default();
-            ScenarioError::new(format!("{origin}{place}: {}", e.message()))
-        })?;
-        scenario
-            .validate()
-            .map_err(|e| ScenarioError::new(format!("{origin}: {e}")))?;
+        let scenario: Scenario = crate::config::parse(text, crate::config::Format::Toml)
+            .map_err(|e| ScenarioError::from_config(origin, &e))?;
+        let mut checks = Checks::new(origin, text);
+        scenario.validate(&mut checks);
+        scenario.policies.validate(&mut checks);
+        checks.finish()?;
         Ok(scenario)
     }
 
@@ -425,7 +475,7 @@ impl Scenario {
     /// The file cannot be read, or see [`Scenario::from_toml`].
     pub fn from_file(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::new(format!("{}: {e}", path.display())))?;
+            .map_err(|e| ScenarioError::io(&path.display().to_string(), &e))?;
         Scenario::from_toml(&path.display().to_string(), &text)
     }
 
@@ -441,98 +491,141 @@ impl Scenario {
             .collect()
     }
 
+    /// The number of client instances.
+    pub(crate) fn instances(&self) -> u32 {
+        self.traffic.as_ref().map_or(1, |t| t.instances.0)
+    }
+
+    /// The span the summary figures cover, in seconds.
+    pub(crate) fn measured(&self) -> (f64, f64) {
+        self.measure
+            .map_or((0.0, self.duration.as_secs_f64()), |m| {
+                (m.from.as_secs_f64(), m.to.as_secs_f64())
+            })
+    }
+
     /// Checks that span fields: phases in order and inside the run, a
-    /// median under its p99, something to send.
-    fn validate(&self) -> Result<(), String> {
-        let within = |what: &str, at: Duration| {
-            if at > self.duration {
-                Err(format!(
-                    "`{what}` is {at:?}, after the end of the run ({:?})",
+    /// median under its p99, durations above zero, something to send.
+    fn validate(&self, c: &mut Checks<'_>) {
+        if self.duration.is_zero() || self.duration > MAX_DURATION {
+            c.fail(
+                "duration",
+                format!(
+                    "found {:?}, expected above 0 and at most 7 days",
                     self.duration
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        if self.duration.is_zero() || self.duration > Duration::from_secs(7 * 86_400) {
-            return Err("`duration` must be above 0 and at most 7 days".into());
+                ),
+            );
+            return;
         }
+        let end = self.duration;
         if self.traffic.is_none() && self.bulk.is_none() {
-            return Err("a scenario needs `[traffic]` or `[bulk]` (or both)".into());
+            c.fail("", "a scenario needs `[traffic]` or `[bulk]` (or both)");
         }
         if let Some(at) = self.recovers_at {
-            within("recovers_at", at)?;
+            c.within("recovers_at", at, end);
         }
         if let Some(span) = self.measure {
-            within("measure.to", span.to)?;
+            c.within("measure.to", span.to, end);
             if span.from >= span.to {
-                return Err("`measure.from` must come before `measure.to`".into());
+                c.fail(
+                    "measure.from",
+                    format!(
+                        "found {:?}, expected before `measure.to` ({:?})",
+                        span.from, span.to
+                    ),
+                );
             }
         }
-        check_latency("dependency.service", &self.dependency.service)?;
+        let dep = &self.dependency;
+        c.latency("dependency.service", &dep.service);
+        c.shares("dependency", dep.overload_errors, dep.client_errors);
         let mut last = Duration::ZERO;
-        for (i, phase) in self.dependency.phase.iter().enumerate() {
-            within(&format!("dependency.phase[{i}].at"), phase.at)?;
-            if phase.at < last {
-                return Err(format!(
-                    "`dependency.phase[{i}].at` ({:?}) comes before the phase above it",
-                    phase.at
-                ));
-            }
+        for (i, phase) in dep.phase.iter().enumerate() {
+            let at = format!("dependency.phase[{i}].at");
+            c.within(&at, phase.at, end);
+            c.ordered(&at, phase.at, last);
             last = phase.at;
             if let Some(service) = &phase.service {
-                check_latency(&format!("dependency.phase[{i}].service"), service)?;
+                c.latency(&format!("dependency.phase[{i}].service"), service);
             }
-            if phase.cold && self.dependency.cold.is_none() {
-                return Err(format!(
-                    "`dependency.phase[{i}].cold` needs a `[dependency.cold]` table"
-                ));
+            if phase.cold && dep.cold.is_none() {
+                c.fail(
+                    &format!("dependency.phase[{i}].cold"),
+                    "found true, but there is no `[dependency.cold]` table",
+                );
+            }
+            if let Some(flap) = &phase.flap {
+                let path = format!("dependency.phase[{i}].flap");
+                c.positive(&format!("{path}.down"), flap.down);
+                match (flap.serve, flap.up) {
+                    (Some(_), Some(_)) => c.fail(
+                        &format!("{path}.up"),
+                        "give `serve` (requests) or `up` (a duration), not both",
+                    ),
+                    (None, None) => c.fail(&path, "needs `serve` (requests) or `up` (a duration)"),
+                    (None, Some(up)) => c.positive(&format!("{path}.up"), up),
+                    (Some(_), None) => {}
+                }
             }
         }
-        if let Some(cold) = &self.dependency.cold {
+        let mut shares = (dep.overload_errors, dep.client_errors);
+        for (i, phase) in dep.phase.iter().enumerate() {
+            shares = (
+                phase.overload_errors.unwrap_or(shares.0),
+                phase.client_errors.unwrap_or(shares.1),
+            );
+            if phase.overload_errors.is_some() || phase.client_errors.is_some() {
+                c.shares(&format!("dependency.phase[{i}]"), shares.0, shares.1);
+            }
+        }
+        if let Some(cold) = &dep.cold {
             if cold.fastest > cold.slowest {
-                return Err("`dependency.cold.fastest` is above `slowest`".into());
+                c.fail(
+                    "dependency.cold.fastest",
+                    format!(
+                        "found {:?}, expected at most `slowest` ({:?})",
+                        cold.fastest, cold.slowest
+                    ),
+                );
             }
-            if cold.cool_half_life.is_zero() {
-                return Err("`dependency.cold.cool_half_life` must be above 0".into());
-            }
+            c.positive("dependency.cold.cool_half_life", cold.cool_half_life);
         }
         if let Some(traffic) = &self.traffic {
-            for (name, d) in [
-                ("traffic.timeout", traffic.timeout),
-                ("traffic.deadline", traffic.deadline),
-            ] {
-                if d.is_zero() {
-                    return Err(format!("`{name}` must be above 0"));
-                }
+            c.positive("traffic.timeout", traffic.timeout);
+            c.positive("traffic.deadline", traffic.deadline);
+            if let Some(probe) = traffic.probe_timeout {
+                c.positive("traffic.probe_timeout", probe);
             }
+            c.positive("traffic.healthy.latency", traffic.healthy.latency);
+            traffic.retry_budget.validate("traffic.retry_budget", c);
             let mut last = Duration::ZERO;
             for (i, phase) in traffic.phase.iter().enumerate() {
-                within(&format!("traffic.phase[{i}].at"), phase.at)?;
-                if phase.at < last {
-                    return Err(format!("`traffic.phase[{i}].at` is out of order"));
-                }
+                let at = format!("traffic.phase[{i}].at");
+                c.within(&at, phase.at, end);
+                c.ordered(&at, phase.at, last);
                 last = phase.at;
+                if let Some(until) = phase.until {
+                    let path = format!("traffic.phase[{i}].until");
+                    if until <= phase.at {
+                        c.fail(
+                            &path,
+                            format!(
+                                "found {until:?}, expected after the ramp's start `at` ({:?})",
+                                phase.at
+                            ),
+                        );
+                    }
+                    c.within(&path, until, end);
+                    last = last.max(until);
+                }
             }
         }
         if let Some(bulk) = &self.bulk {
             if bulk.backoff.is_empty() {
-                return Err("`bulk.backoff` needs at least one wait".into());
+                c.fail("bulk.backoff", "found [], expected at least one wait");
             }
-            if bulk.timeout.is_zero() || bulk.pause.is_zero() {
-                return Err("`bulk.timeout` and `bulk.pause` must be above 0".into());
-            }
+            c.positive("bulk.timeout", bulk.timeout);
+            c.positive("bulk.pause", bulk.pause);
         }
-        Ok(())
     }
-}
-
-fn check_latency(field: &str, latency: &Latency) -> Result<(), String> {
-    if latency.median.is_zero() {
-        return Err(format!("`{field}.median` must be above 0"));
-    }
-    if latency.p99 < latency.median {
-        return Err(format!("`{field}.p99` is below its median"));
-    }
-    Ok(())
 }

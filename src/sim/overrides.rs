@@ -1,0 +1,126 @@
+//! How a scenario sets up the compared policies: `[policies]` in a
+//! scenario file.
+//!
+//! ```toml
+//! [policies]
+//! slow_call = "5s"          # what a slow call is, for the rows that use one
+//!
+//! [policies.aimd]           # the `aimd` row runs this policy instead
+//! policy = "aimd"           # exactly what a configuration file takes
+//! max = 50
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+
+use super::error::Checks;
+use super::policies::PolicyKind;
+use crate::config::PolicyConfig;
+
+/// How the compared policies are set up for a scenario.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct PolicyParams {
+    /// A success slower than this is a slow call (AIMD's drop threshold, the
+    /// breakers' slow-call threshold, which is on only where this is
+    /// given). Default: 4× the median service time.
+    pub slow_call: Option<Duration>,
+    /// Rows whose policy is replaced, by row name (`aimd`,
+    /// `breaker+gradient`): a [`PolicyConfig`], as configuration files
+    /// write it. The row keeps its name; every instance of a fleet runs its
+    /// own copy.
+    pub overrides: BTreeMap<String, PolicyConfig>,
+}
+
+impl PolicyParams {
+    /// The policy written for row `kind`, if any.
+    pub fn override_for(&self, kind: PolicyKind) -> Option<&PolicyConfig> {
+        self.overrides.get(kind.name())
+    }
+
+    /// Replace row `kind`'s policy with `config` (what a `[policies.NAME]`
+    /// table does).
+    pub fn set_override(&mut self, kind: PolicyKind, config: PolicyConfig) {
+        self.overrides.insert(kind.name().to_owned(), config);
+    }
+
+    pub(crate) fn validate(&self, c: &mut Checks<'_>) {
+        for (name, config) in &self.overrides {
+            if let Err(e) = config.validate() {
+                let table = format!("policies.{name}");
+                c.fail(
+                    &crate::config::policy_path(&table, e.field()),
+                    format!("found {}, expected {}", e.found(), e.allowed()),
+                );
+            }
+        }
+    }
+}
+
+/// The keys `[policies]` takes.
+fn expected() -> Vec<&'static str> {
+    let mut keys = vec!["slow_call"];
+    keys.extend(
+        PolicyKind::ALL
+            .iter()
+            .filter(|k| k.takes_override())
+            .map(|k| k.name()),
+    );
+    keys
+}
+
+impl<'de> Deserialize<'de> for PolicyParams {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PolicyParams;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of `slow_call` and policy tables named after rows")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PolicyParams, A::Error> {
+                let mut params = PolicyParams::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "slow_call" {
+                        let d: humantime_serde::Serde<Duration> = map.next_value()?;
+                        params.slow_call = Some(d.into_inner());
+                        continue;
+                    }
+                    match PolicyKind::from_name(&key).filter(|k| k.takes_override()) {
+                        Some(_) => {
+                            let config: PolicyConfig = map.next_value()?;
+                            params.overrides.insert(key, config);
+                        }
+                        None => {
+                            let keys: Vec<String> =
+                                expected().iter().map(|k| format!("`{k}`")).collect();
+                            return Err(de::Error::custom(format_args!(
+                                "unknown field `{key}`, expected one of {}",
+                                keys.join(", ")
+                            )));
+                        }
+                    }
+                }
+                Ok(params)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Serialize for PolicyParams {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        if let Some(slow) = self.slow_call {
+            map.serialize_entry("slow_call", &humantime_serde::Serde::from(slow))?;
+        }
+        for (name, config) in &self.overrides {
+            map.serialize_entry(name, config)?;
+        }
+        map.end()
+    }
+}

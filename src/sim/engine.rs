@@ -299,7 +299,7 @@ pub(crate) fn run(
     let window = scenario
         .measure
         .map_or((0, end), |m| (nanos(m.from), nanos(m.to)));
-    let seconds = scenario.duration.as_secs() as usize + 1;
+    let seconds = end.div_ceil(NANOS).max(1) as usize;
     let steps = (end / TICK) as usize + 1;
     let traffic = scenario.traffic.as_ref();
     let mut world = World {

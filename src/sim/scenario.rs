@@ -13,8 +13,8 @@ use super::overrides::PolicyParams;
 /// A scenario: a modelled dependency and the traffic sent to it, over time.
 ///
 /// Written in TOML; see the files in the repository's `scenarios/` folder,
-/// which are embedded as [`Scenario::builtin`], and the README's
-/// "Scenario files" section for every key.
+/// which are embedded as [`Scenario::builtin`], and `docs/comparison.md`
+/// there for every key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {

@@ -717,7 +717,9 @@ fn no_policy_beats_the_bound_on_any_shipped_scenario() {
 #[ignore = "runs the whole comparison; use --release"]
 fn headline_claims_hold() {
     let scenarios = Scenario::builtin().unwrap();
-    let (report, stats) = compare(&scenarios, &PolicyKind::ALL, 1, |_| {}).unwrap();
+    let (report, _) = compare(&scenarios, &PolicyKind::ALL, 1, |_| {}).unwrap();
+    // The simulator's speed is a figure of the comparison's report (the
+    // README states it from one run), not a timed test.
     let get = |s: &str| report.scenarios.iter().find(|r| r.name == s).unwrap();
     let healthy = |s: &str, k: PolicyKind| get(s).policy(k).unwrap().healthy.served.unwrap();
 
@@ -814,11 +816,6 @@ fn headline_claims_hold() {
         assert!(p.goodput_vs_bound.unwrap() >= 0.9, "{k}\n{}", storm.table());
     }
 
-    assert!(
-        stats.calls_per_core_second() >= 1e6,
-        "{}",
-        stats.calls_per_core_second()
-    );
 }
 
 mod bad_input {

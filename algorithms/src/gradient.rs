@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::outage::{Failing, Outage};
 use crate::window::{Recent, Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Sample, Snapshot};
 
@@ -23,7 +24,7 @@ const APP_LIMITED_LOSS: f64 = 0.25;
 /// The parameters of [`Gradient`].
 ///
 /// The defaults: initial 20, min 1, max 1000; tolerance 1.0; smoothing 0.2;
-/// headroom 4; a long window of 600 windows, into which slower windows rise
+/// headroom 1 per round trip; a long window of 600 windows, into which slower windows rise
 /// at an eighth of the weight (`long_rise`); 2 standard errors of latency
 /// read as noise (`noise`); a drop multiplies the limit by 0.9, once drops
 /// are more than 10% of recent calls (`loss_tolerance`); the
@@ -80,8 +81,10 @@ pub struct GradientConfig {
     /// How far each window moves the limit toward its new target, in
     /// `(0, 1]`.
     pub smoothing: f64,
-    /// The calls added to the target while a window shows no queueing at all
-    /// (short ≤ long), in `[0, 1000]`.
+    /// The calls added to the limit per round trip while a window shows no
+    /// queueing beyond the noise and the limit is in use (at least half of
+    /// it), in `[0, 1000]`: 1 grows as Vector's controller and TCP's
+    /// congestion avoidance do, a call per round trip.
     pub headroom: f64,
     /// The span of the long round-trip time's exponential average, in
     /// windows; at least 1.
@@ -116,7 +119,7 @@ impl Default for GradientConfig {
             max: 1000,
             tolerance: 1.0,
             smoothing: 0.2,
-            headroom: 4.0,
+            headroom: 1.0,
             long_window: 600,
             backoff: 0.9,
             noise: 2.0,
@@ -253,17 +256,18 @@ impl GradientConfig {
 /// })?;
 /// let t0 = Instant::now();
 /// let ms = Duration::from_millis;
-/// // The first window sets the long average; no queueing: + headroom · 0.2.
+/// // The first window sets the long average; no queueing while the limit is
+/// // in use: + headroom (1) for the one round trip its one call filled.
 /// gradient.on_sample(t0, &Sample::new(Outcome::Success, ms(20), 50));
 /// gradient.handle_timeout(t0 + ms(1000));
-/// assert_eq!(gradient.raw_limit(), 50.8);
+/// assert_eq!(gradient.raw_limit(), 51.0);
 /// // A slower window: the long average becomes 30 ms (the mean of the first
 /// // two windows), the gradient 30 / 40 = 0.75, the limit
-/// // 50.8 · 0.8 + 50.8 · 0.75 · 0.2 = 48.26.
+/// // 51 · 0.8 + 51 · 0.75 · 0.2 = 48.45.
 /// gradient.on_sample(t0 + ms(1000), &Sample::new(Outcome::Success, ms(40), 50));
 /// gradient.handle_timeout(t0 + ms(2000));
 /// assert_eq!(gradient.long_rtt(), Some(ms(30)));
-/// assert!((gradient.raw_limit() - 48.26).abs() < 1e-9);
+/// assert!((gradient.raw_limit() - 48.45).abs() < 1e-9);
 /// assert_eq!(gradient.gate().limit, 48);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
@@ -283,6 +287,7 @@ pub struct Gradient {
     /// beyond the noise, `None` while it has not.
     rise_in_flight: Option<u32>,
     last_cut: Option<Instant>,
+    outage: Outage,
 }
 
 impl Gradient {
@@ -305,6 +310,7 @@ impl Gradient {
             window,
             rise_in_flight: None,
             last_cut: None,
+            outage: Outage::default(),
         })
     }
 
@@ -346,8 +352,22 @@ impl Gradient {
         } else {
             self.config.loss_tolerance
         };
+        let rtt = self.recent.latency().or(self.long);
+        match self.outage.observe(now, summary, rtt, limit, min) {
+            // Down, not queueing: hold.
+            Failing::Fast => return,
+            Failing::Slow { floor } => {
+                if new_drop && self.recent.loss() > tolerated {
+                    self.last_cut = Some(now);
+                    self.set_limit((limit * self.config.backoff).max(floor), min, max);
+                }
+                return;
+            }
+            Failing::No => {}
+        }
         if new_drop && self.recent.loss() > tolerated {
             self.last_cut = Some(now);
+            self.outage.settle();
             self.set_limit(limit * self.config.backoff, min, max);
             return;
         }
@@ -394,6 +414,9 @@ impl Gradient {
             if u64::from(summary.max_in_flight) * 2 <= u64::from(peak) {
                 long = (short + margin).min(2.0 * long);
                 self.rise_in_flight = None;
+                // The dependency is slower, with no sign that it has less
+                // capacity: the concurrency it takes grows in proportion.
+                self.outage.regrow();
             } else {
                 self.rise_in_flight = Some(peak);
             }
@@ -404,14 +427,29 @@ impl Gradient {
 
         let ratio = (long + margin) / short;
         let gradient = (self.config.tolerance * ratio).clamp(0.5, 1.0);
-        let headroom = if short <= long {
-            self.config.headroom
-        } else {
-            0.0
-        };
-        let target = limit * gradient + headroom;
-        let s = self.config.smoothing;
+        let target = limit * gradient;
+        // Round trips the window spanned, no more than its calls could fill
+        // at half the limit each: the limit moves per round trip, so a
+        // window of many moves as far as that many windows of one would.
+        let span = summary.closed.saturating_duration_since(summary.started);
+        let round_trips = (span.as_secs_f64() / short)
+            .min(2.0 * f64::from(summary.samples) / limit.max(1.0))
+            .max(1.0);
+        let s = 1.0 - (1.0 - self.config.smoothing).powf(round_trips);
         let mut next = limit * (1.0 - s) + target * s;
+        if short > long + margin {
+            self.outage.settle();
+        } else if !app_limited {
+            // No queueing beyond the noise while the limit is in use:
+            // twice the limit a window while regrowing after an outage or a
+            // slowdown (until the first sign of queueing), `headroom` more
+            // calls per round trip otherwise.
+            if self.outage.regrowing() {
+                next = next.max(limit * 2.0);
+            } else {
+                next = next.max(limit + self.config.headroom * round_trips);
+            }
+        }
         if app_limited {
             // An app-limited caller learns nothing about more calls: it
             // holds, unless the latency has at least doubled beyond the
@@ -532,7 +570,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_window_sets_the_long_average_and_a_calm_one_adds_smoothed_headroom() {
+    fn the_first_window_sets_the_long_average_and_a_calm_one_in_use_grows_a_call_per_round_trip() {
         let mut t = Instant::now();
         let mut g = gradient(GradientConfig {
             initial: 50,
@@ -541,9 +579,20 @@ mod tests {
         window_of(&mut g, &mut t, &ok(20, 50));
         assert_eq!(g.long_rtt(), Some(ms(20)));
         assert_eq!(g.short_rtt(), Some(ms(20)));
-        // target = 50 · 1 + 4; 50 · 0.8 + 54 · 0.2 = 50.8
-        assert!(close(g.raw_limit(), 50.8));
-        assert_eq!(g.gate().limit, 50);
+        // A window shorter than a round trip still counts one: + 1.
+        assert!(close(g.raw_limit(), 51.0));
+        // A window of ten round trips (200 ms of 20 ms calls, enough of
+        // them to fill each at half the limit): + 10.
+        for _ in 0..300 {
+            g.on_sample(t, &ok(20, 51));
+        }
+        t += ms(200);
+        g.on_sample(t, &ok(20, 51));
+        g.handle_timeout(t);
+        assert!(close(g.raw_limit(), 61.0), "{}", g.raw_limit());
+        // Not in use (under half the limit): no growth.
+        window_of(&mut g, &mut t, &ok(20, 20));
+        assert!(close(g.raw_limit(), 61.0), "{}", g.raw_limit());
     }
 
     #[test]
@@ -595,16 +644,17 @@ mod tests {
         // 25 ms is slower than the long average but within 1.5 ×: hold.
         window_of(&mut g, &mut t, &ok(25, 100));
         assert!(close(g.raw_limit(), 100.0));
-        // 19 ms is not slower: + 4 · 0.2.
+        // 19 ms is not slower: + 4 for the round trip.
         window_of(&mut g, &mut t, &ok(19, 100));
-        assert!(close(g.raw_limit(), 100.8));
+        assert!(close(g.raw_limit(), 104.0));
     }
 
     #[test]
     fn a_drop_backs_off_once_per_flight_and_leaves_the_averages_alone() {
         let mut t = Instant::now();
         let mut g = warmed(&mut t, 20, 100);
-        let dropped = Sample::new(Outcome::Overload, ms(5), 100);
+        // Slower than half the round trip: not a fast failure.
+        let dropped = Sample::new(Outcome::Overload, ms(15), 100);
         window_of(&mut g, &mut t, &dropped);
         assert!(close(g.raw_limit(), 90.0));
         assert_eq!(g.long_rtt(), Some(ms(20)));
@@ -615,6 +665,7 @@ mod tests {
             &Sample::new(Outcome::Overload, ms(500), 100),
         );
         assert!(close(g.raw_limit(), 90.0));
+        t += ms(20);
         window_of(&mut g, &mut t, &dropped);
         assert!(close(g.raw_limit(), 81.0));
     }
@@ -681,7 +732,7 @@ mod tests {
             spread_window(&mut g, t, 100, 40, 100);
         }
         assert!(close(g.raw_limit(), 100.0));
-        g.config.headroom = 4.0;
+        g.config.headroom = 1.0;
         g
     }
 
@@ -690,12 +741,13 @@ mod tests {
         let mut t = Instant::now();
         let mut g = noisy(&mut t);
         spread_window(&mut g, &mut t, 120, 40, 100);
-        assert!(close(g.raw_limit(), 100.0), "{}", g.raw_limit());
+        // Within the band it is not queueing: a call more for the round trip.
+        assert!(close(g.raw_limit(), 101.0), "{}", g.raw_limit());
         // Twice as slow is beyond it: the limit shrinks by the part of the
         // rise beyond the band, less than the 10% the whole rise would cut.
         spread_window(&mut g, &mut t, 200, 40, 100);
         assert!(
-            g.raw_limit() > 90.5 && g.raw_limit() < 99.0,
+            g.raw_limit() > 91.0 && g.raw_limit() < 100.0,
             "{}",
             g.raw_limit()
         );
@@ -728,9 +780,9 @@ mod tests {
         spread_window(&mut g, &mut t, 150, 40, 50);
         let long = g.long_rtt().expect("set");
         assert!(long > ms(150) && long < ms(200), "{long:?}");
-        let limit = g.raw_limit();
-        spread_window(&mut g, &mut t, 150, 40, 50);
-        assert!(g.raw_limit() > limit, "calm again: headroom");
+        // It serves as much as before, each call 50% longer: the limit the
+        // same goodput takes is higher, and it regrows, doubling.
+        assert!(g.raw_limit() > 150.0, "regrowing: {}", g.raw_limit());
 
         // Three times slower is taken as normal a doubling at a time: one
         // halving is not enough...
@@ -756,7 +808,7 @@ mod tests {
             ..GradientConfig::default()
         }))
         .expect("valid");
-        let dropped = Sample::new(Outcome::Overload, ms(5), 100);
+        let dropped = Sample::new(Outcome::Overload, ms(50), 100);
         // One call in twenty dropped, in a caller using its limit.
         for _ in 0..20 {
             window_of(&mut g, &mut t, &dropped);

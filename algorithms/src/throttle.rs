@@ -46,10 +46,14 @@ pub const MAX_K: f64 = 100.0;
 
 /// The parameters of [`Throttle`].
 ///
-/// The defaults follow the SRE book: `K = 2`, a two-minute window, a padding
-/// of 1; a cap of 0.9 so at least one call in ten still probes the
-/// dependency; a floor of 20 calls so a quiet endpoint is not throttled on a
-/// handful of failures.
+/// The defaults follow the SRE book — `K = 2`, a padding of 1 — with a
+/// window of 10 s where the book has two minutes: a throttle acts on what
+/// its window holds, and two minutes of healthy history kept it from acting
+/// through the first minute of a brownout and kept it rejecting most of a
+/// minute after recovery; at 10 s it does both within about 10 s (at 100
+/// calls a second the window still holds a thousand calls). A cap of 0.9 so
+/// at least one call in ten still probes the dependency; a floor of 20
+/// calls so a quiet endpoint is not throttled on a handful of failures.
 ///
 /// # Examples
 ///
@@ -78,12 +82,12 @@ pub struct ThrottleConfig {
     /// Added to `requests` in the denominator, so a window with few calls
     /// rejects less. The SRE book uses 1; grpc-go's implementation uses 8.
     pub pad: u32,
-    /// How far back the throttle looks (default 2 minutes), above 0 and at
-    /// most [`MAX_DURATION`](crate::MAX_DURATION).
+    /// How far back the throttle looks (default 10 s), above 0 and at most
+    /// [`MAX_DURATION`](crate::MAX_DURATION).
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub window: Duration,
     /// How many buckets the window is split into, in `[1, 10_000]`, each at
-    /// least 1 ms wide (default 120: one-second buckets). Old counts leave the
+    /// least 1 ms wide (default 10: one-second buckets). Old counts leave the
     /// window one bucket at a time, and while rejecting the throttle asks to
     /// be woken at every bucket boundary.
     pub buckets: u32,
@@ -122,8 +126,8 @@ impl Default for ThrottleConfig {
         ThrottleConfig {
             k: 2.0,
             pad: 1,
-            window: Duration::from_secs(120),
-            buckets: 120,
+            window: Duration::from_secs(10),
+            buckets: 10,
             max_reject_probability: 0.9,
             min_requests: 20,
             count_rejected: false,
@@ -565,7 +569,7 @@ mod tests {
         }
         assert_eq!(t.reject_probability(), 0.0);
         assert_eq!(t.counts(), ThrottleCounts::default());
-        assert_eq!(wakes, 120);
+        assert_eq!(wakes, 10);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::outage::{Failing, Outage};
 use crate::rng::SplitMix64;
 use crate::window::{Recent, Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
@@ -268,6 +269,7 @@ pub struct Vegas {
     /// The calls of the re-probe's cohort.
     probe_window: Window,
     last_cut: Option<Instant>,
+    outage: Outage,
     /// When the limit last grew.
     grown_at: Option<Instant>,
     /// The successes of the open window admitted since the limit last grew.
@@ -312,6 +314,7 @@ impl Vegas {
             probe: None,
             probe_window,
             last_cut: None,
+            outage: Outage::default(),
             grown_at: None,
             fresh: 0,
         })
@@ -414,7 +417,9 @@ impl Vegas {
             let upper = rtt * (1.0 + self.config.noise * self.recent.relative_error_of(n));
             self.baseline = Some(upper);
         }
-        if self.congested(summary) {
+        // A cohort that held nothing but failures met a dependency that is
+        // down: the windows around it decide (see `crate::outage`).
+        if summary.successes() > 0 && self.congested(summary) {
             self.cut(now, f64::from(self.config.min));
         }
     }
@@ -444,6 +449,29 @@ impl Vegas {
                 });
                 self.probe_window.clear();
             }
+        }
+        match self.outage.observe(
+            now,
+            summary,
+            self.recent.latency().or(self.baseline),
+            limit,
+            min,
+        ) {
+            // Down, not queueing: hold.
+            Failing::Fast => return,
+            Failing::Slow { floor } => {
+                if congested {
+                    self.cut(now, floor);
+                }
+                return;
+            }
+            Failing::No => {}
+        }
+        if self.outage.regrowing() {
+            // Back from an outage: slow start again, until the first sign
+            // of queueing.
+            self.outage.settle();
+            self.slow_start = true;
         }
         if congested {
             self.cut(now, min);
@@ -752,7 +780,9 @@ mod tests {
         let mut v = vegas(100);
         window_of(&mut v, &mut t, &ok(20, 100));
         assert_eq!(v.raw_limit(), 112.0);
-        let dropped = Sample::new(Outcome::Overload, ms(5), 112);
+        // Slower than half the round trip: a timeout, not a fast failure
+        // from a dependency that is down (those hold the limit).
+        let dropped = Sample::new(Outcome::Overload, ms(12), 112);
         window_of(&mut v, &mut t, &dropped);
         assert!((v.raw_limit() - 100.8).abs() < 1e-9);
         // A drop of a call that started before that cut does not cut again.
@@ -760,6 +790,7 @@ mod tests {
         window_of(&mut v, &mut t, &old);
         assert!((v.raw_limit() - 100.8).abs() < 1e-9);
         // One that started after it does.
+        t += ms(20);
         window_of(&mut v, &mut t, &dropped);
         assert!((v.raw_limit() - 90.72).abs() < 1e-9);
     }
@@ -803,7 +834,7 @@ mod tests {
         assert_eq!(v.raw_limit(), 10.0);
         window_of(&mut v, &mut t, &ok(20, 10));
         assert_eq!(v.raw_limit(), 20.0);
-        window_of(&mut v, &mut t, &Sample::new(Outcome::Overload, ms(5), 20));
+        window_of(&mut v, &mut t, &Sample::new(Outcome::Overload, ms(12), 20));
         assert!(!v.in_slow_start());
         assert_eq!(v.raw_limit(), 18.0);
     }
@@ -996,7 +1027,7 @@ mod tests {
     fn an_app_limited_caller_cuts_only_when_a_quarter_of_its_calls_drop() {
         let mut t = Instant::now();
         let mut v = noisy(VegasConfig::default());
-        let dropped = Sample::new(Outcome::Overload, ms(5), 2);
+        let dropped = Sample::new(Outcome::Overload, ms(60), 2);
         let fine = ok(20, 2);
         // One call in five dropped, by a caller using 2 of its 50.
         for _ in 0..20 {

@@ -226,6 +226,10 @@ pub struct WindowSummary {
     /// A policy compares it with the instant of its last cut so that one
     /// congested moment is one congestion event.
     pub last_drop_started: Option<Instant>,
+    /// The slowest drop's latency, `None` without drops: a window of drops
+    /// that all failed fast (connection refused, an instant 5xx) is a
+    /// dependency that is down, not a queue.
+    pub slowest_drop: Option<Duration>,
 }
 
 impl WindowSummary {
@@ -292,6 +296,7 @@ pub struct Window {
     welford_mean: f64,
     welford_m2: f64,
     last_drop_started: Option<Instant>,
+    slowest_drop: Option<Duration>,
     reservoir: Vec<u64>,
     rng: SplitMix64,
 }
@@ -331,6 +336,7 @@ impl Window {
             welford_mean: 0.0,
             welford_m2: 0.0,
             last_drop_started: None,
+            slowest_drop: None,
             reservoir: Vec::with_capacity(capacity),
             rng: SplitMix64::new(seed),
         })
@@ -385,6 +391,10 @@ impl Window {
                     self.last_drop_started
                         .map_or(started, |latest| latest.max(started)),
                 );
+                self.slowest_drop = Some(
+                    self.slowest_drop
+                        .map_or(sample.latency, |d| d.max(sample.latency)),
+                );
             }
         }
         self.started.get_or_insert(now);
@@ -434,6 +444,7 @@ impl Window {
         self.welford_mean = 0.0;
         self.welford_m2 = 0.0;
         self.last_drop_started = None;
+        self.slowest_drop = None;
         self.reservoir.clear();
     }
 
@@ -509,6 +520,7 @@ impl Window {
             max,
             std_dev,
             last_drop_started: self.last_drop_started,
+            slowest_drop: self.slowest_drop,
         };
         self.clear();
         summary

@@ -11,8 +11,9 @@ use std::time::Duration;
 use model::{Arrivals, Behaviour, Model, Trace};
 use rheostat_algorithms::{Gradient, GradientConfig, Vegas, VegasConfig};
 
-/// The settled limit must lie in this range...
-const SETTLED: (f64, f64) = (35.0, 75.0);
+/// The settled limit must lie in this range (Gradient grows a call per
+/// round trip and cuts when a window queues: a sawtooth over capacity)...
+const SETTLED: (f64, f64) = (35.0, 80.0);
 /// ...from no later than this second...
 const SETTLE_BY: f64 = 60.0;
 /// ...to the end of a run this long (twice as long, to show it stays).
@@ -320,4 +321,122 @@ fn gradient_does_not_hold_back_a_caller_of_a_healthy_log_normal_dependency() {
         |_, _| {},
     );
     check_healthy("gradient", &trace);
+}
+
+/// A dependency with room for everything (no queueing at any concurrency
+/// the test reaches) and a 100 ms round trip; calls arrive at 2000 a second,
+/// so the caller needs 200 in flight, ten times the initial limit.
+fn never_queues(behaviour: Vec<(f64, Behaviour)>) -> Model {
+    Model {
+        workers: 100_000,
+        arrivals: Arrivals::Poisson(2000.0),
+        behaviour,
+        ..Model::twice_capacity()
+    }
+}
+
+#[test]
+fn gradient_grows_at_least_a_call_per_round_trip_while_nothing_queues() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let model = never_queues(vec![(0.0, Behaviour::Serve { mean_ms: 100.0 })]);
+    let trace = model::run(&mut gradient, &model, 30.0, Gradient::raw_limit, |_, _| {});
+    let reached = trace
+        .limits
+        .iter()
+        .find(|&&(_, learnt, _)| learnt >= 200.0)
+        .map(|&(t, _, _)| t);
+    println!("gradient: limit 200 reached at {reached:?} s");
+    // A call per round trip from the first window on would take 18 s; the
+    // first window only sets the long average, and a window slower than
+    // the long average beyond the noise holds: at least 0.8 a round trip.
+    assert!(reached.is_some_and(|t| t <= 22.5), "{reached:?}");
+}
+
+/// The dependency answers five times slower from second 30 on, with no loss
+/// of capacity: the same goodput now needs five times the calls in flight.
+#[test]
+fn gradient_takes_a_dependency_that_slows_down_for_good_as_the_new_normal() {
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let model = never_queues(vec![
+        (0.0, Behaviour::Serve { mean_ms: 20.0 }),
+        (30.0, Behaviour::Serve { mean_ms: 100.0 }),
+    ]);
+    let trace = model::run(&mut gradient, &model, 150.0, Gradient::raw_limit, |_, _| {});
+    let after = trace.goodput(90.0, 150.0);
+    println!(
+        "gradient, 5× slower for good: limit {:.0} before, {:.0} at 90 s; goodput {after:.0}/s of 2000/s from 90 s",
+        trace.limit_at(30.0),
+        trace.limit_at(90.0)
+    );
+    assert!(after >= 0.9 * 2000.0, "{after}");
+}
+
+/// The dependency is down for 30 s, refusing every call at once, then
+/// answers as before: failures that fast are not queueing, and the limit is
+/// where it was when the dependency comes back.
+fn refusing_then_back() -> Model {
+    Model {
+        arrivals: Arrivals::Poisson(2000.0),
+        behaviour: vec![
+            (0.0, Behaviour::Serve { mean_ms: 20.0 }),
+            (30.0, Behaviour::Fail { after_ms: 0.2 }),
+            (60.0, Behaviour::Serve { mean_ms: 20.0 }),
+        ],
+        ..Model::twice_capacity()
+    }
+}
+
+/// As above, but every call times out after 1 s while it is down: the
+/// limit falls, and regrows by doubling once calls succeed again.
+fn timing_out_then_back() -> Model {
+    Model {
+        behaviour: vec![
+            (0.0, Behaviour::Serve { mean_ms: 20.0 }),
+            (30.0, Behaviour::Fail { after_ms: 1000.0 }),
+            (60.0, Behaviour::Serve { mean_ms: 20.0 }),
+        ],
+        ..refusing_then_back()
+    }
+}
+
+fn check_outage(name: &str, trace: &Trace, fast: bool) {
+    let before = trace.limit_at(30.0);
+    let low = trace
+        .limits
+        .iter()
+        .filter(|&&(t, _, _)| (30.0..61.0).contains(&t))
+        .map(|&(_, learnt, _)| learnt)
+        .fold(f64::INFINITY, f64::min);
+    let back = trace.goodput(63.0, 70.0);
+    println!(
+        "{name}: limit {before:.1} before the outage, lowest {low:.1}; goodput {back:.0}/s of 2000/s from 3 s after it"
+    );
+    if fast {
+        // The windows that straddle the outage's start mix successes and
+        // failures, and cut as congestion does: once or twice.
+        assert!(low >= 0.75 * before, "{name}: {low} from {before}");
+    }
+    assert!(back >= 0.95 * 2000.0, "{name}: {back}");
+}
+
+#[test]
+fn an_outage_of_fast_failures_leaves_the_limits_where_they_were() {
+    let model = refusing_then_back();
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let trace = model::run(&mut gradient, &model, 75.0, Gradient::raw_limit, |_, _| {});
+    check_outage("gradient, refused", &trace, true);
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let trace = model::run(&mut vegas, &model, 75.0, Vegas::raw_limit, |_, _| {});
+    check_outage("vegas, refused", &trace, true);
+}
+
+#[test]
+fn after_an_outage_of_timeouts_the_limits_regrow_by_doubling() {
+    let model = timing_out_then_back();
+    let mut gradient = Gradient::new(GradientConfig::default()).expect("valid");
+    let trace = model::run(&mut gradient, &model, 75.0, Gradient::raw_limit, |_, _| {});
+    check_outage("gradient, timing out", &trace, false);
+    let mut vegas = Vegas::new(VegasConfig::default()).expect("valid");
+    let trace = model::run(&mut vegas, &model, 75.0, Vegas::raw_limit, |_, _| {});
+    check_outage("vegas, timing out", &trace, false);
 }

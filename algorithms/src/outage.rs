@@ -1,0 +1,180 @@
+//! What a window of nothing but failures means for a concurrency limit.
+//!
+//! A latency-driven limit reads drops as congestion and cuts. That is right
+//! while some calls still succeed: the dependency is answering, and sending
+//! less is how it is relieved. It is wrong once nothing succeeds:
+//!
+//! - **failures that are fast** (connection refused, an instant 5xx, failing
+//!   in a fraction of the usual round trip) come from a dependency that is
+//!   down, not from a queue the caller built; cutting the limit for them only
+//!   leaves it pinned at its floor when the dependency comes back. Such a
+//!   window holds the limit.
+//! - **failures that are slow** (every call timing out: a black hole, or a
+//!   dependency answering from cold caches slower than the caller waits)
+//!   cut as drops do, but at first only down to half the limit the episode
+//!   began with, a floor that halves every 10 s the episode lasts: a
+//!   dependency that warms only with traffic keeps getting calls to warm
+//!   through a cold start of seconds, and a black hole is left with the
+//!   policy's own floor within a minute.
+//!
+//! Once a window succeeds again the episode is over and the policy regrows
+//! multiplicatively until the first sign of queueing, instead of one step at
+//! a time from wherever the outage left it.
+
+use std::time::{Duration, Instant};
+
+use crate::window::WindowSummary;
+
+/// A failure faster than this share of the recent round trip is fast.
+const FAST: f64 = 0.5;
+
+/// Slow failures cut no lower than this share of the limit the episode
+/// began with…
+const FLOOR: f64 = 0.5;
+/// …a share that halves every this long the episode lasts.
+const FLOOR_HALF_LIFE: Duration = Duration::from_secs(10);
+
+/// What a closed window says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Failing {
+    /// Something succeeded, or nothing failed: the policy's own rules apply.
+    No,
+    /// Nothing succeeded and every failure was fast: hold the limit.
+    Fast,
+    /// Nothing succeeded and some failure was slow: cut, not below `floor`.
+    Slow {
+        /// The lowest the limit may be cut to in this episode.
+        floor: f64,
+    },
+}
+
+/// The state of an episode of windows that held nothing but failures.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Outage {
+    /// While an episode lasts: when it began and the limit it began with.
+    began: Option<(Instant, f64)>,
+    /// Since an episode ended, until the first sign of queueing.
+    regrow: bool,
+}
+
+impl Outage {
+    /// Read a window closed at `now`. `rtt` is the recent latency of
+    /// successes in seconds (`None` before the first), `limit` the limit now
+    /// and `min` the policy's floor.
+    pub(crate) fn observe(
+        &mut self,
+        now: Instant,
+        summary: &WindowSummary,
+        rtt: Option<f64>,
+        limit: f64,
+        min: f64,
+    ) -> Failing {
+        if summary.successes() > 0 || summary.drops == 0 {
+            // Regrow if the episode cut the limit.
+            if self.began.take().is_some_and(|(_, began)| limit < began) {
+                self.regrow = true;
+            }
+            return Failing::No;
+        }
+        let (since, began) = *self.began.get_or_insert((now, limit));
+        let halvings =
+            now.saturating_duration_since(since).as_secs_f64() / FLOOR_HALF_LIFE.as_secs_f64();
+        let floor = (began * FLOOR * 0.5f64.powf(halvings)).max(min);
+        let fast = match (summary.slowest_drop, rtt) {
+            (Some(slowest), Some(rtt)) => slowest.as_secs_f64() < FAST * rtt,
+            _ => false,
+        };
+        if fast {
+            Failing::Fast
+        } else {
+            Failing::Slow { floor }
+        }
+    }
+
+    /// Whether the policy should grow multiplicatively: an episode ended
+    /// and no queueing has been seen since.
+    pub(crate) fn regrowing(&self) -> bool {
+        self.regrow
+    }
+
+    /// Grow multiplicatively from now until the first sign of queueing
+    /// (the dependency changed under the policy).
+    pub(crate) fn regrow(&mut self) {
+        self.regrow = true;
+    }
+
+    /// The first sign of queueing, or a drop: back to the policy's own pace.
+    pub(crate) fn settle(&mut self) {
+        self.regrow = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::{Window, WindowConfig};
+    use crate::{Outcome, Sample};
+
+    fn window_of(outcomes: &[(Outcome, u64)]) -> WindowSummary {
+        let t0 = Instant::now();
+        let mut w = Window::new(WindowConfig::default()).expect("default window");
+        for &(outcome, ms) in outcomes {
+            w.add(t0, &Sample::new(outcome, Duration::from_millis(ms), 1));
+        }
+        w.flush(t0).expect("a window with calls")
+    }
+
+    #[test]
+    fn fast_failures_hold_slow_ones_cut_to_half_and_success_ends_the_episode() {
+        let t0 = Instant::now();
+        let mut o = Outage::default();
+        let refused = window_of(&[(Outcome::Overload, 1), (Outcome::Overload, 2)]);
+        assert_eq!(o.observe(t0, &refused, Some(0.1), 40.0, 1.0), Failing::Fast);
+        let timed_out = window_of(&[(Outcome::Overload, 800)]);
+        // The floor is half the limit the episode began with.
+        assert_eq!(
+            o.observe(t0, &timed_out, Some(0.1), 30.0, 1.0),
+            Failing::Slow { floor: 20.0 }
+        );
+        // Ten seconds on, the floor has halved; thirty on, it is the minimum.
+        assert_eq!(
+            o.observe(
+                t0 + Duration::from_secs(10),
+                &timed_out,
+                Some(0.1),
+                30.0,
+                1.0
+            ),
+            Failing::Slow { floor: 10.0 }
+        );
+        assert_eq!(
+            o.observe(
+                t0 + Duration::from_secs(60),
+                &timed_out,
+                Some(0.1),
+                30.0,
+                1.0
+            ),
+            Failing::Slow { floor: 1.0 }
+        );
+        assert!(!o.regrowing());
+        let answered = window_of(&[(Outcome::Success, 90), (Outcome::Overload, 800)]);
+        assert_eq!(o.observe(t0, &answered, Some(0.1), 20.0, 1.0), Failing::No);
+        assert!(o.regrowing());
+        o.settle();
+        assert!(!o.regrowing());
+        // An episode that cut nothing leaves nothing to regrow.
+        assert_eq!(
+            o.observe(t0, &timed_out, Some(0.1), 20.0, 1.0),
+            Failing::Slow { floor: 10.0 }
+        );
+        assert_eq!(o.observe(t0, &answered, Some(0.1), 20.0, 1.0), Failing::No);
+        assert!(!o.regrowing());
+        // Without a round trip to compare with, a failure is not known fast.
+        let mut fresh = Outage::default();
+        assert_eq!(
+            fresh.observe(t0, &refused, None, 10.0, 6.0),
+            Failing::Slow { floor: 6.0 }
+        );
+    }
+}

@@ -81,6 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             degraded_workers: 6,
             service_time: ms(30),
             cold_service_time: ms(150),
+            cold_service_time_max: ms(150),
             warm_after: 30,
         },
         vec![

@@ -83,6 +83,7 @@ async fn a_browning_out_server_is_shed_fast_while_down_and_served_again_after() 
             degraded_workers: 3,
             service_time: ms(20),
             cold_service_time: ms(80),
+            cold_service_time_max: ms(80),
             warm_after: 20,
         },
         schedule,

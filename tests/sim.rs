@@ -815,7 +815,6 @@ fn headline_claims_hold() {
         assert!(p.amplification.unwrap() < 1.0, "{k}\n{}", storm.table());
         assert!(p.goodput_vs_bound.unwrap() >= 0.9, "{k}\n{}", storm.table());
     }
-
 }
 
 mod bad_input {

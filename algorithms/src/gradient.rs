@@ -284,8 +284,9 @@ pub struct Gradient {
     window: Window,
     recent: Recent,
     /// The most calls in flight in the windows since the latency last rose
-    /// beyond the noise, `None` while it has not.
-    rise_in_flight: Option<u32>,
+    /// beyond the noise, and the latency of the window that saw them;
+    /// `None` while it has not risen.
+    rise_in_flight: Option<(u32, f64)>,
     last_cut: Option<Instant>,
     outage: Outage,
 }
@@ -405,20 +406,27 @@ impl Gradient {
         if short > long + margin {
             // Slower beyond the noise. If the calls of this window were
             // admitted at no more than half the concurrency seen since the
-            // rise began and are still slower, the caller's own queue is not
-            // the cause: the dependency is slower, and the long average takes
-            // the new latency, by at most a doubling for each such halving.
-            let peak = self
-                .rise_in_flight
-                .map_or(summary.max_in_flight, |p| p.max(summary.max_in_flight));
-            if u64::from(summary.max_in_flight) * 2 <= u64::from(peak) {
+            // rise began and are as slow as they were then, the caller's own
+            // queue is not the cause (a queue the caller built shortens when
+            // it halves what it sends): the dependency is slower, and the
+            // long average takes the new latency, by at most a doubling for
+            // each such halving. If they are faster, it was a queue: watch
+            // on from here.
+            let in_flight = summary.max_in_flight;
+            let (peak, at_peak) = match self.rise_in_flight {
+                Some((peak, at_peak)) if peak >= in_flight => (peak, at_peak),
+                _ => (in_flight, short),
+            };
+            if u64::from(in_flight) * 2 > u64::from(peak) {
+                self.rise_in_flight = Some((peak, at_peak));
+            } else if short + margin >= at_peak {
                 long = (short + margin).min(2.0 * long);
                 self.rise_in_flight = None;
                 // The dependency is slower, with no sign that it has less
                 // capacity: the concurrency it takes grows in proportion.
                 self.outage.regrow();
             } else {
-                self.rise_in_flight = Some(peak);
+                self.rise_in_flight = Some((in_flight, short));
             }
         } else {
             self.rise_in_flight = None;

@@ -78,7 +78,10 @@ pub(crate) struct Dependency {
     pub(crate) workers: usize,
     pub(crate) degraded_workers: usize,
     pub(crate) service_time: Duration,
+    /// A cold answer takes from this…
     pub(crate) cold_service_time: Duration,
+    /// …to this (spread evenly over the requests it serves cold).
+    pub(crate) cold_service_time_max: Duration,
     pub(crate) warm_after: u64,
 }
 
@@ -240,10 +243,22 @@ async fn answer(state: Arc<State>) -> Result<Response<Full<Bytes>>, std::io::Err
     let Ok(_worker) = state.workers.acquire().await else {
         return Ok(respond(StatusCode::SERVICE_UNAVAILABLE));
     };
+    let served = state.served_since_recovery.fetch_add(1, Ordering::SeqCst);
     let cold = Phase::from_code(state.phase.load(Ordering::SeqCst)) == Phase::ColdStart
-        && state.served_since_recovery.fetch_add(1, Ordering::SeqCst) < state.dependency.warm_after;
+        && served < state.dependency.warm_after;
     let time = if cold {
-        state.dependency.cold_service_time
+        // An even spread between the two, in a fixed order (a multiplicative
+        // hash of the request's number), so runs are alike.
+        let (lo, hi) = (
+            state.dependency.cold_service_time,
+            state
+                .dependency
+                .cold_service_time_max
+                .max(state.dependency.cold_service_time),
+        );
+        let spread =
+            (served.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        lo + (hi - lo).mul_f64(spread)
     } else {
         state.dependency.service_time
     };

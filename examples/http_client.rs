@@ -63,6 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 backoff: 0.8,
                 timeout: ms(100),
                 one_backoff_per_flight: true,
+                ..AimdConfig::default()
             }),
         ],
     };

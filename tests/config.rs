@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::window::{Aggregation, WindowConfig};
-use rheostat::algorithms::{AimdConfig, GradientConfig, ThrottleConfig, VegasConfig};
+use rheostat::algorithms::{AimdConfig, AimdMode, GradientConfig, ThrottleConfig, VegasConfig};
 use rheostat::config::{LimiterConfig, LimitersConfig, PolicyConfig};
 use rheostat::{Limiter, Outcome, QueueOrder, Sharding};
 
@@ -20,13 +20,21 @@ fn every_policy() -> Vec<PolicyConfig> {
         PolicyConfig::Fixed { limit: 12 },
         PolicyConfig::Aimd(AimdConfig::default()),
         PolicyConfig::Aimd(AimdConfig {
+            mode: AimdMode::Latency,
             initial: 5,
             min: 2,
             max: 50,
             backoff: 0.75,
             timeout: ms(800),
             one_backoff_per_flight: false,
+            noise: 3.0,
+            loss_tolerance: 0.2,
+            window: WindowConfig {
+                min_samples: 20,
+                ..WindowConfig::default()
+            },
         }),
+        PolicyConfig::Aimd(AimdConfig::netflix()),
         PolicyConfig::Vegas(VegasConfig::default()),
         PolicyConfig::Vegas(VegasConfig {
             beta: 9.0,
@@ -182,6 +190,27 @@ fn omitted_fields_take_the_policy_defaults() {
 }
 
 #[test]
+fn aimd_takes_netflix_s_rule_set_by_name() {
+    let parsed = PolicyConfig::from_toml(
+        r#"
+        policy = "aimd"
+        mode = "netflix"
+        min = 20
+        one_backoff_per_flight = false
+        "#,
+    )
+    .unwrap();
+    assert_eq!(parsed, PolicyConfig::Aimd(AimdConfig::netflix()));
+    let limiter = Limiter::from_config(&parsed).unwrap();
+    assert_eq!(limiter.gate().limit, 20);
+    let default = PolicyConfig::from_toml("policy = \"aimd\"").unwrap();
+    let PolicyConfig::Aimd(default) = default else {
+        panic!("{default:?}");
+    };
+    assert_eq!((default.mode, default.min), (AimdMode::Latency, 1));
+}
+
+#[test]
 fn switching_aimd_to_a_breaker_is_an_edit_to_the_file() {
     let aimd = "[limiters.payments.policy]\npolicy = \"aimd\"\n";
     let breaker = "[limiters.payments.policy]\npolicy = \"breaker\"\n";
@@ -222,7 +251,11 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"0s\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"400 years\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = 50\nmax = 10", "limiters.p.policy.min", "at most `aimd.max` (10)", 3),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\ninitial = 500", "limiters.p.policy.initial", "[min, max] = [20, 200]", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ninitial = 500", "limiters.p.policy.initial", "[min, max] = [1, 200]", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmode = \"vector\"", "limiters.p.policy.mode", "unknown variant `vector`, expected `latency` or `netflix`", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nnoise = 11", "limiters.p.policy.noise", "a number in [0, 10]", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nloss_tolerance = 1.0", "limiters.p.policy.loss_tolerance", "a number in [0, 1)", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.policy.window]\nmin_samples = 0", "limiters.p.policy.window.min_samples", "found 0", 4),
     ("[limiters.p.policy]\npolicy = \"fixed\"\nlimit = 0", "limiters.p.policy.limit", "found 0", 3),
     ("[limiters.p.policy]\npolicy = \"vegas\"\nbeta = 2.0", "limiters.p.policy.beta", "found 2", 3),
     ("[limiters.p.policy]\npolicy = \"vegas\"\nwindow = { aggregation.percentile = nan }", "limiters.p.policy.window.aggregation.percentile", "a percentile in (0, 1]", 3),

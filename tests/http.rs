@@ -61,6 +61,7 @@ fn policy() -> PolicyConfig {
                 backoff: 0.8,
                 timeout: ms(100),
                 one_backoff_per_flight: true,
+                ..AimdConfig::default()
             }),
         ],
     }

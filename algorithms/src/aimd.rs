@@ -1,55 +1,184 @@
-//! Additive increase, multiplicative decrease: a loss-based concurrency limit.
+//! Additive increase, multiplicative decrease: a concurrency limit that backs
+//! off on drops and, by default, on a rise in latency.
 
 use std::time::{Duration, Instant};
 
+use crate::window::{Recent, Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Outcome, Quiet, Sample, Snapshot, MAX_LIMIT};
 
-/// The parameters of [`Aimd`]. The defaults are the widely used ones
-/// (initial 20, min 20, max 200, backoff 0.9, timeout 5 s).
+/// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
+/// zero latency is read as this, so ratios stay finite.
+const MIN_RTT: f64 = 1e-9;
+
+/// A drop faster than this fraction of the baseline round-trip time is a
+/// *fast failure* (a refused connection, an immediate error): the dependency
+/// did not queue the call.
+const FAST_FAILURE: f64 = 0.25;
+
+/// How far a round trip without queueing moves the baseline toward the
+/// upper end of its band when that is lower...
+const BASELINE_FALL: f64 = 1.0 / 16.0;
+
+/// ...and when it is higher: the baseline follows a fall within a few
+/// round trips and a rise only slowly, so the caller's own standing queue
+/// is not taken as normal.
+const BASELINE_RISE: f64 = 1.0 / 2048.0;
+
+/// While the caller's concurrency has halved since the latency rose, a
+/// latency still above this fraction of the one seen when it rose says the
+/// rise is the dependency's, not a queue the caller built: queueing delay
+/// falls with the calls queued.
+const STILL_SLOW: f64 = 0.75;
+
+/// How many of its own average latencies must separate a window's close
+/// from the start of the flow of calls it belongs to before it may judge
+/// the baseline: the first calls of a flow to finish are its fastest, so
+/// the first windows of a flow (at start, after an outage) read low.
+const SETTLE: u32 = 3;
+
+/// About how many calls the latency mode measures its drop rate over.
+const LOSS_SPAN: f64 = 50.0;
+
+/// Which rule set an [`Aimd`] follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum AimdMode {
+    /// Per round trip, from latency and drops, in the manner of Vector's
+    /// adaptive concurrency controller (see [`Aimd`]). The default.
+    #[default]
+    Latency,
+    /// Netflix concurrency-limits' `AIMDLimit`, per call: a drop or a
+    /// success slower than `timeout` multiplies the limit by `backoff`; any
+    /// other success adds one while at least half the limit is in use.
+    /// [`AimdConfig::netflix`] has its defaults.
+    Netflix,
+}
+
+/// The parameters of [`Aimd`].
+///
+/// The defaults: the latency mode, initial 20, min 1, max 200, backoff 0.9,
+/// 2 standard errors of latency read as noise, drops cutting once they are
+/// over 10% of recent calls, slow-call timeout 5 s, one backoff per flight,
+/// and the [`WindowConfig`] defaults for the round trips.
+///
+/// Why a floor of 1: a floor of 20 holds 20 calls against a dependency that
+/// can serve 5. Why a maximum of 200: it is a ceiling on what one caller may
+/// hold, not a target; the latency mode stops where the dependency starts
+/// to queue. Why 2 standard errors: against the modelled log-normal
+/// dependency of `tests/aimd.rs` (median 400 ms, p99 1 s, mean 436 ms), at
+/// 1.5 a healthy caller needing 44 calls in flight refused 7 to 11% of its
+/// calls on noise alone; at 2.5 a caller offered twice what 50 workers serve
+/// let a standing queue build over an hour (limit 85, median latency
+/// 710 ms); at 2 the limit held near 60 all hour (median 470 ms) and the
+/// healthy caller refused under 1%. Why a loss tolerance: in front of that
+/// healthy dependency failing 1% of 100 calls a second at random, cutting
+/// at every drop held the limit near half of what the caller needed.
+///
+/// [`AimdConfig::netflix`] gives Netflix's rule set with Netflix's defaults
+/// (min 20, one backoff per drop). In a configuration file,
+/// `mode = "netflix"` keeps the other defaults here: add `min = 20` and
+/// `one_backoff_per_flight = false` for exactly Netflix's.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Aimd, AimdConfig, AimdMode};
+///
+/// let netflix = AimdConfig::netflix();
+/// assert_eq!((netflix.mode, netflix.initial, netflix.min, netflix.max), (AimdMode::Netflix, 20, 20, 200));
+///
+/// let err = Aimd::new(AimdConfig { noise: 11.0, ..AimdConfig::default() }).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid `aimd.noise`: found 11, expected a number in [0, 10]");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct AimdConfig {
+    /// The rule set: `latency` (the default) or `netflix`.
+    pub mode: AimdMode,
     /// The limit to start at, in `[min, max]`.
     pub initial: u32,
     /// The limit never falls below this; at least 1.
     pub min: u32,
     /// The limit never rises above this.
     pub max: u32,
-    /// The factor a drop multiplies the limit by, in `(0, 1)`.
+    /// The factor a congestion event multiplies the limit by, in `(0, 1)`.
     pub backoff: f64,
-    /// A success slower than this counts as a drop (a *slow call*).
+    /// A success slower than this counts as a drop (a *slow call*), in both
+    /// modes.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub timeout: Duration,
     /// When set (the default), drops from calls that were already in flight
     /// when the limit was last cut do not cut it again: a burst of timeouts
     /// from one congested moment is one congestion event, as in TCP, instead
-    /// of `n` compounding backoffs that drive the limit to `min`. Clear it for
-    /// the classic one-backoff-per-drop behaviour.
+    /// of `n` compounding backoffs that drive the limit to `min`. In the
+    /// latency mode it also holds the limit to one cut per round trip (a
+    /// latency cut waits for a round trip of calls admitted since the last
+    /// change). Clear it for one backoff per drop.
     pub one_backoff_per_flight: bool,
+    /// Latency mode: how many standard errors of a round trip's latency are
+    /// read as noise, in `[0, 10]`. A round trip counts as queueing only when
+    /// the lower end of its band lies above the baseline. 0 reads every
+    /// rise as queueing.
+    pub noise: f64,
+    /// Latency mode: the share of recent calls (about the last 50) that
+    /// may be drops before a drop cuts the limit, in `[0, 1)`: a steady
+    /// trickle of errors from a healthy dependency is not congestion. 0
+    /// cuts at every drop. Until 50 calls have been seen the share is of
+    /// all of them, so a drop among the first calls does cut.
+    pub loss_tolerance: f64,
+    /// Latency mode: how calls are gathered into round trips.
+    pub window: WindowConfig,
 }
 
 impl Default for AimdConfig {
     fn default() -> Self {
         AimdConfig {
+            mode: AimdMode::Latency,
             initial: 20,
-            min: 20,
+            min: 1,
             max: 200,
             backoff: 0.9,
             timeout: Duration::from_secs(5),
             one_backoff_per_flight: true,
+            noise: 2.0,
+            loss_tolerance: 0.1,
+            window: WindowConfig::default(),
         }
     }
 }
 
 impl AimdConfig {
+    /// Netflix concurrency-limits' `AIMDLimit` with its defaults: initial 20,
+    /// min 20, max 200, backoff 0.9, timeout 5 s, one backoff per drop.
+    ///
+    /// One difference remains: the limit is kept as a float and rounded
+    /// down when published, where Netflix truncates it at every step (20 →
+    /// 18 → 16.2 here, 20 → 18 → 16 there). Set `one_backoff_per_flight` to
+    /// count a burst of drops from one flight as one congestion event.
+    pub fn netflix() -> Self {
+        AimdConfig {
+            mode: AimdMode::Netflix,
+            initial: 20,
+            min: 20,
+            max: 200,
+            backoff: 0.9,
+            timeout: Duration::from_secs(5),
+            one_backoff_per_flight: false,
+            ..AimdConfig::default()
+        }
+    }
+
     /// Check every field.
     ///
     /// # Errors
     ///
-    /// The first field outside its range: `min` 0, `min` above `max`,
+    /// The first field outside its range, named `aimd.<field>` (and
+    /// `aimd.window.<field>` for the window): `min` 0, `min` above `max`,
     /// `initial` outside `[min, max]`, `backoff` outside `(0, 1)` or NaN,
-    /// `timeout` zero or above a year.
+    /// `timeout` zero or above a year, `noise` outside `[0, 10]`,
+    /// `loss_tolerance` outside `[0, 1)`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check::bounds(
             ["aimd.min", "aimd.max", "aimd.initial"],
@@ -59,33 +188,182 @@ impl AimdConfig {
         )?;
         check::open_unit("aimd.backoff", self.backoff, 0.0, 1.0)?;
         check::duration("aimd.timeout", self.timeout)?;
-        Ok(())
+        check::closed("aimd.noise", self.noise, 0.0, 10.0)?;
+        if !(self.loss_tolerance >= 0.0 && self.loss_tolerance < 1.0) {
+            return Err(ConfigError::new(
+                "aimd.loss_tolerance",
+                self.loss_tolerance,
+                "a number in [0, 1)",
+            ));
+        }
+        self.window.validate().map_err(|e| e.within("aimd"))
     }
 }
 
-/// A loss-based limit: a drop, or a success slower than the timeout,
-/// multiplies the limit by `backoff`; any other success adds one, but only
-/// while the caller uses at least half the limit (a caller that is not using
-/// its limit learns nothing about whether it could use more).
+/// Additive increase, multiplicative decrease of a concurrency limit `L`.
+///
+/// # The latency mode (the default)
+///
+/// Like Vector's adaptive concurrency controller, it decides once per round
+/// trip: calls are gathered into windows ([`crate::window`]: 250 ms and 10
+/// calls, or 1 s), and a window decides only when most of its successes were
+/// admitted since the limit last changed, so a change is judged by the calls
+/// it admitted — at most one move per round trip, however slow the
+/// dependency.
+///
+/// - **the baseline** is the round-trip time without queueing. Each window's
+///   latency `x` (blended with earlier windows when it holds few calls, as
+///   for [`crate::Vegas`]) has a relative standard error `e`, from the
+///   pooled spread of single latencies over `√n`; its band is
+///   `x · (1 ± noise · e)`. A window without queueing moves the baseline
+///   toward the upper end of its band: by 1/16 of the gap when that is
+///   lower, by 1/2048 when it is higher; a window with queueing does not
+///   move it. So the baseline sits near the no-load latency — an
+///   asymmetric average settles at a low quantile of the upper ends, which
+///   the band lifts back to about the mean — and the caller's own standing
+///   queue is not absorbed into it, where Vector's moving average of the
+///   round-trip time takes it in a window at a time.
+/// - **queueing** is a window whose band lies wholly above the baseline,
+///   `x · (1 − noise · e) > baseline`: `L × backoff`. This is the
+///   noise-aware form of Vector's `mean + 2.5 · deviation` threshold: the
+///   band narrows as a window holds more calls and widens for a dependency
+///   whose latency spreads, so noise is not taken for load. A caller using
+///   under half its limit backs off only when the latency has at least
+///   doubled beyond the noise: its own load is not the cause.
+/// - **a flow's first windows** (at start, after an outage) read low: the
+///   first of its calls to finish are its fastest. A window closing less
+///   than three of its average latencies after the flow's first call
+///   started decides nothing (it stands in for a baseline not yet known).
+/// - **drops** ([`Outcome::Overload`], or a success slower than `timeout`)
+///   cut at once, `L × backoff`, while drops are more than
+///   `loss_tolerance` of the last 50 or so calls (of all calls, before 50):
+///   once per flight (not for a call admitted before the last cut) and once
+///   per round trip (not within one baseline round-trip time of it), so a
+///   stream of failures a microsecond apart is one congestion event per
+///   round trip, not thousands, and a trickle of errors from a healthy
+///   dependency is none.
+/// - **growth**: `L + 1` per round trip — not per success — only when the
+///   window shows neither queueing nor a drop beyond the tolerance, and the
+///   limit was reached in it (a call was admitted with `L` in flight). A
+///   caller that does not use its limit learns nothing about more.
+/// - **a slower dependency** is told from the caller's own queue: while the
+///   latency stays above the baseline, the limit falls; once a window's
+///   calls were admitted at no more than half the concurrency seen since the
+///   rise began (or the limit is at its floor) and its latency fell by less
+///   than a quarter, the rise is not queueing — queueing delay falls with
+///   the calls queued — and the baseline takes the new latency, by at most
+///   a doubling each time.
+/// - **outages**: a window of drops only, each under a quarter of the
+///   baseline (a refused connection, an immediate error), is a dependency
+///   that is down, not one that queues. The drops still cut the limit, but
+///   once the dependency answers again the limit **regrows
+///   multiplicatively**, doubling per round trip, until the first sign of
+///   queueing (it then returns to the limit before the last doubling) or a
+///   drop that is not a fast failure. So no outage pins the limit at its
+///   floor.
+///
+/// Every success is data here, so [`Algorithm::quiet`] is `None`.
+///
+/// What it cannot do: a caller that idles and then sends a burst starts a
+/// new flow without knowing it, and the burst's first windows, reading low,
+/// pull the baseline down by up to 1/16 of the gap each; the extra cuts
+/// that follow last until the baseline rises back (slowly) or the calls
+/// halve.
+///
+/// # The Netflix mode
+///
+/// Netflix concurrency-limits' `AIMDLimit`, per call: a drop, or a success
+/// slower than `timeout`, multiplies the limit by `backoff`; any other
+/// success adds one, but only while the caller uses at least half the limit.
+/// It sees no latency below the timeout, so in front of a queueing
+/// dependency it grows by one per success — doubling every round trip while
+/// half the limit is in use — until calls fail. See
+/// [`AimdConfig::netflix`].
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::window::WindowConfig;
 /// use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Outcome, Sample};
 ///
-/// let mut aimd = Aimd::new(AimdConfig { initial: 10, min: 1, max: 100, ..Default::default() })?;
+/// // Round trips of 100 ms and one call, without the noise band, so that
+/// // the arithmetic shows.
+/// let mut aimd = Aimd::new(AimdConfig {
+///     initial: 10,
+///     noise: 0.0,
+///     window: WindowConfig { min_duration: Duration::from_millis(100), min_samples: 1, ..Default::default() },
+///     ..AimdConfig::default()
+/// })?;
 /// let t0 = Instant::now();
-/// let ok = Sample::new(Outcome::Success, Duration::from_millis(20), 10);
-/// aimd.on_sample(t0, &ok);
-/// assert_eq!(aimd.gate().limit, 11);
+/// let ms = Duration::from_millis;
+/// // The first round trip sets the baseline (20 ms) and, the limit being
+/// // in use, adds one.
+/// aimd.on_sample(t0, &Sample::new(Outcome::Success, ms(20), 10));
+/// aimd.on_sample(t0 + ms(100), &Sample::new(Outcome::Success, ms(20), 10));
+/// assert_eq!((aimd.gate().limit, aimd.baseline()), (11, Some(ms(20))));
+/// // Successes admitted at 11 in flight take 30 ms: queueing. × 0.9.
+/// aimd.on_sample(t0 + ms(200), &Sample::new(Outcome::Success, ms(30), 11));
+/// aimd.on_sample(t0 + ms(300), &Sample::new(Outcome::Success, ms(30), 11));
+/// assert_eq!(aimd.gate().limit, 9);
+/// // A drop cuts at once.
+/// aimd.on_sample(t0 + ms(400), &Sample::new(Outcome::Overload, ms(30), 9));
+/// assert_eq!(aimd.gate().limit, 8);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct Aimd {
+    core: Core,
+    /// The latency mode's state; `None` in the Netflix mode, which keeps
+    /// none.
+    rounds: Option<Box<Rounds>>,
+}
+
+/// What both modes keep.
+#[derive(Clone, Debug)]
+struct Core {
     config: AimdConfig,
     limit: f64,
+    /// When a drop or a rise in latency last cut the limit.
     last_backoff: Option<Instant>,
+}
+
+/// What the latency mode keeps besides: its round trips.
+#[derive(Clone, Debug)]
+struct Rounds {
+    window: Window,
+    recent: Recent,
+    /// The round-trip time without queueing, in seconds.
+    baseline: Option<f64>,
+    /// When the limit last changed.
+    changed_at: Option<Instant>,
+    /// The successes of the open window admitted since the limit last
+    /// changed.
+    fresh: u32,
+    /// The drops of the open window that were not fast failures.
+    slow_drops: u32,
+    /// Whether the open window holds a drop beyond the loss tolerance.
+    congested: bool,
+    /// When the earliest success of the open window started.
+    window_first: Option<Instant>,
+    /// When the first success of the current flow of calls started; reset
+    /// by a window without successes.
+    flow_start: Option<Instant>,
+    /// Whether the baseline comes from windows read before the flow
+    /// settled, to be replaced by the first one after.
+    provisional: bool,
+    /// The share of recent calls that were drops, and how many calls have
+    /// been seen (up to the span).
+    loss: f64,
+    calls: f64,
+    /// Whether the limit regrows multiplicatively (after an outage).
+    regrow: bool,
+    /// The limit before the latest doubling, while that was the latest
+    /// change.
+    doubled_from: Option<f64>,
+    /// Since the latency rose beyond the noise: the most calls in flight
+    /// and the latency then.
+    rise: Option<(u32, f64)>,
 }
 
 impl Aimd {
@@ -96,23 +374,84 @@ impl Aimd {
     /// See [`AimdConfig::validate`].
     pub fn new(config: AimdConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        let rounds = match config.mode {
+            AimdMode::Netflix => None,
+            AimdMode::Latency => Some(Box::new(Rounds {
+                window: Window::new(config.window.clone()).map_err(|e| e.within("aimd"))?,
+                recent: Recent::new(config.window.min_samples),
+                baseline: None,
+                changed_at: None,
+                fresh: 0,
+                slow_drops: 0,
+                congested: false,
+                window_first: None,
+                flow_start: None,
+                provisional: false,
+                loss: 0.0,
+                calls: 0.0,
+                regrow: false,
+                doubled_from: None,
+                rise: None,
+            })),
+        };
         Ok(Aimd {
-            limit: f64::from(config.initial),
-            config,
-            last_backoff: None,
+            core: Core {
+                limit: f64::from(config.initial),
+                config,
+                last_backoff: None,
+            },
+            rounds,
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> &AimdConfig {
-        &self.config
+        &self.core.config
     }
 
     /// The limit before rounding down.
     pub fn raw_limit(&self) -> f64 {
-        self.limit
+        self.core.limit
     }
 
+    /// The latency mode's estimate of the round-trip time without queueing,
+    /// `None` before the first round trip with a success (and always in the
+    /// Netflix mode).
+    pub fn baseline(&self) -> Option<Duration> {
+        self.rounds
+            .as_ref()
+            .and_then(|r| r.baseline)
+            .map(secs_to_duration)
+    }
+
+    /// Whether the limit regrows multiplicatively, as after an outage of
+    /// fast failures, until the first sign of queueing.
+    pub fn is_regrowing(&self) -> bool {
+        self.rounds.as_ref().is_some_and(|r| r.regrow)
+    }
+
+    /// The Netflix mode: one decision per call.
+    fn on_sample_netflix(&mut self, now: Instant, sample: &Sample) {
+        let core = &mut self.core;
+        if sample.outcome == Outcome::Ignore {
+            return;
+        }
+        if core.is_drop(sample) {
+            if core.config.one_backoff_per_flight {
+                if let Some(cut) = core.last_backoff {
+                    if sample.started(now) < cut {
+                        return;
+                    }
+                }
+            }
+            core.back_off(now);
+        } else if f64::from(sample.in_flight) * 2.0 >= core.limit {
+            core.set_limit(core.limit + 1.0);
+        }
+    }
+}
+
+impl Core {
     fn is_drop(&self, sample: &Sample) -> bool {
         match sample.outcome {
             Outcome::Overload => true,
@@ -120,6 +459,229 @@ impl Aimd {
             Outcome::Ignore => false,
         }
     }
+
+    fn gate(&self) -> Gate {
+        Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
+    }
+
+    fn set_limit(&mut self, next: f64) {
+        if !next.is_nan() {
+            self.limit = next.clamp(f64::from(self.config.min), f64::from(self.config.max));
+        }
+    }
+
+    /// Multiply the limit by `backoff` at `now`.
+    fn back_off(&mut self, now: Instant) {
+        self.set_limit(self.limit * self.config.backoff);
+        self.last_backoff = Some(now);
+    }
+}
+
+impl Rounds {
+    /// Whether a drop is a fast failure: far faster than the baseline, or
+    /// with no baseline yet to compare it with.
+    fn is_fast_failure(&self, sample: &Sample) -> bool {
+        sample.outcome == Outcome::Overload
+            && self
+                .baseline
+                .is_none_or(|b| sample.latency.as_secs_f64() < FAST_FAILURE * b)
+    }
+
+    /// Cut the limit at `now`.
+    fn back_off(&mut self, core: &mut Core, now: Instant) {
+        core.back_off(now);
+        self.changed_at = Some(now);
+        self.doubled_from = None;
+    }
+
+    fn on_sample(&mut self, core: &mut Core, now: Instant, sample: &Sample) {
+        if sample.outcome != Outcome::Ignore {
+            let started = sample.started(now);
+            let dropped = core.is_drop(sample);
+            self.calls = (self.calls + 1.0).min(LOSS_SPAN);
+            let target = if dropped { 1.0 } else { 0.0 };
+            self.loss += (target - self.loss) / self.calls;
+            if dropped {
+                let fast = self.is_fast_failure(sample);
+                if !fast {
+                    self.slow_drops = self.slow_drops.saturating_add(1);
+                }
+                self.on_drop(core, now, started, fast);
+            } else {
+                self.window_first = Some(self.window_first.map_or(started, |f| f.min(started)));
+                if self.changed_at.is_none_or(|changed| started >= changed) {
+                    self.fresh = self.fresh.saturating_add(1);
+                }
+            }
+            self.window.add(now, sample);
+        }
+        self.handle_timeout(core, now);
+    }
+
+    fn handle_timeout(&mut self, core: &mut Core, now: Instant) {
+        if let Some(summary) = self.window.close_if_due(now) {
+            self.on_window(core, now, &summary);
+        }
+    }
+
+    /// A drop at `now` of a call started at `started`: one cut per flight
+    /// and per round trip.
+    fn on_drop(&mut self, core: &mut Core, now: Instant, started: Instant, fast: bool) {
+        if self.loss <= core.config.loss_tolerance {
+            return;
+        }
+        self.congested = true;
+        if !fast {
+            self.regrow = false;
+        }
+        if core.config.one_backoff_per_flight {
+            if let Some(cut) = core.last_backoff {
+                let round_trip = self.baseline.map_or(Duration::ZERO, secs_to_duration);
+                let next = cut.checked_add(round_trip).unwrap_or(cut);
+                if started < cut || now < next {
+                    return;
+                }
+            }
+        }
+        self.back_off(core, now);
+    }
+
+    fn on_window(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary) {
+        // The window judges the current limit only if most of its
+        // successes were admitted under it.
+        let current = u64::from(self.fresh) * 2 >= u64::from(summary.successes());
+        self.fresh = 0;
+        let slow_drops = std::mem::take(&mut self.slow_drops);
+        let congested = std::mem::take(&mut self.congested);
+        let first = self.window_first.take();
+        self.recent.update(summary);
+        if summary.successes() == 0 {
+            self.flow_start = None;
+            // Nothing but fast failures: the dependency is down, not
+            // queueing. When it answers again, regrow.
+            if summary.drops > 0 && slow_drops == 0 {
+                self.regrow = true;
+            }
+            return;
+        }
+        let Some(x) = self.recent.latency() else {
+            return;
+        };
+        let x = x.max(MIN_RTT);
+        let band = core.config.noise * self.recent.relative_error();
+        let upper = x * (1.0 + band);
+        let lower = x * (1.0 - band);
+        let flow_start = *self
+            .flow_start
+            .get_or_insert(first.unwrap_or(summary.started));
+        let settled = summary.average.is_some_and(|average| {
+            average.checked_mul(SETTLE).is_some_and(|settle| {
+                summary.closed.saturating_duration_since(flow_start) >= settle
+            })
+        });
+        if !settled {
+            // The flow's first calls to finish are its fastest: this window
+            // reads low. It may stand in for a baseline not yet known, and
+            // decides nothing.
+            if self.baseline.is_none() || self.provisional {
+                self.baseline = Some(upper);
+                self.provisional = true;
+            }
+            return;
+        }
+        if std::mem::take(&mut self.provisional) {
+            self.baseline = None;
+        }
+        let Some(mut baseline) = self.baseline else {
+            self.baseline = Some(upper);
+            if !congested {
+                self.grow(core, now, summary, current);
+            }
+            return;
+        };
+        let mut queueing = lower > baseline;
+        if queueing {
+            let in_flight = summary.max_in_flight;
+            let at_floor = core.limit <= f64::from(core.config.min);
+            match self.rise {
+                None => self.rise = Some((in_flight, x)),
+                Some((peak, then)) if u64::from(in_flight) * 2 <= u64::from(peak) || at_floor => {
+                    if x >= STILL_SLOW * then {
+                        // Half the calls (or as few as the floor allows),
+                        // hardly faster: the dependency is slower, not
+                        // queueing the caller's calls.
+                        baseline = upper.min(2.0 * baseline);
+                        queueing = lower > baseline;
+                    }
+                    self.rise = queueing.then_some((in_flight, x));
+                }
+                Some((peak, then)) => self.rise = Some((peak.max(in_flight), then)),
+            }
+        } else {
+            self.rise = None;
+            let weight = (f64::from(summary.successes())
+                / f64::from(core.config.window.min_samples.max(1)))
+            .min(1.0);
+            let step = if upper < baseline {
+                BASELINE_FALL
+            } else {
+                BASELINE_RISE
+            };
+            baseline += step * weight * (upper - baseline);
+        }
+        self.baseline = Some(baseline);
+
+        if queueing {
+            if !current && core.config.one_backoff_per_flight {
+                return;
+            }
+            let app_limited = f64::from(summary.max_in_flight) * 2.0 < core.limit;
+            if app_limited && lower <= 2.0 * baseline {
+                return;
+            }
+            self.regrow = false;
+            match self.doubled_from.take() {
+                // The doubling overshot: back to the limit before it.
+                Some(before) => {
+                    core.set_limit(before);
+                    core.last_backoff = Some(now);
+                    self.changed_at = Some(now);
+                }
+                None => self.back_off(core, now),
+            }
+            return;
+        }
+        if !congested {
+            self.grow(core, now, summary, current);
+        }
+    }
+
+    /// A round trip without queueing or drops: one more, or twice as many
+    /// while regrowing, if the limit was in use.
+    fn grow(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary, current: bool) {
+        let reached = summary.max_in_flight >= core.gate().limit;
+        if !current || !reached {
+            return;
+        }
+        let before = core.limit;
+        if self.regrow {
+            core.set_limit(before * 2.0);
+            self.doubled_from = Some(before);
+        } else {
+            core.set_limit(before + 1.0);
+            self.doubled_from = None;
+        }
+        if core.limit != before {
+            self.changed_at = Some(now);
+        }
+        if core.limit >= f64::from(core.config.max) {
+            self.regrow = false;
+        }
+    }
+}
+
+fn secs_to_duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 impl Algorithm for Aimd {
@@ -128,39 +690,40 @@ impl Algorithm for Aimd {
     }
 
     fn gate(&self) -> Gate {
-        Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
+        self.core.gate()
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
-        if sample.outcome == Outcome::Ignore {
-            return;
+        match self.rounds.as_deref_mut() {
+            Some(rounds) => rounds.on_sample(&mut self.core, now, sample),
+            None => self.on_sample_netflix(now, sample),
         }
-        let min = f64::from(self.config.min);
-        let max = f64::from(self.config.max);
-        if self.is_drop(sample) {
-            if self.config.one_backoff_per_flight {
-                if let Some(cut) = self.last_backoff {
-                    if sample.started(now) < cut {
-                        return;
-                    }
-                }
-            }
-            self.limit = (self.limit * self.config.backoff).max(min);
-            self.last_backoff = Some(now);
-        } else if f64::from(sample.in_flight) * 2.0 >= self.limit {
-            self.limit = (self.limit + 1.0).min(max);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.rounds.as_ref().and_then(|r| r.window.deadline())
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(rounds) = self.rounds.as_deref_mut() {
+            rounds.handle_timeout(&mut self.core, now);
         }
     }
 
     fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.name(), self.gate()).with_raw_limit(self.limit)
+        Snapshot::new(self.name(), self.gate()).with_raw_limit(self.core.limit)
     }
 
-    /// A success within the timeout changes nothing while fewer than half
-    /// of the limit's calls were in flight when it was admitted, or once the
-    /// limit is at its maximum.
+    /// The latency mode learns from every call: none is quiet. In the
+    /// Netflix mode a success within the timeout changes nothing while
+    /// fewer than half of the limit's calls were in flight when it was
+    /// admitted, or once the limit is at its maximum.
     fn quiet(&self) -> Option<Quiet> {
-        let max_in_flight = if self.limit >= f64::from(self.config.max) {
+        if self.rounds.is_some() {
+            return None;
+        }
+        let Core { config, limit, .. } = &self.core;
+        let max_in_flight = if *limit >= f64::from(config.max) {
             MAX_LIMIT
         } else {
             // The largest n with 2n < limit: ceil(limit / 2) − 1.
@@ -169,11 +732,11 @@ impl Algorithm for Aimd {
                 clippy::cast_sign_loss,
                 reason = "the limit is finite and in [min, max]; the cast saturates"
             )]
-            let half = (self.limit / 2.0).ceil() as u32;
+            let half = (limit / 2.0).ceil() as u32;
             half.saturating_sub(1)
         };
         Some(Quiet {
-            max_latency: self.config.timeout,
+            max_latency: config.timeout,
             max_in_flight,
         })
     }
@@ -187,13 +750,19 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    fn aimd(initial: u32, min: u32, max: u32) -> Aimd {
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    // -----------------------------------------------------------------
+    // The Netflix mode: one decision per call.
+
+    fn netflix(initial: u32, min: u32, max: u32) -> Aimd {
         Aimd::new(AimdConfig {
             initial,
             min,
             max,
-            one_backoff_per_flight: false,
-            ..AimdConfig::default()
+            ..AimdConfig::netflix()
         })
         .expect("valid config")
     }
@@ -207,28 +776,23 @@ mod tests {
     }
 
     #[test]
-    fn each_success_adds_one_while_the_caller_uses_half_the_limit() {
+    fn netflix_each_success_adds_one_while_the_caller_uses_half_the_limit() {
         let t0 = Instant::now();
-        let mut a = aimd(10, 1, 100);
+        let mut a = netflix(10, 1, 100);
         a.on_sample(t0, &ok(5));
         assert_eq!(a.raw_limit(), 11.0);
         a.on_sample(t0, &ok(6));
         assert_eq!(a.raw_limit(), 12.0);
         assert_eq!(a.gate().limit, 12);
+        // Under half: holds.
+        a.on_sample(t0, &ok(5));
+        assert_eq!(a.raw_limit(), 12.0);
     }
 
     #[test]
-    fn an_app_limited_caller_holds_the_limit() {
+    fn netflix_a_drop_multiplies_by_the_backoff_ratio() {
         let t0 = Instant::now();
-        let mut a = aimd(10, 1, 100);
-        a.on_sample(t0, &ok(4));
-        assert_eq!(a.raw_limit(), 10.0);
-    }
-
-    #[test]
-    fn a_drop_multiplies_by_the_backoff_ratio() {
-        let t0 = Instant::now();
-        let mut a = aimd(20, 1, 200);
+        let mut a = netflix(20, 1, 200);
         a.on_sample(t0, &drop_(20));
         assert_eq!(a.raw_limit(), 18.0);
         a.on_sample(t0, &drop_(18));
@@ -237,9 +801,9 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_success_counts_as_a_drop() {
+    fn netflix_a_slow_success_counts_as_a_drop() {
         let t0 = Instant::now();
-        let mut a = aimd(20, 1, 200);
+        let mut a = netflix(20, 1, 200);
         a.on_sample(
             t0,
             &Sample::new(Outcome::Success, Duration::from_secs(5) + ms(1), 20),
@@ -254,9 +818,9 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_clamps_at_min_and_max() {
+    fn netflix_the_limit_clamps_at_min_and_max() {
         let t0 = Instant::now();
-        let mut a = aimd(3, 3, 4);
+        let mut a = netflix(3, 3, 4);
         a.on_sample(t0, &drop_(3));
         assert_eq!(a.raw_limit(), 3.0);
         a.on_sample(t0, &ok(3));
@@ -268,38 +832,343 @@ mod tests {
 
     #[test]
     fn ignored_calls_teach_nothing() {
-        let t0 = Instant::now();
-        let mut a = aimd(10, 1, 100);
-        a.on_sample(
-            t0,
-            &Sample::new(Outcome::Ignore, Duration::from_secs(60), 10),
-        );
+        let mut t = Instant::now();
+        let ignored = Sample::new(Outcome::Ignore, Duration::from_secs(60), 10);
+        let mut a = netflix(10, 1, 100);
+        a.on_sample(t, &ignored);
         assert_eq!(a.raw_limit(), 10.0);
+        let mut a = latency(10, 0.0, &mut t);
+        a.on_sample(t, &ignored);
+        assert_eq!((a.raw_limit(), a.poll_timeout()), (10.0, None));
     }
 
     #[test]
     fn a_burst_of_drops_from_one_flight_backs_off_once() {
         let t0 = Instant::now();
+        for mode in [AimdMode::Netflix, AimdMode::Latency] {
+            let mut a = Aimd::new(AimdConfig {
+                mode,
+                initial: 100,
+                min: 1,
+                max: 200,
+                one_backoff_per_flight: true,
+                ..AimdConfig::default()
+            })
+            .expect("valid");
+            // Ten calls started at t0 all time out at t0 + 1 s.
+            let t1 = t0 + Duration::from_secs(1);
+            for _ in 0..10 {
+                a.on_sample(
+                    t1,
+                    &Sample::new(Outcome::Overload, Duration::from_secs(1), 100),
+                );
+            }
+            assert_eq!(a.raw_limit(), 90.0, "{mode:?}");
+            // A call started after the cut that drops again cuts again.
+            let t2 = t1 + Duration::from_secs(1);
+            a.on_sample(t2, &Sample::new(Outcome::Overload, ms(500), 90));
+            assert_eq!(a.raw_limit(), 81.0, "{mode:?}");
+        }
+    }
+
+    // -----------------------------------------------------------------
+    // The latency mode: one decision per round trip.
+
+    /// The latency mode with windows of 10 ms and at least one call, and
+    /// min 1, max 1000, its flow of calls opened a second before `*t`.
+    fn latency(initial: u32, noise: f64, t: &mut Instant) -> Aimd {
         let mut a = Aimd::new(AimdConfig {
-            initial: 100,
+            initial,
             min: 1,
-            max: 200,
+            max: 1000,
+            noise,
+            window: WindowConfig {
+                min_duration: ms(10),
+                max_duration: ms(10),
+                min_samples: 1,
+                ..WindowConfig::default()
+            },
+            ..AimdConfig::default()
+        })
+        .expect("valid config");
+        // A flow's first window reads its fastest calls: it decides nothing.
+        round_trip(&mut a, t, &successes(ms(20), 1), 1);
+        assert_eq!(a.raw_limit(), f64::from(initial));
+        *t += Duration::from_secs(1);
+        a
+    }
+
+    /// One round trip: calls admitted when the previous one closed, all
+    /// finishing at once; the window closes 10 ms later.
+    fn round_trip(a: &mut Aimd, t: &mut Instant, calls: &[(Outcome, Duration)], in_flight: u32) {
+        *t += calls.iter().map(|c| c.1).max().unwrap_or_default();
+        for &(outcome, latency) in calls {
+            a.on_sample(*t, &Sample::new(outcome, latency, in_flight));
+        }
+        *t += ms(10);
+        assert_eq!(a.poll_timeout(), Some(*t));
+        a.handle_timeout(*t);
+    }
+
+    fn successes(latency: Duration, n: usize) -> Vec<(Outcome, Duration)> {
+        vec![(Outcome::Success, latency); n]
+    }
+
+    #[test]
+    fn growth_is_one_per_round_trip_and_only_with_the_limit_in_use() {
+        let mut t = Instant::now();
+        let mut a = latency(10, 0.0, &mut t);
+        // Ten successes with the limit reached: one more, not ten.
+        round_trip(&mut a, &mut t, &successes(ms(20), 10), 10);
+        assert_eq!(a.raw_limit(), 11.0);
+        assert_eq!(a.baseline(), Some(ms(20)));
+        round_trip(&mut a, &mut t, &successes(ms(20), 10), 11);
+        assert_eq!(a.raw_limit(), 12.0);
+        // Not reached: nothing learnt about more.
+        round_trip(&mut a, &mut t, &successes(ms(20), 10), 11);
+        assert_eq!(a.raw_limit(), 12.0);
+        assert_eq!(a.quiet(), None);
+    }
+
+    #[test]
+    fn a_window_of_calls_admitted_before_the_last_change_does_not_decide() {
+        let mut t = Instant::now();
+        let mut a = latency(10, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 10), 10);
+        assert_eq!(a.raw_limit(), 11.0);
+        // Calls that started 500 ms ago, before the limit grew: they say
+        // nothing about 11.
+        t += ms(1);
+        for _ in 0..10 {
+            a.on_sample(t, &Sample::new(Outcome::Success, ms(500), 11));
+        }
+        t += ms(10);
+        a.handle_timeout(t);
+        assert_eq!(a.raw_limit(), 11.0);
+    }
+
+    #[test]
+    fn a_rise_beyond_the_noise_backs_off_and_one_within_it_does_not() {
+        let mut t = Instant::now();
+        let mut a = Aimd::new(AimdConfig {
+            initial: 20,
+            min: 1,
+            window: WindowConfig {
+                min_duration: ms(10),
+                max_duration: ms(10),
+                min_samples: 10,
+                ..WindowConfig::default()
+            },
             ..AimdConfig::default()
         })
         .expect("valid");
-        // Ten calls started at t0 all time out at t0 + 1 s.
-        let t1 = t0 + Duration::from_secs(1);
-        for _ in 0..10 {
-            a.on_sample(
-                t1,
-                &Sample::new(Outcome::Overload, Duration::from_secs(1), 100),
-            );
+        let spread = |low: u64, high: u64| -> Vec<(Outcome, Duration)> {
+            (0..10)
+                .map(|i| (Outcome::Success, ms(if i % 2 == 0 { low } else { high })))
+                .collect()
+        };
+        // The flow's first window decides nothing.
+        round_trip(&mut a, &mut t, &successes(ms(20), 1), 15);
+        t += Duration::from_secs(1);
+        // 15 and 25 ms: a mean of 20 ms uncertain by 8%; 2 standard
+        // errors put the baseline at 23.3 ms.
+        round_trip(&mut a, &mut t, &spread(15, 25), 15);
+        let baseline = a.baseline().expect("set").as_secs_f64();
+        assert!((0.0232..0.0234).contains(&baseline), "{baseline}");
+        // 20% slower, within the noise: holds, and the baseline hardly
+        // moves.
+        round_trip(&mut a, &mut t, &spread(19, 29), 15);
+        assert_eq!(a.raw_limit(), 20.0);
+        let moved = a.baseline().expect("set").as_secs_f64() - baseline;
+        assert!(moved > 0.0 && moved < 1e-5, "{moved}");
+        // Twice as slow: backs off.
+        round_trip(&mut a, &mut t, &spread(35, 45), 15);
+        assert_eq!(a.raw_limit(), 18.0);
+    }
+
+    #[test]
+    fn a_caller_using_under_half_its_limit_backs_off_only_when_latency_doubles() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+        round_trip(&mut a, &mut t, &successes(ms(30), 5), 10);
+        assert_eq!(a.raw_limit(), 40.0);
+        round_trip(&mut a, &mut t, &successes(ms(50), 5), 10);
+        assert_eq!(a.raw_limit(), 36.0);
+    }
+
+    #[test]
+    fn drops_cut_once_per_round_trip_however_fast_they_come() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+        assert_eq!(a.baseline(), Some(ms(20)));
+        // A thousand calls refused a microsecond apart.
+        for _ in 0..1000 {
+            t += us(1);
+            a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 30));
         }
-        assert_eq!(a.raw_limit(), 90.0);
-        // A call started after the cut that drops again cuts again.
-        let t2 = t1 + Duration::from_secs(1);
-        a.on_sample(t2, &Sample::new(Outcome::Overload, ms(500), 90));
-        assert_eq!(a.raw_limit(), 81.0);
+        assert_eq!(a.raw_limit(), 36.0);
+        // One round trip on, the next cut.
+        t += ms(20);
+        a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 30));
+        assert!((a.raw_limit() - 32.4).abs() < 1e-9);
+        // Without `one_backoff_per_flight`, every drop cuts.
+        let mut a = Aimd::new(AimdConfig {
+            one_backoff_per_flight: false,
+            ..AimdConfig::default()
+        })
+        .expect("valid");
+        for _ in 0..3 {
+            a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 20));
+        }
+        assert!((a.raw_limit() - 14.58).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_trickle_of_drops_is_not_congestion_a_stream_is() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        // One drop in fifty calls, for a while: never cut, and the limit
+        // still grows.
+        for _ in 0..10 {
+            let mut calls = successes(ms(20), 49);
+            calls.push((Outcome::Overload, ms(20)));
+            let limit = a.gate().limit;
+            round_trip(&mut a, &mut t, &calls, limit);
+        }
+        assert_eq!(a.raw_limit(), 50.0);
+        // One in five: once the drops are over a tenth of the last fifty or
+        // so calls (in the fifth round trip of five), a cut each round
+        // trip.
+        let mut calls = successes(ms(20), 4);
+        calls.push((Outcome::Overload, ms(20)));
+        let mut limits = Vec::new();
+        for _ in 0..8 {
+            let limit = a.gate().limit;
+            round_trip(&mut a, &mut t, &calls, limit);
+            limits.push(a.gate().limit);
+        }
+        assert_eq!(limits, [51, 52, 53, 54, 48, 43, 39, 35]);
+        // A fresh limiter has seen nothing else: its first drop cuts.
+        let mut a = latency(40, 0.0, &mut t);
+        t += ms(20);
+        a.on_sample(t, &Sample::new(Outcome::Overload, ms(20), 40));
+        assert_eq!(a.raw_limit(), 36.0);
+    }
+
+    #[test]
+    fn a_slow_success_counts_as_a_drop_in_the_latency_mode_too() {
+        let mut t = Instant::now();
+        let mut a = latency(20, 0.0, &mut t);
+        a.on_sample(
+            t,
+            &Sample::new(Outcome::Success, Duration::from_secs(5) + ms(1), 20),
+        );
+        assert_eq!(a.raw_limit(), 18.0);
+    }
+
+    #[test]
+    fn after_an_outage_of_fast_failures_the_limit_doubles_until_queueing() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+        // Down: every call refused in a microsecond.
+        for _ in 0..100 {
+            round_trip(&mut a, &mut t, &[(Outcome::Overload, us(1)); 5], 1);
+        }
+        assert_eq!(a.raw_limit(), 1.0);
+        assert!(a.is_regrowing());
+        // Up again: doubling per round trip while the limit is in use, from
+        // the second (the first reads the new flow's fastest calls).
+        let mut seen = Vec::new();
+        for _ in 0..7 {
+            let limit = a.gate().limit;
+            round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
+            seen.push(a.raw_limit());
+        }
+        assert_eq!(seen, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
+        // The first sign of queueing: back to the limit before the last
+        // doubling, and from there one at a time.
+        round_trip(&mut a, &mut t, &successes(ms(30), 5), 64);
+        assert_eq!(a.raw_limit(), 32.0);
+        assert!(!a.is_regrowing());
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 32);
+        assert_eq!(a.raw_limit(), 33.0);
+    }
+
+    #[test]
+    fn slow_failures_are_not_an_outage() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+        for _ in 0..10 {
+            round_trip(&mut a, &mut t, &[(Outcome::Overload, ms(800)); 5], 30);
+        }
+        assert!(!a.is_regrowing());
+        assert!(a.raw_limit() < 40.0 * 0.9f64.powi(9));
+        // A slow failure ends a regrowth too.
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &[(Outcome::Overload, us(1)); 5], 30);
+        assert!(a.is_regrowing());
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 36);
+        t += ms(100);
+        a.on_sample(t, &Sample::new(Outcome::Overload, ms(100), 36));
+        assert!(!a.is_regrowing());
+    }
+
+    #[test]
+    fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+        assert_eq!(a.raw_limit(), 41.0);
+        // Twice as slow at any concurrency: the limit falls until the calls
+        // in flight have halved, then the baseline takes the new latency.
+        let mut cuts = 0;
+        while a.baseline() == Some(ms(20)) {
+            let limit = a.gate().limit;
+            round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
+            cuts += 1;
+            assert!(cuts < 20, "never followed");
+        }
+        assert_eq!(a.baseline(), Some(ms(40)));
+        // Cut seven times, to 19.6 (19 in flight, under half of 41), and
+        // grown by one in the window that told.
+        assert!((a.raw_limit() - 20.61).abs() < 0.01, "{}", a.raw_limit());
+        // And it grows again.
+        let before = a.raw_limit();
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
+        assert_eq!(a.raw_limit(), before + 1.0);
+
+        // A queue the caller built is not mistaken for that: halving the
+        // calls halves the latency.
+        let mut a = latency(100, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+        for _ in 0..30 {
+            let limit = a.gate().limit;
+            // 25 calls served at once, the rest queued behind them.
+            let latency = ms(20) * limit.div_ceil(25);
+            round_trip(&mut a, &mut t, &successes(latency, 5), limit);
+        }
+        assert_eq!(a.baseline(), Some(ms(20)));
+        assert!(a.raw_limit() <= 25.0, "{}", a.raw_limit());
+    }
+
+    #[test]
+    fn zero_and_enormous_latencies_leave_the_limit_finite_and_in_bounds() {
+        let mut t = Instant::now();
+        let mut a = latency(10, 2.5, &mut t);
+        for latency in [Duration::ZERO, Duration::MAX / 4, Duration::ZERO, ms(1)] {
+            t += ms(20);
+            for outcome in [Outcome::Success, Outcome::Overload, Outcome::Success] {
+                a.on_sample(t, &Sample::new(outcome, latency, u32::MAX));
+            }
+            a.handle_timeout(t + ms(10));
+            let raw = a.raw_limit();
+            assert!(raw.is_finite() && (1.0..=1000.0).contains(&raw), "{raw}");
+        }
     }
 
     #[test]
@@ -332,6 +1201,7 @@ mod tests {
             ),
             (
                 AimdConfig {
+                    min: 10,
                     initial: 5,
                     ..base.clone()
                 },
@@ -378,6 +1248,44 @@ mod tests {
                     ..base.clone()
                 },
                 "aimd.max",
+            ),
+            (
+                AimdConfig {
+                    noise: -0.1,
+                    ..base.clone()
+                },
+                "aimd.noise",
+            ),
+            (
+                AimdConfig {
+                    noise: f64::NAN,
+                    ..base.clone()
+                },
+                "aimd.noise",
+            ),
+            (
+                AimdConfig {
+                    loss_tolerance: 1.0,
+                    ..base.clone()
+                },
+                "aimd.loss_tolerance",
+            ),
+            (
+                AimdConfig {
+                    loss_tolerance: -0.1,
+                    ..base.clone()
+                },
+                "aimd.loss_tolerance",
+            ),
+            (
+                AimdConfig {
+                    window: WindowConfig {
+                        min_samples: 0,
+                        ..WindowConfig::default()
+                    },
+                    ..base.clone()
+                },
+                "aimd.window.min_samples",
             ),
         ];
         for (config, field) in cases {

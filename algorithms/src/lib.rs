@@ -49,7 +49,7 @@ pub mod throttle;
 pub mod vegas;
 pub mod window;
 
-pub use aimd::{Aimd, AimdConfig};
+pub use aimd::{Aimd, AimdConfig, AimdMode};
 pub use breaker::{Breaker, BreakerConfig};
 pub use fixed::Fixed;
 pub use gradient::{Gradient, GradientConfig};
@@ -374,12 +374,15 @@ pub enum Batching {
 /// use std::time::Duration;
 /// use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Quiet};
 ///
-/// // AIMD grows only on a success while at least half of its limit is in use.
-/// let aimd = Aimd::new(AimdConfig { initial: 20, ..AimdConfig::default() })?;
+/// // Netflix's AIMD grows only on a success while at least half of its limit
+/// // is in use.
+/// let aimd = Aimd::new(AimdConfig::netflix())?;
 /// assert_eq!(
 ///     aimd.quiet(),
-///     Some(Quiet { max_latency: AimdConfig::default().timeout, max_in_flight: 9 })
+///     Some(Quiet { max_latency: AimdConfig::netflix().timeout, max_in_flight: 9 })
 /// );
+/// // The latency mode (the default) learns from every call.
+/// assert_eq!(Aimd::new(AimdConfig::default())?.quiet(), None);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,11 +1,14 @@
 //! A success a policy calls quiet changes nothing in it: whatever state the
 //! policy is in, handing it such a success leaves its gate, its unrounded
 //! limit and its next timeout as they were.
+//!
+//! `Aimd`'s Netflix mode has quiet successes; its latency mode (the default)
+//! learns from every call and calls none quiet, whatever state it is in.
 
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Outcome, Sample};
+use rheostat_algorithms::{Aimd, AimdConfig, AimdMode, Algorithm, Outcome, Sample};
 
 #[derive(Clone, Debug)]
 struct Step {
@@ -48,6 +51,7 @@ proptest! {
         at in 0.0f64..=1.0,
     ) {
         let mut aimd = Aimd::new(AimdConfig {
+            mode: AimdMode::Netflix,
             initial,
             min: 1,
             max: initial + span,
@@ -96,9 +100,49 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn the_latency_mode_of_aimd_calls_no_success_quiet(
+        initial in 1u32..300,
+        one_backoff_per_flight: bool,
+        steps in prop::collection::vec(step(), 0..200),
+    ) {
+        let mut aimd = Aimd::new(AimdConfig {
+            initial,
+            min: 1,
+            max: 300,
+            one_backoff_per_flight,
+            ..AimdConfig::default()
+        })
+        .unwrap();
+        prop_assert_eq!(aimd.quiet(), None);
+        let mut now = Instant::now();
+        for s in &steps {
+            now += Duration::from_millis(s.gap_ms);
+            let sample = Sample::new(
+                outcome(s.outcome),
+                Duration::from_millis(s.latency_ms),
+                s.in_flight,
+            );
+            aimd.on_sample(now, &sample);
+            if let Some(deadline) = aimd.poll_timeout() {
+                if deadline <= now {
+                    aimd.handle_timeout(now);
+                }
+            }
+            prop_assert_eq!(aimd.quiet(), None);
+            let raw = aimd.raw_limit();
+            prop_assert!(raw.is_finite() && (1.0..=300.0).contains(&raw), "{}", raw);
+        }
+    }
+}
+
 #[test]
 fn just_past_either_bound_a_success_can_move_aimd() {
     let mut aimd = Aimd::new(AimdConfig {
+        mode: AimdMode::Netflix,
         initial: 20,
         min: 1,
         max: 100,

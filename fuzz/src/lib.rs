@@ -264,6 +264,7 @@ impl Leaf {
                     backoff: backoff.unwrap_or(d.backoff),
                     timeout: timeout.unwrap_or(d.timeout),
                     one_backoff_per_flight: *one_backoff_per_flight,
+                    ..d
                 })?;
                 Built::Bounded(Box::new(aimd), min, max)
             }

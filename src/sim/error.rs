@@ -6,6 +6,8 @@ use std::time::Duration;
 use super::scenario::{Fraction, Latency};
 use crate::config::ConfigFileError;
 
+const WEEK: Duration = Duration::from_secs(7 * 86_400);
+
 /// A scenario file that could not be read: the key at fault as a path in
 /// the file (`traffic.phase[1].until`), why, and the line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,19 +129,19 @@ impl<'a> Checks<'a> {
         }
     }
 
+    /// Above zero, and at most a week (no caller waits longer, and the
+    /// policies sized from it stay within their own ranges).
     pub(crate) fn positive(&mut self, field: &str, d: Duration) {
         if d.is_zero() {
             self.fail(field, "found 0s, expected a duration above 0");
+        } else if d > WEEK {
+            self.fail(field, format!("found {d:?}, expected at most 7 days"));
         }
     }
 
     pub(crate) fn latency(&mut self, field: &str, latency: &Latency) {
-        if latency.median.is_zero() {
-            self.fail(
-                &format!("{field}.median"),
-                "found 0s, expected a duration above 0",
-            );
-        }
+        self.positive(&format!("{field}.median"), latency.median);
+        self.positive(&format!("{field}.p99"), latency.p99);
         if latency.p99 < latency.median {
             self.fail(
                 &format!("{field}.p99"),

@@ -620,6 +620,9 @@ impl Scenario {
                 }
             }
         }
+        if let Some(slow) = self.policies.slow_call {
+            c.positive("policies.slow_call", slow);
+        }
         if let Some(bulk) = &self.bulk {
             if bulk.backoff.is_empty() {
                 c.fail("bulk.backoff", "found [], expected at least one wait");

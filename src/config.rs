@@ -23,8 +23,9 @@
 //! - An unknown field is an error, never ignored.
 //! - The breaker's choices are tables named after the choice:
 //!   `window.time = { length = "30s", buckets = 30 }` or
-//!   `window.count = { calls = 20 }`; `cooldown.fixed = "30s"` or
-//!   `cooldown.exponential = { base = "10s", factor = 2.0, cap = "60s" }`;
+//!   `window.count = { calls = 20 }`; `cooldown.fixed = "30s"`,
+//!   `cooldown.exponential = { base = "10s", factor = 2.0, cap = "60s" }` or
+//!   `cooldown.proportional = { base = "5s", share = 0.1, cap = "60s" }`;
 //!   `half_open.probes = { probes = 5, close_after = 4 }` or
 //!   `half_open.fraction = { fraction = 0.05, period = "30s", success_rate = 0.8, min_probes = 5 }`.
 //!   Inside a choice every field is required. A rate that is off is `"off"`
@@ -355,7 +356,13 @@ fn join(outer: &str, inner: &str) -> String {
 ///
 /// Omitted options take the [`Builder`] defaults: a FIFO queue of 1024
 /// waiters, no maximum wait, dropped permits counted as
-/// [`Outcome::Ignore`], probes given the caller's timeout.
+/// [`Outcome::Ignore`].
+///
+/// A probe's timeout is not a limiter option: it is the breaker's
+/// `probe_timeout` (in the `policy` table, 30 s by default), which
+/// [`Limiter::call`] and the tower layer give a call admitted as a probe.
+/// The limiter's old `probe_timeout` key is refused with an error that says
+/// so, rather than ignored.
 ///
 /// # Examples
 ///
@@ -372,7 +379,7 @@ fn join(outer: &str, inner: &str) -> String {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, from = "LimiterFields")]
 pub struct LimiterConfig {
     /// The order waiters are served in (`"fifo"` or `"lifo"`).
     #[serde(default)]
@@ -391,20 +398,55 @@ pub struct LimiterConfig {
     /// `"overload"` or `"success"`).
     #[serde(default = "default_on_drop")]
     pub on_drop: Outcome,
-    /// The timeout [`Limiter::call`] gives a probe, in place of the
-    /// caller's; the caller's if left out.
-    #[serde(
-        default,
-        with = "humantime_serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub probe_timeout: Option<Duration>,
     /// Whether released slots are parked per core (`"on-contention"`,
     /// `"off"` or `"always"`); see [`Sharding`].
     #[serde(default)]
     pub sharding: Sharding,
     /// The policy (required).
     pub policy: PolicyConfig,
+}
+
+/// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
+/// timeout used to be set with, refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimiterFields {
+    #[serde(default)]
+    queue: QueueOrder,
+    #[serde(default = "default_max_waiters")]
+    max_waiters: usize,
+    #[serde(default, with = "humantime_serde::option")]
+    max_wait: Option<Duration>,
+    #[serde(default = "default_on_drop")]
+    on_drop: Outcome,
+    #[serde(default, deserialize_with = "moved_probe_timeout")]
+    #[allow(dead_code, reason = "never set: the key is refused")]
+    probe_timeout: (),
+    #[serde(default)]
+    sharding: Sharding,
+    policy: PolicyConfig,
+}
+
+impl From<LimiterFields> for LimiterConfig {
+    fn from(f: LimiterFields) -> Self {
+        LimiterConfig {
+            queue: f.queue,
+            max_waiters: f.max_waiters,
+            max_wait: f.max_wait,
+            on_drop: f.on_drop,
+            sharding: f.sharding,
+            policy: f.policy,
+        }
+    }
+}
+
+/// Refuse the limiter's `probe_timeout`, which is now the breaker's.
+fn moved_probe_timeout<'de, D: Deserializer<'de>>(_: D) -> Result<(), D::Error> {
+    Err(de::Error::custom(
+        "not a limiter option any more: a probe is given its breaker's \
+         `probe_timeout` (30 s by default), the deadline the breaker holds it to; \
+         set `probe_timeout` in the breaker's `policy` table instead",
+    ))
 }
 
 fn default_max_waiters() -> usize {
@@ -423,7 +465,6 @@ impl LimiterConfig {
             max_waiters: default_max_waiters(),
             max_wait: None,
             on_drop: default_on_drop(),
-            probe_timeout: None,
             sharding: Sharding::OnContention,
             policy: policy.into(),
         }
@@ -434,7 +475,7 @@ impl LimiterConfig {
     /// # Errors
     ///
     /// A policy field as [`PolicyConfig::build`] names it, or
-    /// `limiter.max_waiters`, `limiter.max_wait`, `limiter.probe_timeout`.
+    /// `limiter.max_waiters`, `limiter.max_wait`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.check_options()?;
         self.policy.validate()
@@ -450,9 +491,6 @@ impl LimiterConfig {
         }
         if let Some(wait) = self.max_wait {
             check::duration("limiter.max_wait", wait)?;
-        }
-        if let Some(timeout) = self.probe_timeout {
-            check::duration("limiter.probe_timeout", timeout)?;
         }
         Ok(())
     }
@@ -475,9 +513,6 @@ impl LimiterConfig {
             .sharding(self.sharding);
         if let Some(wait) = self.max_wait {
             builder = builder.max_wait(wait);
-        }
-        if let Some(timeout) = self.probe_timeout {
-            builder = builder.probe_timeout(timeout);
         }
         Ok(builder)
     }

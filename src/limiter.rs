@@ -150,7 +150,6 @@ struct Options {
 #[derive(Default)]
 struct Rare {
     max_wait: Option<Duration>,
-    probe_timeout: Option<Duration>,
     active_probe: Option<ActiveProbe>,
     on_transition: Option<TransitionHook>,
 }
@@ -162,10 +161,6 @@ impl Options {
 
     fn max_wait(&self) -> Option<Duration> {
         self.rare.as_ref().and_then(|r| r.max_wait)
-    }
-
-    fn probe_timeout(&self) -> Option<Duration> {
-        self.rare.as_ref().and_then(|r| r.probe_timeout)
     }
 
     fn active_probe(&self) -> Option<&ActiveProbe> {
@@ -181,7 +176,6 @@ impl fmt::Debug for Rare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rare")
             .field("max_wait", &self.max_wait)
-            .field("probe_timeout", &self.probe_timeout)
             .field("active_probe", &self.active_probe)
             .field("on_transition", &self.on_transition.is_some())
             .finish()
@@ -286,16 +280,6 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
-    /// The timeout [`Limiter::call`] gives a call admitted as a probe, in
-    /// place of the caller's (default: the caller's). A dependency coming
-    /// back from an outage often answers slowly at first; a probe held to the
-    /// ordinary short timeout fails, and the breaker stays open.
-    #[must_use]
-    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
-        self.options.rare_mut().probe_timeout = Some(timeout);
-        self
-    }
-
     /// While the gate is half-open, run `check` as the probe instead of
     /// gambling user calls: user calls are refused as
     /// [`RejectReason::Open`] until the breaker decides, and `check` is run
@@ -389,9 +373,6 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         }
         if let Some(wait) = self.options.max_wait() {
             check::duration("limiter.max_wait", wait)?;
-        }
-        if let Some(timeout) = self.options.probe_timeout() {
-            check::duration("limiter.probe_timeout", timeout)?;
         }
         if let Some(probe) = self.options.active_probe() {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;
@@ -531,6 +512,32 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.report(transitions);
         self.wake_waiters();
         result
+    }
+
+    /// The attempt timeout a call admitted as a probe is given: the
+    /// policy's [`Algorithm::probe_timeout`] (a breaker's
+    /// [`probe_timeout`](crate::algorithms::breaker::BreakerConfig::probe_timeout),
+    /// 30 s by default, after which it counts an unreported probe as
+    /// failed); `None` if the policy never probes. [`Limiter::call`], the
+    /// tower layer and [`Permit::timeout`] give it to probes in place of the
+    /// caller's ordinary timeout, so that a dependency coming back slowly
+    /// is not shut out by a probe held to the ordinary short timeout.
+    /// Takes the policy's lock briefly.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let breaker = Limiter::new(Breaker::new(BreakerConfig::default())?);
+    /// assert_eq!(breaker.probe_timeout(), Some(Duration::from_secs(30)));
+    /// assert_eq!(Limiter::new(Fixed::new(8)?).probe_timeout(), None);
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    pub fn probe_timeout(&self) -> Option<Duration> {
+        self.lock().probe_timeout()
     }
 
     /// The next instant at which the gate changes by itself (an open
@@ -703,7 +710,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Run `call` under a permit taken with [`Limiter::try_acquire`], give it
     /// at most `timeout`, and record its outcome as `classify` says. A call
-    /// that runs out of time is recorded as [`Outcome::Overload`].
+    /// that runs out of time is recorded as [`Outcome::Overload`]. A call
+    /// admitted as a probe is given the [probe
+    /// timeout](Limiter::probe_timeout) instead (see [`Permit::timeout`]);
+    /// to choose a probe's timeout yourself, take the permit with
+    /// [`Limiter::try_acquire`] and use [`Permit::run`].
     ///
     /// # Cancel safety
     ///
@@ -761,10 +772,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         K: FnOnce(&Result<T, E>) -> Outcome,
     {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
-        let timeout = match self.options.probe_timeout() {
-            Some(longer) if permit.is_probe() => longer,
-            _ => timeout,
-        };
+        let timeout = permit.timeout(timeout);
         permit.run(timeout, classify, call).await
     }
 
@@ -1359,15 +1367,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 observer.transition(t);
             }
         }
-    }
-
-    /// The longer timeout a probe is given, if configured.
-    #[cfg_attr(
-        not(feature = "tower"),
-        allow(dead_code, reason = "used by the tower layer")
-    )]
-    pub(crate) fn probe_timeout(&self) -> Option<Duration> {
-        self.options.probe_timeout()
     }
 
     pub(crate) fn on_drop_outcome(&self) -> Outcome {

@@ -145,9 +145,53 @@ macro_rules! permit_methods {
             }
 
             /// Whether this call was admitted as a trial call while a breaker
-            /// is half-open. Callers may give a probe a longer timeout.
+            /// is half-open. A probe should be given the [probe
+            /// timeout](Limiter::probe_timeout): see
+            /// [`timeout`](Self::timeout).
             pub fn is_probe(&self) -> bool {
                 self.ticket.is_some_and(|t| t.probe())
+            }
+
+            /// The attempt timeout to give this call: the limiter's [probe
+            /// timeout](Limiter::probe_timeout) for a probe (a breaker's
+            /// `probe_timeout`, 30 s by default), `ordinary` otherwise. This
+            /// is what [`Limiter::call`] and the tower layer give a call; use
+            /// it when you run the call yourself. Reading the probe timeout
+            /// takes the policy's lock briefly, and only for a probe.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+            /// use rheostat::{Limiter, ManualClock};
+            ///
+            /// let clock = ManualClock::new();
+            /// let breaker = Breaker::new(BreakerConfig::default())?;
+            /// let limiter = Limiter::with_clock(breaker, clock.clone());
+            /// let ordinary = Duration::from_millis(800);
+            /// let permit = limiter.try_acquire()?;
+            /// assert_eq!(permit.timeout(ordinary), ordinary);
+            /// permit.success();
+            ///
+            /// // Ten failures in a row open it; after the 5 s cooldown the
+            /// // next call is a probe, given the breaker's 30 s.
+            /// for _ in 0..10 {
+            ///     limiter.try_acquire()?.overload();
+            /// }
+            /// clock.advance(Duration::from_secs(5));
+            /// let probe = limiter.try_acquire()?;
+            /// assert!(probe.is_probe());
+            /// assert_eq!(probe.timeout(ordinary), Duration::from_secs(30));
+            /// probe.success();
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn timeout(&self, ordinary: Duration) -> Duration {
+                if self.is_probe() {
+                    self.limiter.probe_timeout().unwrap_or(ordinary)
+                } else {
+                    ordinary
+                }
             }
 
             /// When the call was admitted, by the limiter's clock; `None`

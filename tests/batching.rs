@@ -107,11 +107,13 @@ fn config() -> impl Strategy<Value = BreakerConfig> {
         1u32..10,
         0.2f64..0.8,
         prop_oneof![Just(Duration::ZERO), Just(Duration::from_secs(3))],
+        prop_oneof![Just(0u32), 2u32..12],
     )
-        .prop_map(|(window, min_calls, rate, ramp)| BreakerConfig {
+        .prop_map(|(window, min_calls, rate, ramp, run)| BreakerConfig {
             window,
             min_calls,
             failure_rate: Some(rate),
+            consecutive_failures: run,
             cooldown: Cooldown::Fixed(Duration::from_secs(2)),
             ramp,
             ..BreakerConfig::recommended()

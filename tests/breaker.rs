@@ -24,10 +24,13 @@ fn config() -> BreakerConfig {
     }
 }
 
+/// Ten failures in a row: the window holds too few calls to judge a rate,
+/// and the run opens it.
 fn trip<C: Clock>(limiter: &Limiter<Breaker, C>) {
-    for _ in 0..20 {
+    for _ in 0..10 {
         limiter.try_acquire().unwrap().overload();
     }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
 }
 
 #[test]
@@ -114,7 +117,7 @@ fn transitions_reach_the_hook_with_their_cause() {
         (BreakerState::Closed, BreakerState::Open)
     );
     assert_eq!(seen[0].failure_rate, 1.0);
-    assert_eq!(seen[0].calls, 20);
+    assert_eq!(seen[0].calls, 10);
     assert_eq!(
         (seen[1].from, seen[1].to),
         (BreakerState::Open, BreakerState::HalfOpen)
@@ -218,28 +221,32 @@ async fn the_driver_runs_the_active_probe_with_no_one_waiting() {
     driver.abort();
 }
 
+fn classify(r: &Result<(), ()>) -> Outcome {
+    if r.is_ok() {
+        Outcome::Success
+    } else {
+        Outcome::Overload
+    }
+}
+
+/// A cold dependency: it answers in 2 s, over the caller's 800 ms.
+async fn slow() -> Result<(), ()> {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
-async fn call_gives_a_probe_the_longer_probe_timeout() {
-    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
-        .clock(TokioClock)
-        .probe_timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+async fn call_gives_a_probe_the_breakers_probe_timeout() {
+    // The breaker's probe timeout is both its own deadline for a probe and
+    // the attempt timeout `call` gives one: 5 s here.
+    let config = BreakerConfig {
+        probe_timeout: Duration::from_secs(5),
+        ..config()
+    };
+    let limiter = Limiter::with_clock(Breaker::new(config.clone()).unwrap(), TokioClock);
+    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(5)));
     trip(&limiter);
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let classify = |r: &Result<(), ()>| {
-        if r.is_ok() {
-            Outcome::Success
-        } else {
-            Outcome::Overload
-        }
-    };
-    // A cold dependency answers in 2 s: over the caller's 800 ms, under the
-    // probe's 5 s.
-    let slow = || async {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        Ok(())
-    };
     for _ in 0..4 {
         let r = limiter
             .call(Duration::from_millis(800), classify, slow())
@@ -253,6 +260,51 @@ async fn call_gives_a_probe_the_longer_probe_timeout() {
         .call(Duration::from_millis(800), classify, slow())
         .await;
     assert!(matches!(r, Err(CallError::TimedOut(_))), "{r:?}");
+    // A probe that outlives the probe timeout is cut off there, and failed.
+    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), TokioClock);
+    trip(&limiter);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let hung = limiter
+        .call(Duration::from_millis(800), classify, std::future::pending())
+        .await;
+    assert!(
+        matches!(hung, Err(CallError::TimedOut(d)) if d == Duration::from_secs(5)),
+        "{hung:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn by_default_a_probe_is_given_30_s_on_every_path() {
+    let limiter = Limiter::with_clock(Breaker::new(BreakerConfig::default()).unwrap(), TokioClock);
+    let ordinary = Duration::from_millis(800);
+    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(30)));
+    // An ordinary call: the caller's timeout.
+    let permit = limiter.try_acquire().unwrap();
+    assert!(!permit.is_probe());
+    assert_eq!(permit.timeout(ordinary), ordinary);
+    permit.success();
+    for _ in 0..10 {
+        limiter.try_acquire().unwrap().overload();
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // A `try_acquire` user asks the permit.
+    let probe = limiter.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    assert_eq!(probe.timeout(ordinary), Duration::from_secs(30));
+    let timeout = probe.timeout(ordinary);
+    let r = probe.run(timeout, classify, slow()).await;
+    assert!(r.is_ok(), "{r:?}");
+    // `call` does it by itself.
+    for _ in 0..3 {
+        let r = limiter.call(ordinary, classify, slow()).await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    // A policy that never probes has no probe timeout.
+    let fixed = Limiter::new(rheostat::algorithms::Fixed::new(1).unwrap());
+    assert_eq!(fixed.probe_timeout(), None);
+    assert_eq!(fixed.try_acquire().unwrap().timeout(ordinary), ordinary);
 }
 
 #[test]

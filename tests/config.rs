@@ -116,7 +116,6 @@ fn a_whole_file_round_trips_with_limiter_options() {
     payments.max_waiters = 64;
     payments.max_wait = Some(Duration::from_millis(200));
     payments.on_drop = Outcome::Overload;
-    payments.probe_timeout = Some(Duration::from_secs(5));
     payments.sharding = Sharding::Off;
     let mut file = LimitersConfig {
         default: Some(LimiterConfig::new(PolicyConfig::Fixed { limit: 10 })),
@@ -276,7 +275,13 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"breaker\"\nramp = \"2000 days\"", "limiters.p.policy.ramp", "at most 365 days", 3),
     ("[limiters.p]\nmax_wait = \"0s\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.max_wait", "above 0", 2),
     ("[limiters.p]\nmax_waiters = 99999999\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.max_waiters", "[0, 1048576]", 2),
-    ("[default]\nprobe_timeout = \"0s\"\n[default.policy]\npolicy = \"aimd\"", "default.probe_timeout", "above 0", 2),
+    // The limiter's old `probe_timeout` is the breaker's now: refused, with
+    // the way to it, whatever its value.
+    ("[default]\nprobe_timeout = \"5s\"\n[default.policy]\npolicy = \"breaker\"", "default.probe_timeout", "the breaker's `policy` table", 2),
+    ("[limiters.p]\nmax_wait = \"1s\"\nprobe_timeout = \"0s\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.probe_timeout", "not a limiter option any more", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nprobe_timeout = \"0s\"", "limiters.p.policy.probe_timeout", "above 0", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.proportional = { base = \"5s\", share = 1.5, cap = \"60s\" }", "limiters.p.policy.cooldown.proportional.share", "a rate in (0, 1]", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nramp_successes = 0", "limiters.p.policy.ramp_successes", "[1, 100000]", 3),
     // Stacks name the member.
     ("[limiters.p.policy]\npolicy = \"stack\"\nmembers = []", "limiters.p.policy.members", "at least one policy", 3),
     ("[limiters.p.policy]\npolicy = \"stack\"\n[[limiters.p.policy.members]]\npolicy = \"fixed\"\nlimit = 4\n[[limiters.p.policy.members]]\npolicy = \"aimd\"\nbackoff = 2", "limiters.p.policy.members[1].backoff", "found 2", 8),

@@ -279,12 +279,6 @@ fn zero_and_enormous_durations_in_any_configuration_are_refused_by_name() {
         );
         refused(
             Limiter::builder(Fixed::new(1).unwrap())
-                .probe_timeout(d)
-                .build(),
-            "limiter.probe_timeout",
-        );
-        refused(
-            Limiter::builder(Fixed::new(1).unwrap())
                 .active_probe(d, || async { Outcome::Success })
                 .build(),
             "limiter.active_probe.timeout",
@@ -329,7 +323,6 @@ fn the_longest_durations_allowed_work_without_overflow() {
     let limiter = Limiter::builder(breaker)
         .clock(clock.clone())
         .max_wait(year)
-        .probe_timeout(year)
         .build()
         .unwrap();
     for _ in 0..5 {

@@ -107,7 +107,7 @@ fn eviction_never_removes_an_open_breaker() {
     let clock = ManualClock::new();
     let keyed = limiters(2, &clock);
     let ledger = keyed.get("ledger").unwrap();
-    for _ in 0..20 {
+    for _ in 0..10 {
         ledger.try_acquire().unwrap().overload();
     }
     assert_eq!(ledger.snapshot().state, Some(BreakerState::Open));

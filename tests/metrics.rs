@@ -177,7 +177,7 @@ fn breaker_state_limit_and_transitions_follow_the_breaker() {
             gauge(&seen, "rheostat_limit", "ledger"),
             f64::from(MAX_LIMIT)
         );
-        for _ in 0..20 {
+        for _ in 0..10 {
             limiter.try_acquire().unwrap().overload();
         }
         assert!(limiter.try_acquire().is_err());

@@ -119,7 +119,7 @@ async fn an_open_breaker_rejection_says_when_to_retry() {
         ..BreakerConfig::recommended()
     };
     let limiter = Arc::new(Limiter::new(Breaker::new(config).unwrap()));
-    for _ in 0..20 {
+    for _ in 0..10 {
         limiter.try_acquire().unwrap().overload();
     }
     let service =
@@ -131,6 +131,74 @@ async fn an_open_breaker_rejection_says_when_to_retry() {
     assert!(rejection
         .retry_after()
         .is_some_and(|d| d <= Duration::from_secs(10)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_is_given_the_breakers_probe_timeout_not_the_layers() {
+    let config = BreakerConfig {
+        cooldown: Cooldown::Fixed(Duration::from_secs(10)),
+        cooldown_jitter: 0.0,
+        ramp: Duration::ZERO,
+        ..BreakerConfig::recommended()
+    };
+    let open = || {
+        let limiter = Arc::new(Limiter::with_clock(
+            Breaker::new(config.clone()).unwrap(),
+            TokioClock,
+        ));
+        for _ in 0..10 {
+            limiter.try_acquire().unwrap().overload();
+        }
+        limiter
+    };
+    let dependency = Dependency {
+        ready: Arc::new(AtomicBool::new(true)),
+    };
+    let limiter = open();
+    let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
+        .timeout(Duration::from_millis(800))
+        .unwrap()
+        .layer(dependency.clone());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Probes: answered in 2 s, past the layer's 800 ms, well within the
+    // breaker's 30 s.
+    for _ in 0..4 {
+        let r = service
+            .ready()
+            .await
+            .unwrap()
+            .call((200, Duration::from_secs(2)))
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert!(limiter.gate().admit_probability == 1.0 && !limiter.gate().probe);
+    // Ordinary calls: the layer's 800 ms.
+    let r = service
+        .ready()
+        .await
+        .unwrap()
+        .call((200, Duration::from_secs(2)))
+        .await;
+    assert!(
+        matches!(r, Err(CallError::TimedOut(d)) if d == Duration::from_millis(800)),
+        "{r:?}"
+    );
+
+    // Without a timeout of the layer's own, a probe still has one.
+    let limiter = open();
+    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(dependency);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let r = service
+        .ready()
+        .await
+        .unwrap()
+        .call((200, Duration::from_secs(3600)))
+        .await;
+    assert!(
+        matches!(r, Err(CallError::TimedOut(d)) if d == Duration::from_secs(30)),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]

@@ -59,7 +59,8 @@ fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
             .tracing()
             .build()
             .unwrap();
-        for _ in 0..20 {
+        // Ten failures in a row: the run opens it.
+        for _ in 0..10 {
             limiter.try_acquire().unwrap().overload();
         }
         clock.advance(Duration::from_secs(10));
@@ -83,7 +84,7 @@ fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
         "to=\"open\"",
         "failure_rate=1",
         "slow_call_rate=0",
-        "calls=20",
+        "calls=10",
     ] {
         assert!(opened.contains(field), "{field} in {opened}");
     }

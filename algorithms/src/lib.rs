@@ -483,6 +483,29 @@ pub trait Algorithm: Send {
         None
     }
 
+    /// How long a call admitted as a probe may take (default `None`: the
+    /// policy never probes). A breaker counts a probe that has not reported
+    /// by then as failed, so the runtime gives a probe this as its attempt
+    /// timeout in place of the caller's ordinary one: `Limiter::call`, the
+    /// tower layer and `permit.timeout(ordinary)` all do. Read when a probe
+    /// is admitted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat_algorithms::{Algorithm, Fixed};
+    /// use rheostat_algorithms::breaker::{Breaker, BreakerConfig};
+    ///
+    /// let breaker = Breaker::new(BreakerConfig::recommended())?;
+    /// assert_eq!(breaker.probe_timeout(), Some(Duration::from_secs(30)));
+    /// assert_eq!(Fixed::new(8)?.probe_timeout(), None);
+    /// # Ok::<(), rheostat_algorithms::ConfigError>(())
+    /// ```
+    fn probe_timeout(&self) -> Option<Duration> {
+        None
+    }
+
     /// The names of the policies this one is made of, in order. A single
     /// policy is made of itself; a stack lists its members. The runtime reads
     /// this once, when the limiter is built, so it must not change.
@@ -638,6 +661,9 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
     }
     fn poll_transition(&mut self) -> Option<Transition> {
         (**self).poll_transition()
+    }
+    fn probe_timeout(&self) -> Option<Duration> {
+        (**self).probe_timeout()
     }
     fn members(&self) -> Vec<&'static str> {
         (**self).members()

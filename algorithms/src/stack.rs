@@ -2,7 +2,7 @@
 //! limit, a bulkhead around a throttle.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::{Algorithm, ConfigError, Feedback, Gate, Refusal, Sample, Snapshot, Transition};
 
@@ -261,6 +261,12 @@ impl Algorithm for Stack {
 
     fn poll_transition(&mut self) -> Option<Transition> {
         self.members.iter_mut().find_map(|m| m.poll_transition())
+    }
+
+    /// The shortest of the members' probe timeouts: past it, some member
+    /// has already counted the probe as failed.
+    fn probe_timeout(&self) -> Option<Duration> {
+        self.members.iter().filter_map(|m| m.probe_timeout()).min()
     }
 
     fn members(&self) -> Vec<&'static str> {

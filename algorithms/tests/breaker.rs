@@ -14,11 +14,19 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// The recommended breaker without jitter or ramp, so instants are exact.
+/// The recommended breaker without jitter, ramp or run rule, with a
+/// cooldown of 10 s doubling to 60 s: instants are exact, and the rate
+/// rules and the half-open cycle can be tested on their own.
 fn plain() -> BreakerConfig {
     BreakerConfig {
         cooldown_jitter: 0.0,
         ramp: Duration::ZERO,
+        consecutive_failures: 0,
+        cooldown: Cooldown::Exponential {
+            base: secs(10),
+            factor: 2.0,
+            cap: secs(60),
+        },
         ..BreakerConfig::recommended()
     }
 }
@@ -330,8 +338,11 @@ fn a_probe_that_never_reports_counts_as_a_failure_so_half_open_never_sticks() {
     );
     assert_eq!(t[0].calls, 5);
     assert_eq!(t[0].failure_rate, 0.4);
+    // Probes succeeded in the cycle: the cooldown starts over at its base
+    // instead of doubling.
+    assert_eq!(b.gate().until, Some(t1 + secs(41)));
     // Their results, arriving later, change nothing.
-    probe(&mut b, t1 + secs(1), secs(40), Outcome::Success);
+    probe(&mut b, t1 + secs(1), secs(35), Outcome::Success);
     assert_eq!(b.state(), BreakerState::Open);
 }
 
@@ -434,60 +445,218 @@ fn a_storm_of_ignored_calls_never_opens_it() {
     assert!(drain(&mut b).is_empty());
 }
 
-#[test]
-fn the_ramp_rises_linearly_from_its_start_to_full_traffic() {
-    let t0 = Instant::now();
-    let mut b = breaker(BreakerConfig {
-        ramp: secs(30),
-        ramp_start: 0.1,
-        ..plain()
-    });
-    let t1 = half_open(&mut b, t0);
-    admit(&mut b, t1, 4);
+/// Close a half-open breaker at `t1` with four instant probe successes.
+fn close(b: &mut Breaker, t1: Instant) {
+    admit(b, t1, 4);
     for _ in 0..4 {
-        probe(&mut b, t1, Duration::ZERO, Outcome::Success);
+        probe(b, t1, Duration::ZERO, Outcome::Success);
     }
     assert_eq!(b.state(), BreakerState::Closed);
+}
+
+/// `n` calls admitted at `admitted` that finish at `done` with `outcome`.
+fn finish(b: &mut Breaker, admitted: Instant, done: Instant, outcome: Outcome, n: u32) {
+    for _ in 0..n {
+        b.on_sample(done, &call(outcome, done - admitted));
+    }
+}
+
+/// The recommended ramp on the exact breaker: from 10%, doubling on three
+/// successes or after 5 s (20 s over four doublings).
+fn ramping() -> BreakerConfig {
+    BreakerConfig {
+        ramp: secs(20),
+        ramp_start: 0.1,
+        ramp_successes: 3,
+        ..plain()
+    }
+}
+
+#[test]
+fn the_ramp_doubles_on_successes_of_calls_admitted_at_the_current_level() {
+    let t0 = Instant::now();
+    let mut b = breaker(ramping());
+    let t1 = half_open(&mut b, t0);
+    close(&mut b, t1);
     let g = b.gate();
     assert_eq!(g.admit_probability, 0.1);
     assert_eq!(g.limit, rheostat_algorithms::MAX_LIMIT);
     assert!(!g.probe);
-    assert_eq!(g.until, Some(t1 + secs(3)));
-    let mut seen = vec![g.admit_probability];
-    let mut now = t1;
-    while let Some(next) = b.poll_timeout() {
-        assert!(next > now, "the ramp always moves forward");
-        now = next;
-        b.handle_timeout(now);
-        seen.push(b.gate().admit_probability);
+    assert_eq!(g.until, Some(t1 + secs(5)));
+    // It needs latencies, to tell when each call was admitted.
+    assert_eq!(b.feedback(), rheostat_algorithms::Feedback::Timed);
+    assert_eq!(b.batching(), rheostat_algorithms::Batching::Never);
+
+    // Three successes of calls admitted since closing: 20%.
+    let t2 = t1 + ms(100);
+    finish(&mut b, t1 + ms(10), t2, Outcome::Success, 3);
+    assert_eq!(b.gate().admit_probability, 0.2);
+    assert_eq!(b.gate().until, Some(t2 + secs(5)));
+    // Calls admitted at 10% are no evidence for 20%.
+    finish(&mut b, t1 + ms(50), t2 + ms(50), Outcome::Success, 10);
+    assert_eq!(b.gate().admit_probability, 0.2);
+    // Calls admitted at 20% are.
+    let mut now = t2 + ms(100);
+    for level in [0.4, 0.8] {
+        finish(&mut b, now - ms(40), now, Outcome::Success, 3);
+        assert_eq!(b.gate().admit_probability, level);
+        now += ms(100);
     }
-    assert_eq!(now, t1 + secs(30));
-    assert_eq!(seen.len(), 11);
-    for (i, p) in seen.iter().enumerate() {
-        let expected = 0.1 + 0.09 * i as f64;
-        assert!((p - expected).abs() < 1e-9, "step {i}: {p} vs {expected}");
-    }
+    finish(&mut b, now - ms(40), now, Outcome::Success, 3);
+    // Full traffic, under a second after closing: the ramp is over.
     assert_eq!(b.gate(), Gate::unlimited());
-    // A call in between raises the level to where the line is now.
+    assert_eq!(b.poll_timeout(), None);
+    assert_eq!(b.feedback(), rheostat_algorithms::Feedback::Outcomes);
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
 #[test]
-fn the_ramp_follows_any_event_not_only_its_own_steps() {
+fn a_failure_restarts_the_count_of_successes() {
+    let t0 = Instant::now();
+    let mut b = breaker(ramping());
+    let t1 = half_open(&mut b, t0);
+    close(&mut b, t1);
+    let t2 = t1 + ms(200);
+    finish(&mut b, t1, t2, Outcome::Success, 2);
+    finish(&mut b, t1, t2, Outcome::Overload, 1);
+    finish(&mut b, t1, t2, Outcome::Success, 2);
+    assert_eq!(b.gate().admit_probability, 0.1, "held");
+    // Neither an ignored call nor a stale one counts, either way.
+    finish(&mut b, t1, t2, Outcome::Ignore, 5);
+    b.on_sample(t2, &call(Outcome::Success, ms(5)).with_stale(true));
+    assert_eq!(b.gate().admit_probability, 0.1);
+    finish(&mut b, t1, t2, Outcome::Success, 1);
+    assert_eq!(b.gate().admit_probability, 0.2);
+    // Enough failures reopen it through the usual rules: here, as the
+    // window reaches twenty calls, fifteen of them failed.
+    finish(&mut b, t2, t2 + ms(10), Outcome::Overload, 13);
+    assert_eq!(b.state(), BreakerState::Closed);
+    finish(&mut b, t2, t2 + ms(10), Outcome::Overload, 1);
+    assert_eq!(b.state(), BreakerState::Open);
+    assert_eq!(b.window_stats(t2).calls, 0);
+}
+
+#[test]
+fn with_no_evidence_the_ramp_moves_up_a_step_every_quarter_of_its_length() {
+    let t0 = Instant::now();
+    let mut b = breaker(ramping());
+    let t1 = half_open(&mut b, t0);
+    close(&mut b, t1);
+    let mut seen = vec![b.gate().admit_probability];
+    let mut now = t1;
+    while let Some(next) = b.poll_timeout() {
+        assert!(next > now, "the ramp always moves forward");
+        now = next;
+        // A failure holds the evidence back, not the clock.
+        b.on_sample(now - ms(1), &call(Outcome::Overload, ms(5)));
+        b.handle_timeout(now);
+        seen.push(b.gate().admit_probability);
+    }
+    assert_eq!(now, t1 + secs(20));
+    assert_eq!(seen, [0.1, 0.2, 0.4, 0.8, 1.0]);
+    assert_eq!(b.gate(), Gate::unlimited());
+
+    // A long silence ends it at once.
+    let mut b = breaker(ramping());
+    let t1 = half_open(&mut b, t0);
+    close(&mut b, t1);
+    b.on_sample(t1 + secs(60), &call(Outcome::Success, ms(5)));
+    assert_eq!(b.gate(), Gate::unlimited());
+}
+
+#[test]
+fn a_run_of_failures_trips_a_window_too_sparse_to_judge_a_rate() {
+    let exact = || {
+        breaker(BreakerConfig {
+            cooldown_jitter: 0.0,
+            ..BreakerConfig::recommended()
+        })
+    };
+    let t0 = Instant::now();
+    // One call every 5 s: the 30 s window never holds more than six.
+    let every = |i: u64| t0 + secs(5 * i);
+    let mut b = exact();
+    for i in 0..9 {
+        b.on_sample(every(i), &call(Outcome::Overload, ms(5)));
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    b.on_sample(every(9), &call(Outcome::Overload, ms(5)));
+    assert_eq!(b.state(), BreakerState::Open);
+    let t = drain(&mut b);
+    assert_eq!((t[0].calls, t[0].failure_rate), (10, 1.0));
+    assert_eq!(b.gate().until, Some(every(9) + secs(5)));
+
+    // A success breaks the run; an ignored call does not.
+    let mut b = exact();
+    let outcomes = [Outcome::Overload; 9]
+        .into_iter()
+        .chain([Outcome::Success])
+        .chain([Outcome::Overload; 5])
+        .chain([Outcome::Ignore])
+        .chain([Outcome::Overload; 4]);
+    for (i, outcome) in (0..).zip(outcomes) {
+        b.on_sample(every(i), &call(outcome, ms(5)));
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    b.on_sample(every(20), &call(Outcome::Overload, ms(5)));
+    assert_eq!(b.state(), BreakerState::Open);
+
+    // A window with the volume to judge a rate is judged on the rate: a run
+    // of twelve among forty calls (30%) does not trip it.
+    let mut b = exact();
+    for _ in 0..28 {
+        b.on_sample(t0, &call(Outcome::Success, ms(5)));
+    }
+    for _ in 0..12 {
+        b.on_sample(t0 + secs(1), &call(Outcome::Overload, ms(5)));
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+#[test]
+fn the_default_cooldown_is_a_tenth_of_the_outage_between_5_and_60_s() {
     let t0 = Instant::now();
     let mut b = breaker(BreakerConfig {
-        ramp: secs(10),
-        ramp_start: 0.5,
-        ..plain()
+        cooldown_jitter: 0.0,
+        ..BreakerConfig::recommended()
     });
-    let t1 = half_open(&mut b, t0);
-    admit(&mut b, t1, 4);
-    for _ in 0..4 {
-        probe(&mut b, t1, Duration::ZERO, Outcome::Success);
+    for _ in 0..20 {
+        b.on_sample(t0, &call(Outcome::Overload, ms(5)));
     }
-    b.on_sample(t1 + ms(4500), &call(Outcome::Success, ms(10)));
-    assert!((b.gate().admit_probability - 0.725).abs() < 1e-9);
-    assert_eq!(b.gate().until, Some(t1 + secs(5)));
+    let mut opened = t0;
+    let mut periods = Vec::new();
+    for _ in 0..40 {
+        let until = b.gate().until.expect("open");
+        periods.push((until - opened, opened - t0));
+        b.handle_timeout(until);
+        assert_eq!(admit(&mut b, until, 2), 2);
+        probe(&mut b, until, ms(10), Outcome::Overload);
+        probe(&mut b, until, ms(10), Outcome::Overload);
+        assert_eq!(b.state(), BreakerState::Open);
+        opened = until + ms(10);
+    }
+    for (period, outage) in &periods {
+        let expected = outage.mul_f64(0.1).clamp(secs(5), secs(60));
+        assert!(
+            period.abs_diff(expected) < Duration::from_micros(1),
+            "{period:?} after {outage:?}"
+        );
+    }
+    assert_eq!(periods[8].0, secs(5));
+    assert!(periods[12].0 > secs(5));
+    assert_eq!(periods[39].0, secs(60));
+
+    // A cycle in which a probe succeeded starts the outage over.
+    let until = b.gate().until.expect("open");
+    b.handle_timeout(until);
+    assert_eq!(admit(&mut b, until, 5), 5);
+    for outcome in [Outcome::Success, Outcome::Success, Outcome::Overload] {
+        probe(&mut b, until, ms(10), outcome);
+    }
+    assert_eq!(b.state(), BreakerState::HalfOpen);
+    probe(&mut b, until, ms(20), Outcome::Overload);
+    assert_eq!(b.state(), BreakerState::Open);
+    assert_eq!(b.gate().until, Some(until + ms(20) + secs(5)));
 }
 
 #[test]
@@ -963,6 +1132,13 @@ mod properties {
                 factor,
                 cap: Duration::from_secs(c),
             }),
+            (1u64..20, 0.01f64..=1.0, 20u64..200).prop_map(|(b, share, c)| {
+                Cooldown::Proportional {
+                    base: Duration::from_secs(b),
+                    share,
+                    cap: Duration::from_secs(c),
+                }
+            }),
         ];
         (
             (
@@ -981,6 +1157,7 @@ mod properties {
                 1u64..60,
                 prop_oneof![Just(0u64), 1u64..60],
                 1u32..50,
+                (prop_oneof![Just(0u32), 1u32..12], 1u32..6, 0.01f64..=1.0),
             ),
         )
             .prop_map(
@@ -994,6 +1171,7 @@ mod properties {
                         probe_timeout,
                         ramp,
                         fleet_size,
+                        (consecutive_failures, ramp_successes, ramp_start),
                     ),
                 )| {
                     let min_calls = match window {
@@ -1010,6 +1188,7 @@ mod properties {
                         slow_call_duration: Duration::from_secs(slow),
                         window,
                         min_calls,
+                        consecutive_failures,
                         cooldown,
                         cooldown_jitter,
                         seed,
@@ -1017,7 +1196,8 @@ mod properties {
                         probe_concurrency,
                         probe_timeout: Duration::from_secs(probe_timeout),
                         ramp: Duration::from_secs(ramp),
-                        ramp_start: 0.1,
+                        ramp_start,
+                        ramp_successes,
                         fleet_size,
                     }
                 },
@@ -1202,15 +1382,22 @@ mod properties {
                     self.opened += 1;
                 }
                 if t.from == BreakerState::Closed && t.to == BreakerState::Open {
+                    let c = self.b.config();
+                    // A run of failures trips only a window too sparse to
+                    // judge a rate, and reports the run: all of it failed.
+                    let run = u64::from(c.consecutive_failures);
+                    let by_run = run > 0 && t.calls >= run && t.failure_rate == 1.0;
                     prop_assert!(
-                        t.calls >= min_calls,
+                        t.calls >= min_calls || by_run,
                         "tripped on {} < {min_calls} calls",
                         t.calls
                     );
-                    let c = self.b.config();
                     let by_failures = c.failure_rate.is_some_and(|r| t.failure_rate >= r);
                     let by_slowness = c.slow_call_rate.is_some_and(|r| t.slow_call_rate >= r);
-                    prop_assert!(by_failures || by_slowness, "tripped without cause: {t:?}");
+                    prop_assert!(
+                        by_failures || by_slowness || by_run,
+                        "tripped without cause: {t:?}"
+                    );
                 }
             }
             let gate = self.b.gate();

@@ -59,15 +59,15 @@ impl Ord for Done {
     }
 }
 
-/// The caller: arrivals at a fixed rate, a timeout per call (a longer one
-/// for probes if it chooses), and the breaker in front.
+/// The caller: arrivals at a fixed rate, a timeout per call, and the
+/// breaker in front. A probe is given the breaker's probe timeout, as the
+/// runtime gives it (`Limiter::call`, the tower layer, `permit.timeout`).
 struct Caller {
     breaker: Breaker,
     t0: Instant,
     now: Instant,
     every: Duration,
     timeout: Duration,
-    probe_timeout: Duration,
     in_flight: u32,
     done: BinaryHeap<Reverse<Done>>,
     seq: u64,
@@ -79,15 +79,21 @@ struct Caller {
     user_results: Vec<(Instant, bool)>,
     refused: u64,
     sent: u64,
+    /// Every arrival and what became of it, if asked for.
+    arrivals: Option<Vec<(Instant, Fate)>>,
+    next_arrival: Instant,
+}
+
+/// What became of one arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Refused,
+    Succeeded,
+    Failed,
 }
 
 impl Caller {
-    fn new(
-        config: BreakerConfig,
-        every: Duration,
-        timeout: Duration,
-        probe_timeout: Duration,
-    ) -> Self {
+    fn new(config: BreakerConfig, every: Duration, timeout: Duration) -> Self {
         let t0 = Instant::now();
         let breaker = Breaker::new(config).expect("valid config");
         Caller {
@@ -97,7 +103,6 @@ impl Caller {
             now: t0,
             every,
             timeout,
-            probe_timeout,
             in_flight: 0,
             done: BinaryHeap::new(),
             seq: 0,
@@ -107,6 +112,20 @@ impl Caller {
             user_results: Vec::new(),
             refused: 0,
             sent: 0,
+            arrivals: None,
+            next_arrival: t0,
+        }
+    }
+
+    /// Keep every arrival and its fate.
+    fn logging(mut self) -> Self {
+        self.arrivals = Some(Vec::new());
+        self
+    }
+
+    fn log(&mut self, at: Instant, fate: Fate) {
+        if let Some(log) = &mut self.arrivals {
+            log.push((at, fate));
         }
     }
 
@@ -134,59 +153,73 @@ impl Caller {
     /// Run until `t0 + horizon`.
     fn run(&mut self, dependency: &mut impl Dependency, horizon: Duration) {
         let end = self.t0 + horizon;
-        let mut next_arrival = self.t0;
-        loop {
-            let timer = self.breaker.poll_timeout();
-            let done = self.done.peek().map(|Reverse(d)| d.at);
-            let t = [Some(next_arrival), timer, done]
-                .into_iter()
-                .flatten()
-                .min()
-                .expect("arrivals never stop");
-            if t > end {
-                self.advance_to(end);
-                break;
-            }
-            self.advance_to(t);
-            if timer.is_some_and(|x| x <= t) {
-                self.breaker.handle_timeout(t);
-            } else if done.is_some_and(|x| x <= t) {
-                let Reverse(d) = self.done.pop().expect("peeked");
-                self.in_flight -= 1;
-                if !d.sample.probe {
-                    self.user_results
-                        .push((d.at, d.sample.outcome == Outcome::Success));
-                }
-                self.breaker.on_sample(t, &d.sample);
-            } else {
-                self.arrive(dependency);
-                next_arrival += self.every;
-            }
-            self.settle();
+        while self.next_event() <= end {
+            self.step(dependency);
         }
+        self.advance_to(end);
+    }
+
+    /// When the next event (an arrival, a timer, a call finishing) is due.
+    fn next_event(&self) -> Instant {
+        let timer = self.breaker.poll_timeout();
+        let done = self.done.peek().map(|Reverse(d)| d.at);
+        [Some(self.next_arrival), timer, done]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("arrivals never stop")
+    }
+
+    /// Handle the next event.
+    fn step(&mut self, dependency: &mut impl Dependency) {
+        let t = self.next_event();
+        let timer = self.breaker.poll_timeout();
+        let done = self.done.peek().map(|Reverse(d)| d.at);
+        self.advance_to(t);
+        if timer.is_some_and(|x| x <= t) {
+            self.breaker.handle_timeout(t);
+        } else if done.is_some_and(|x| x <= t) {
+            let Reverse(d) = self.done.pop().expect("peeked");
+            self.in_flight -= 1;
+            let ok = d.sample.outcome == Outcome::Success;
+            if !d.sample.probe {
+                self.user_results.push((d.at, ok));
+            }
+            let fate = if ok { Fate::Succeeded } else { Fate::Failed };
+            self.log(d.sample.started(d.at), fate);
+            self.breaker.on_sample(t, &d.sample);
+        } else {
+            self.arrive(dependency);
+            self.next_arrival += self.every;
+        }
+        self.settle();
+    }
+
+    fn refuse(&mut self) {
+        self.refused += 1;
+        self.log(self.now, Fate::Refused);
     }
 
     fn arrive(&mut self, dependency: &mut impl Dependency) {
         let gate = self.breaker.gate();
         if gate.limit == 0 || self.in_flight >= gate.limit {
-            self.refused += 1;
+            self.refuse();
             return;
         }
         if gate.admit_probability < 1.0 && self.uniform() >= gate.admit_probability {
-            self.refused += 1;
+            self.refuse();
             return;
         }
         if gate.probe && !self.breaker.on_admit(self.now) {
-            self.refused += 1;
+            self.refuse();
             return;
         }
         self.in_flight += 1;
         self.sent += 1;
         let reply = dependency.call(self.now);
-        let timeout = if gate.probe {
-            self.probe_timeout
-        } else {
-            self.timeout
+        let timeout = match self.breaker.probe_timeout() {
+            Some(longer) if gate.probe => longer,
+            _ => self.timeout,
         };
         let (outcome, latency) = if reply.latency > timeout {
             (Outcome::Overload, timeout)
@@ -286,12 +319,8 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(800);
 const WARM_AFTER: u32 = 150;
 const OUTAGE: Duration = Duration::from_secs(4 * 60);
 
-fn cold_start(
-    config: BreakerConfig,
-    probe_timeout: Duration,
-    horizon: Duration,
-) -> (Caller, ColdStart) {
-    let mut caller = Caller::new(config, EVERY, CALL_TIMEOUT, probe_timeout);
+fn cold_start(config: BreakerConfig, horizon: Duration) -> (Caller, ColdStart) {
+    let mut caller = Caller::new(config, EVERY, CALL_TIMEOUT);
     let mut provider = ColdStart {
         back_at: caller.t0 + OUTAGE,
         warm_after: WARM_AFTER,
@@ -304,8 +333,8 @@ fn cold_start(
 #[test]
 fn seed_001_the_classic_breaker_turns_a_four_minute_outage_into_hours() {
     // The incident's breaker: the probe is a user request with the user's
-    // 800 ms timeout.
-    let (caller, provider) = cold_start(BreakerConfig::classic(), CALL_TIMEOUT, mins(180));
+    // 800 ms timeout (its probe timeout).
+    let (caller, provider) = cold_start(BreakerConfig::classic(), mins(180));
     let back = caller.t0 + OUTAGE;
     println!(
         "classic: open {:?} in total over 3 h, {} opens, {} closes, recovered at {:?} after the provider came back; provider served {} requests",
@@ -345,8 +374,8 @@ fn seed_001_the_recommended_breaker_recovers_within_three_minutes() {
             seed,
             ..BreakerConfig::recommended()
         };
-        // Probes are flagged on the sample, so the caller gives them 5 s.
-        let (caller, provider) = cold_start(config, secs(5), mins(60));
+        // Probes are given the breaker's 30 s probe timeout.
+        let (caller, provider) = cold_start(config, mins(60));
         let back = caller.t0 + OUTAGE;
         let first_close = caller
             .transitions
@@ -399,7 +428,7 @@ impl Dependency for Declines {
 #[test]
 fn seed_000_a_run_of_declined_cards_never_opens_it() {
     for config in [BreakerConfig::recommended(), BreakerConfig::classic()] {
-        let mut caller = Caller::new(config, ms(10), secs(15), secs(15));
+        let mut caller = Caller::new(config, ms(10), secs(15));
         caller.run(&mut Declines { n: 0 }, mins(20));
         assert_eq!(caller.opens(), 0);
         assert_eq!(caller.refused, 0);
@@ -426,7 +455,7 @@ fn seed_000_successes_just_under_the_timeout_open_it_on_the_slow_call_rate() {
         slow_call_duration: secs(5),
         ..BreakerConfig::recommended()
     };
-    let mut caller = Caller::new(config, ms(100), secs(10), secs(10));
+    let mut caller = Caller::new(config, ms(100), secs(10));
     caller.run(&mut SlowSuccess, mins(10));
     let trip = caller
         .transitions
@@ -480,7 +509,7 @@ impl Dependency for Flapping {
 
 #[test]
 fn seed_000_a_flapping_dependency_is_rejected_by_k_of_n_probes() {
-    let mut caller = Caller::new(BreakerConfig::recommended(), ms(100), secs(5), secs(5));
+    let mut caller = Caller::new(BreakerConfig::recommended(), ms(100), secs(5));
     caller.run(
         &mut Flapping {
             budget: 0,
@@ -497,7 +526,7 @@ fn seed_000_a_flapping_dependency_is_rejected_by_k_of_n_probes() {
     assert_eq!(caller.closes(), 0, "four of five never succeed");
 
     // One probe judged alone closes on every flap and sends the users in.
-    let mut classic = Caller::new(BreakerConfig::classic(), ms(100), secs(5), secs(5));
+    let mut classic = Caller::new(BreakerConfig::classic(), ms(100), secs(5));
     classic.run(
         &mut Flapping {
             budget: 0,
@@ -511,4 +540,332 @@ fn seed_000_a_flapping_dependency_is_rejected_by_k_of_n_probes() {
         classic.closes()
     );
     assert!(classic.closes() >= 3);
+}
+
+// ----- the goals, at the defaults ---------------------------------
+
+/// A dependency that is down over some intervals (refusing calls at once,
+/// or, if `hang`, never answering), answers in `latency` otherwise, and
+/// fails `noise` of the calls it answers, at random.
+struct Outages {
+    /// Half-open intervals `[from, to)` during which it is down.
+    down: Vec<(Instant, Instant)>,
+    latency: Duration,
+    noise: f64,
+    hang: bool,
+    rng: u64,
+}
+
+impl Outages {
+    fn new(down: Vec<(Instant, Instant)>, latency: Duration, noise: f64, seed: u64) -> Self {
+        Outages {
+            down,
+            latency,
+            noise,
+            hang: false,
+            rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+        }
+    }
+
+    fn hanging(mut self, hang: bool) -> Self {
+        self.hang = hang;
+        self
+    }
+
+    fn is_down(&self, at: Instant) -> bool {
+        self.down.iter().any(|&(from, to)| at >= from && at < to)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+impl Dependency for Outages {
+    fn call(&mut self, at: Instant) -> Reply {
+        if self.is_down(at) {
+            return Reply {
+                outcome: Outcome::Overload,
+                latency: if self.hang { mins(60) } else { ms(5) },
+            };
+        }
+        let outcome = if self.noise > 0.0 && self.uniform() < self.noise {
+            Outcome::Overload
+        } else {
+            Outcome::Success
+        };
+        Reply {
+            outcome,
+            latency: self.latency,
+        }
+    }
+}
+
+/// Of the arrivals in `[from, to)`, the share that were admitted and
+/// succeeded.
+fn served(caller: &Caller, from: Instant, to: Instant) -> f64 {
+    let log = caller.arrivals.as_ref().expect("logging");
+    let (ok, all) = log
+        .iter()
+        .filter(|(at, _)| *at >= from && *at < to)
+        .fold((0u32, 0u32), |(ok, all), (_, fate)| {
+            (ok + u32::from(*fate == Fate::Succeeded), all + 1)
+        });
+    f64::from(ok) / f64::from(all.max(1))
+}
+
+/// The first arrival at or after `from` that was admitted and succeeded.
+fn first_served(caller: &Caller, from: Instant) -> Option<Instant> {
+    let log = caller.arrivals.as_ref().expect("logging");
+    log.iter()
+        .filter(|(at, fate)| *at >= from && *fate == Fate::Succeeded)
+        .map(|(at, _)| *at)
+        .min()
+}
+
+fn seeded(seed: u64) -> BreakerConfig {
+    BreakerConfig {
+        seed,
+        ..BreakerConfig::recommended()
+    }
+}
+
+/// Run `callers` against one dependency until `t0 + horizon`, always
+/// stepping the caller whose next event is earliest.
+fn run_fleet(
+    callers: &mut [Caller],
+    dependency: &mut impl Dependency,
+    t0: Instant,
+    horizon: Duration,
+) {
+    let end = t0 + horizon;
+    loop {
+        let (i, at) = callers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.next_event()))
+            .min_by_key(|&(_, at)| at)
+            .expect("a fleet");
+        if at > end {
+            break;
+        }
+        callers[i].step(dependency);
+    }
+    for c in callers.iter_mut() {
+        c.advance_to(end);
+    }
+}
+
+/// Of the arrivals in `[from, to)`, the share admitted (sent).
+fn admitted_share(callers: &[Caller], from: Instant, to: Instant) -> f64 {
+    let (sent, all) = callers
+        .iter()
+        .flat_map(|c| c.arrivals.as_ref().expect("logging").iter())
+        .filter(|(at, _)| *at >= from && *at < to)
+        .fold((0u32, 0u32), |(sent, all), (_, fate)| {
+            (sent + u32::from(*fate != Fate::Refused), all + 1)
+        });
+    f64::from(sent) / f64::from(all.max(1))
+}
+
+/// Goal 1: a caller sending 0.2 calls/s never fills the 30 s window to the
+/// 20 calls a rate needs, so without the run rule a total outage never
+/// opens the breaker; with ten failures in a row it opens within a minute,
+/// whether the dependency refuses or hangs.
+#[test]
+fn sparse_traffic_a_total_outage_opens_it_within_two_minutes() {
+    for (offset, hang) in [(0, false), (1_700, false), (3_300, true), (4_900, true)] {
+        let run = |config: BreakerConfig| {
+            let mut caller = Caller::new(config, secs(5), secs(2));
+            let start = caller.t0 + mins(10) + ms(offset);
+            let mut dependency =
+                Outages::new(vec![(start, start + mins(30))], ms(80), 0.0, 1).hanging(hang);
+            caller.run(&mut dependency, mins(45));
+            (caller, start)
+        };
+        let (caller, start) = run(BreakerConfig::recommended());
+        let trip = caller
+            .transitions
+            .iter()
+            .find(|t| t.to == BreakerState::Open)
+            .expect("it opens");
+        println!(
+            "0.2 calls/s, outage at +{offset} ms (hang: {hang}): opened {:?} after it began, on {} calls",
+            trip.at - start,
+            trip.calls
+        );
+        assert!(trip.at > start && trip.at - start <= mins(2));
+        assert_eq!((trip.calls, trip.failure_rate), (10, 1.0));
+        // Without the run rule, as before: never, in half an hour.
+        let (before, _) = run(BreakerConfig {
+            consecutive_failures: 0,
+            ..BreakerConfig::recommended()
+        });
+        assert_eq!(before.opens(), 0);
+    }
+}
+
+/// Goal 1: random failures at 5% never open it, sparse or busy; nor do 30%
+/// at 100 calls/s, under the 50% threshold, where the window has the volume
+/// to judge the rate and the run rule stays out of it.
+#[test]
+fn random_failures_below_the_threshold_never_open_it() {
+    let cases = [
+        // (every, hours, noise, seeds)
+        (secs(2), 6, 0.05, 1..=5u64),
+        (ms(10), 1, 0.05, 1..=3),
+        (ms(10), 1, 0.30, 1..=2),
+    ];
+    for (every, hours, noise, seeds) in cases {
+        for seed in seeds {
+            let mut caller = Caller::new(seeded(seed), every, secs(2));
+            caller.rng ^= seed;
+            let mut dependency = Outages::new(Vec::new(), ms(80), noise, seed);
+            caller.run(&mut dependency, mins(60 * hours));
+            let failed = caller.user_results.iter().filter(|(_, ok)| !ok).count();
+            println!(
+                "every {every:?}, {noise} failures, seed {seed}: {} calls, {failed} failed, {} opens",
+                caller.sent,
+                caller.opens()
+            );
+            assert_eq!(caller.opens(), 0);
+            assert_eq!(caller.refused, 0);
+        }
+    }
+}
+
+/// Goal 2: a dependency up a minute and down a minute, for twenty minutes.
+/// Of the calls that arrive while it is up, the breaker must get at least
+/// 80% through and served: it is back within one 5 s cooldown of the
+/// dependency (the outage never lasts long enough to lengthen it) and the
+/// ramp doubles on every three successes.
+#[test]
+fn a_dependency_up_a_minute_gets_most_of_that_minute() {
+    for (every, floor) in [(ms(10), 0.85), (ms(50), 0.8), (ms(200), 0.75)] {
+        for seed in 1..=3u64 {
+            let mut caller = Caller::new(seeded(seed), every, secs(1)).logging();
+            caller.rng ^= seed;
+            let t0 = caller.t0;
+            let (mut down, mut up) = (Vec::new(), Vec::new());
+            for i in 0..10u32 {
+                let from = t0 + mins(2) + mins(2) * i;
+                down.push((from, from + mins(1)));
+                up.push((from + mins(1), from + mins(2)));
+            }
+            let mut dependency = Outages::new(down, ms(50), 0.0, seed);
+            caller.run(&mut dependency, mins(22));
+            let minutes: Vec<f64> = up.iter().map(|&(a, b)| served(&caller, a, b)).collect();
+            let mean = minutes.iter().sum::<f64>() / minutes.len() as f64;
+            let worst = minutes.iter().copied().fold(1.0, f64::min);
+            println!("every {every:?}, seed {seed}: served {mean:.3} of the up minutes, worst {worst:.2}");
+            assert!(mean >= 0.8, "{minutes:.2?}");
+            assert!(worst >= floor, "{minutes:.2?}");
+        }
+    }
+}
+
+/// Goal 4: a run of outages of random lengths. However many the breaker has
+/// seen, once the dependency is back a call is served within one cooldown:
+/// 5 s after an outage shorter than 50 s, a tenth of a longer one (the
+/// cooldown never grows past what the outage so far warrants, and a cycle
+/// whose probes straddle the return does not lengthen it).
+#[test]
+fn a_run_of_short_outages_never_keeps_it_shut_longer_than_one_cooldown() {
+    for seed in 1..=4u64 {
+        let mut caller = Caller::new(seeded(seed), ms(50), secs(1)).logging();
+        let mut rng = Outages::new(Vec::new(), ms(50), 0.0, seed);
+        let mut at = caller.t0 + mins(1);
+        let mut down = Vec::new();
+        for i in 0..30 {
+            // Mostly short outages; every fifth a long one.
+            let outage = if i % 5 == 4 {
+                secs(60 + (rng.uniform() * 240.0) as u64)
+            } else {
+                secs(5 + (rng.uniform() * 45.0) as u64)
+            };
+            let up = secs(20 + (rng.uniform() * 70.0) as u64);
+            down.push((at, at + outage));
+            at += outage + up;
+        }
+        let end = at - caller.t0;
+        let mut dependency = Outages::new(down.clone(), ms(50), 0.0, seed);
+        caller.run(&mut dependency, end);
+        let mut worst = Duration::ZERO;
+        for &(from, to) in &down {
+            let Some(served_at) = first_served(&caller, to) else {
+                panic!("never served after {:?}", to - caller.t0)
+            };
+            let waited = served_at - to;
+            let cooldown = secs(5).max((to - from).mul_f64(0.1));
+            assert!(
+                waited <= cooldown + ms(200),
+                "seed {seed}: waited {waited:?} after a {:?} outage",
+                to - from
+            );
+            worst = worst.max(waited);
+        }
+        println!(
+            "seed {seed}: {} outages, {} opens, longest wait after a return {worst:?}",
+            down.len(),
+            caller.opens()
+        );
+    }
+}
+
+/// The ramp still protects a dependency from a fleet: forty instances, each
+/// with its own breaker scaled to the fleet, all recovering together. Each
+/// instance starts back at a tenth of its traffic and doubles only on
+/// successes of calls admitted at its current level, so the fleet's load
+/// rises over seconds, and more slowly for a dependency that answers slowly.
+#[test]
+fn a_fleet_of_forty_comes_back_gradually() {
+    let rise = |latency: Duration| {
+        let t0 = Instant::now();
+        let mut callers: Vec<Caller> = (0..40u64)
+            .map(|i| {
+                let config = BreakerConfig {
+                    fleet_size: 40,
+                    seed: i + 1,
+                    ..BreakerConfig::recommended()
+                };
+                let mut c = Caller::new(config, ms(50), secs(5)).logging();
+                c.t0 = t0;
+                c.now = t0;
+                // Twenty calls a second each, spread over the fleet.
+                c.next_arrival = t0 + Duration::from_micros(1250 * i);
+                c.rng ^= i.wrapping_mul(0x9E37_79B9);
+                c
+            })
+            .collect();
+        let back = t0 + mins(2);
+        let mut dependency = Outages::new(vec![(t0 + secs(30), back)], latency, 0.0, 1);
+        run_fleet(&mut callers, &mut dependency, t0, mins(3));
+        // Each instance, in the first second after it closed.
+        let first_second: f64 = callers
+            .iter()
+            .map(|c| {
+                let closed = c.recovered_at().expect("every instance recovers");
+                admitted_share(std::slice::from_ref(c), closed, closed + secs(1))
+            })
+            .sum::<f64>()
+            / 40.0;
+        // The fleet, second by second after the dependency is back.
+        let shape: Vec<f64> = (0..20)
+            .map(|k| admitted_share(&callers, back + secs(k), back + secs(k + 1)))
+            .collect();
+        let full = shape.iter().position(|&s| s >= 0.95).map_or(99, |k| k + 1);
+        println!("latency {latency:?}: first second after closing {first_second:.2}, fleet by second {shape:.2?}");
+        (first_second, shape, full)
+    };
+    let (first, shape, full) = rise(ms(50));
+    assert!(first <= 0.2, "{first}");
+    assert!(shape[0] <= 0.1 && shape[1] <= 0.2, "{shape:.2?}");
+    assert!((5..=15).contains(&full), "{shape:.2?}");
+    // A dependency answering in a second is ramped a round trip per step.
+    let (first, shape, slow_full) = rise(secs(1));
+    assert!(first <= 0.2, "{first}");
+    assert!(slow_full > full, "{shape:.2?}");
 }

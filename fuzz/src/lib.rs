@@ -67,6 +67,8 @@ pub enum CooldownChoice {
     Fixed(Duration),
     /// `base`, `factor`, `cap`.
     Exponential(Duration, f64, Duration),
+    /// `base`, `share`, `cap`.
+    Proportional(Duration, f64, Duration),
 }
 
 /// A breaker's half-open rule.
@@ -86,6 +88,7 @@ pub struct BreakerArgs {
     slow_call_duration: Option<Duration>,
     window: Option<WindowChoice>,
     min_calls: Option<u32>,
+    consecutive_failures: Option<u32>,
     cooldown: Option<CooldownChoice>,
     cooldown_jitter: Option<f64>,
     seed: u64,
@@ -94,6 +97,7 @@ pub struct BreakerArgs {
     probe_timeout: Option<Duration>,
     ramp: Option<Duration>,
     ramp_start: Option<f64>,
+    ramp_successes: Option<u32>,
     fleet_size: Option<u32>,
 }
 
@@ -112,11 +116,17 @@ impl BreakerArgs {
                 }
             },
             min_calls: self.min_calls.unwrap_or(d.min_calls),
+            consecutive_failures: self
+                .consecutive_failures
+                .unwrap_or(d.consecutive_failures),
             cooldown: match self.cooldown {
                 None => d.cooldown,
                 Some(CooldownChoice::Fixed(c)) => Cooldown::Fixed(c),
                 Some(CooldownChoice::Exponential(base, factor, cap)) => {
                     Cooldown::Exponential { base, factor, cap }
+                }
+                Some(CooldownChoice::Proportional(base, share, cap)) => {
+                    Cooldown::Proportional { base, share, cap }
                 }
             },
             cooldown_jitter: self.cooldown_jitter.unwrap_or(d.cooldown_jitter),
@@ -140,6 +150,7 @@ impl BreakerArgs {
             probe_timeout: self.probe_timeout.unwrap_or(d.probe_timeout),
             ramp: self.ramp.unwrap_or(d.ramp),
             ramp_start: self.ramp_start.unwrap_or(d.ramp_start),
+            ramp_successes: self.ramp_successes.unwrap_or(d.ramp_successes),
             fleet_size: self.fleet_size.unwrap_or(d.fleet_size),
         })
     }

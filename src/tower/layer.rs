@@ -65,9 +65,12 @@ impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
 
     /// Give each call at most `timeout`; one that runs out ends with
     /// [`CallError::TimedOut`](crate::CallError::TimedOut) and is recorded as
-    /// an overload. A probe gets the limiter's probe timeout instead, if it
-    /// has one. Prefer this to an inner `tower::timeout` layer: the hang is
-    /// seen by the limiter as what it is, and the inner error type is kept.
+    /// an overload. A probe gets the [probe
+    /// timeout](crate::Limiter::probe_timeout) instead (a breaker's
+    /// `probe_timeout`, 30 s by default), with or without this. Prefer this
+    /// to an inner `tower::timeout` layer: the hang is seen by the limiter
+    /// as what it is, and the inner error type is kept (and an inner timeout
+    /// would cut a probe short).
     ///
     /// # Errors
     ///

@@ -95,13 +95,37 @@ pub enum Cooldown {
     Fixed(#[cfg_attr(feature = "serde", serde(with = "humantime_serde"))] Duration),
     /// `base` after a trip from closed, multiplied by `factor` for every
     /// half-open cycle that failed since the breaker was last closed, never
-    /// more than `cap`. Closing resets it to `base`.
+    /// more than `cap`. Closing resets it to `base`, and so does a failed
+    /// cycle in which a probe succeeded: the dependency is answering again,
+    /// and the next look should come soon.
     Exponential {
         /// The first open period, above 0 and at most `cap`.
         #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         base: Duration,
         /// The growth per failed half-open cycle, in `[1, 100]` (1 is fixed).
         factor: f64,
+        /// The longest open period, at most a year.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+        cap: Duration,
+    },
+    /// `share` of how long the dependency has been failing so far, at least
+    /// `base` and at most `cap`: the outage is timed from the trip, and
+    /// afresh from any half-open cycle in which a probe succeeded. Closing
+    /// resets it.
+    ///
+    /// A dependency that comes back therefore waits at most
+    /// `max(base, share × outage)` before it is probed again: `base` for any
+    /// outage shorter than `base / share`. Each failed cycle lengthens the
+    /// outage by the cooldown it waited, so the cooldown grows by
+    /// `(1 + share)` per failed cycle once it is above `base`: exponential
+    /// backoff, but paced by how long the dependency has been down rather
+    /// than by how many times it was probed.
+    Proportional {
+        /// The shortest open period, above 0 and at most `cap`.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+        base: Duration,
+        /// The open period as a share of the outage so far, in `(0, 1]`.
+        share: f64,
         /// The longest open period, at most a year.
         #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         cap: Duration,
@@ -170,11 +194,12 @@ pub enum HalfOpen {
 /// The parameters of a [`Breaker`](super::Breaker).
 ///
 /// The [`Default`] is [`BreakerConfig::recommended`]: trip at a 50% failure
-/// rate over 30 s once 20 calls are in the window; stay open 10 s, doubling
-/// per failed probe cycle up to 60 s, jittered down by up to 20%; then five
-/// probes, at most five at once, each allowed 30 s, closing on four
-/// successes; then a 30 s ramp from 10% of traffic back to all of it. The
-/// slow-call trip is off by default: set
+/// rate over 30 s once 20 calls are in the window, or on ten failures in a
+/// row while fewer are; stay open a tenth of the outage so far, at least
+/// 5 s and at most 60 s, jittered down by up to 20%; then five probes, at
+/// most five at once, each allowed 30 s, closing on four successes; then a
+/// ramp from 10% of traffic, doubling on every three successes, back to all
+/// of it within 20 s. The slow-call trip is off by default: set
 /// [`slow_call_rate`](Self::slow_call_rate) and
 /// [`slow_call_duration`](Self::slow_call_duration) together, from the
 /// latency your callers can live with.
@@ -228,12 +253,28 @@ pub struct BreakerConfig {
     /// Which calls the rates are measured over. Default: the last 30 s, in
     /// 30 one-second buckets.
     pub window: BreakerWindow,
-    /// The fewest calls the window must hold before the breaker may trip, in
-    /// `[1, 2^31 − 1]` (at most the window's size for a count window).
-    /// Default 20.
+    /// The fewest calls the window must hold before the breaker may trip on
+    /// a rate, in `[1, 2^31 − 1]` (at most the window's size for a count
+    /// window). Default 20.
     pub min_calls: u32,
-    /// How long to stay open. Default: 10 s, ×2 per failed half-open cycle,
-    /// at most 60 s.
+    /// Trip after this many failures (`Overload`) in a row, however long
+    /// they took, while the window holds fewer than
+    /// [`min_calls`](Self::min_calls) calls; 0 turns it off. In
+    /// `[0, 100_000]`; default 10.
+    ///
+    /// A time window fills up only at a rate of `min_calls / length` (20 in
+    /// 30 s: 0.67 calls/s); below that the rates can never be judged, and a
+    /// caller sending 0.2 calls/s would never open on a total outage. The
+    /// run stands in for the rate there, and only there: where the window
+    /// holds enough calls the rate decides, so a run of bad luck never opens
+    /// a busy breaker whose failure rate is under the threshold. A run of
+    /// ten failures is what a total outage gives at any rate (50 s at
+    /// 0.2 calls/s), and what random failures almost never give: `0.05^10 ≈
+    /// 1e-13` per call at 5% failures (one run in 3 × 10^5 years at
+    /// 1 call/s), `0.3^10 ≈ 6e-6` at 30%.
+    pub consecutive_failures: u32,
+    /// How long to stay open. Default: a tenth of the outage so far, at
+    /// least 5 s and at most 60 s.
     pub cooldown: Cooldown,
     /// Each open period is drawn uniformly from `[(1 − jitter)·d, d]`, where
     /// `d` is the cooldown, so breakers that tripped together do not probe
@@ -247,19 +288,39 @@ pub struct BreakerConfig {
     pub half_open: HalfOpen,
     /// The most probes in flight at once, in `[1, 2^31 − 1]`. Default 5.
     pub probe_concurrency: u32,
-    /// A probe that has not reported this long after it was admitted is a
-    /// failed probe, so half-open can never stick. Make it longer than a
-    /// normal call's timeout: a dependency coming back cold answers slowly
-    /// at first. Above 0 and at most a year; default 30 s.
+    /// How long a probe may take: the attempt timeout the runtime gives a
+    /// call admitted as a probe (`Limiter::call`, the tower layer and
+    /// `permit.timeout(ordinary)` all use it, through
+    /// [`Algorithm::probe_timeout`](crate::Algorithm::probe_timeout)), and
+    /// the breaker's own deadline: a probe that has not reported this long
+    /// after it was admitted is a failed probe, so half-open can never
+    /// stick. Make it longer than a normal call's timeout: a dependency
+    /// coming back cold answers slowly at first. Above 0 and at most a year;
+    /// default 30 s.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub probe_timeout: Duration,
-    /// After closing, the admit probability rises linearly from
-    /// [`ramp_start`](Self::ramp_start) to 1 over this long. Zero jumps
-    /// straight to full traffic. At most a year; default 30 s.
+    /// The longest the ramp after closing lasts. The admit probability
+    /// starts at [`ramp_start`](Self::ramp_start) and doubles (up to 1,
+    /// which ends the ramp) on evidence: after
+    /// [`ramp_successes`](Self::ramp_successes) successes of calls admitted
+    /// at the current level, with no failure among them. A step that has
+    /// not gathered that evidence moves up anyway once it has lasted
+    /// `ramp / n` (`n` the number of doublings from `ramp_start` to 1), so a
+    /// caller too sparse to gather evidence is back to full traffic within
+    /// `ramp` unless the breaker reopens. A failure (or a slow call, when
+    /// slow calls trip) restarts the count of successes: failures hold back
+    /// the evidence, not the clock, and enough of them open the breaker
+    /// through the trip rules. Zero jumps straight to full traffic. At most
+    /// a year; default 20 s.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub ramp: Duration,
     /// The admit probability the ramp starts from, in `(0, 1]`. Default 0.1.
     pub ramp_start: f64,
+    /// The successes, of calls admitted at the current level, that double
+    /// the ramp's admit probability, in `[1, 100_000]`. Counting only calls
+    /// admitted at the current level paces each step by at least one round
+    /// trip, so a dependency that answers slowly is ramped slowly. Default 3.
+    pub ramp_successes: u32,
     /// How many instances share the dependency, each with its own breaker,
     /// in `[1, 1_000_000]`. The probe allowance becomes
     /// `max(1, ceil(probes / fleet_size))` (the successes needed shrink in
@@ -277,11 +338,24 @@ impl Default for BreakerConfig {
 impl BreakerConfig {
     /// The breaker this crate recommends, and the [`Default`].
     ///
-    /// Several probes judged together (four of five must succeed), each
-    /// allowed 30 s; a cooldown of 10 s doubling to at most 60 s, jittered; a
-    /// 30 s ramp back to full traffic. Recovery is never more than about a
-    /// minute and a probe cycle away, and one slow or unlucky trial call
-    /// cannot keep the dependency shut out.
+    /// | | default |
+    /// | --- | --- |
+    /// | trip | 50% failures over the last 30 s (30 buckets), once 20 calls are in it; below 20 calls, 10 failures in a row |
+    /// | cooldown | a tenth of the outage so far, 5–60 s, jittered down by up to 20%; starts over when a probe succeeds |
+    /// | half-open | 5 probes, at most 5 at once, 4 successes close it |
+    /// | probe timeout | 30 s: a probe's attempt timeout, and its deadline |
+    /// | ramp | from 10%, doubling on every 3 successes of calls admitted at the level; at full traffic within 20 s |
+    ///
+    /// Several probes judged together, so that one slow or unlucky trial
+    /// call cannot keep the dependency shut out, each given 30 s, so that a
+    /// dependency coming back cold is not refused for answering slowly. A
+    /// dependency that comes back is probed within 5 s after an outage under
+    /// 50 s and within a tenth of a longer one, never more than a minute,
+    /// and is back at full traffic a few round trips after it closes: of a
+    /// dependency up a minute and down a minute, 83–95% of the calls in its
+    /// up minutes are served (from 5 to 100 calls/s). A caller sending one
+    /// call every 5 s still opens within a minute of a total outage, and 5%
+    /// of calls failing at random never opens it.
     ///
     /// # Examples
     ///
@@ -292,7 +366,9 @@ impl BreakerConfig {
     /// let c = BreakerConfig::recommended();
     /// assert_eq!(c.half_open, HalfOpen::Probes { probes: 5, close_after: 4 });
     /// assert_eq!(c.probe_timeout, Duration::from_secs(30));
-    /// assert!(matches!(c.cooldown, Cooldown::Exponential { cap, .. } if cap == Duration::from_secs(60)));
+    /// assert_eq!(c.consecutive_failures, 10);
+    /// assert!(matches!(c.cooldown, Cooldown::Proportional { cap, .. } if cap == Duration::from_secs(60)));
+    /// assert_eq!((c.ramp_start, c.ramp_successes), (0.1, 3));
     /// assert_eq!(c, BreakerConfig::default());
     /// ```
     pub fn recommended() -> Self {
@@ -305,9 +381,10 @@ impl BreakerConfig {
                 buckets: 30,
             },
             min_calls: 20,
-            cooldown: Cooldown::Exponential {
-                base: Duration::from_secs(10),
-                factor: 2.0,
+            consecutive_failures: 10,
+            cooldown: Cooldown::Proportional {
+                base: Duration::from_secs(5),
+                share: 0.1,
                 cap: Duration::from_secs(60),
             },
             cooldown_jitter: 0.2,
@@ -318,8 +395,9 @@ impl BreakerConfig {
             },
             probe_concurrency: 5,
             probe_timeout: Duration::from_secs(30),
-            ramp: Duration::from_secs(30),
+            ramp: Duration::from_secs(20),
             ramp_start: 0.1,
+            ramp_successes: 3,
             fleet_size: 1,
         }
     }
@@ -337,10 +415,11 @@ impl BreakerConfig {
     /// into a service that can only warm up by receiving requests: a
     /// four-minute outage becomes hours. [`BreakerConfig::recommended`]
     /// differs in exactly the parts that decide recovery: five probes judged
-    /// four of five, a 30 s probe timeout (callers can see
-    /// [`Sample::probe`](crate::Sample::probe) and give probes a longer
-    /// timeout), a cooldown capped at 60 s with jitter, a ramp instead of a
-    /// jump, and a time window instead of a 20-call one.
+    /// four of five, a 30 s probe timeout (which the runtime gives a probe as
+    /// its attempt timeout), a cooldown that grows with the outage and is
+    /// capped at 60 s, with jitter, a ramp instead of a jump, and a time
+    /// window instead of a 20-call one (with a run of failures for sparse
+    /// traffic). Its run rule is off, as the incident's breaker had none.
     ///
     /// # Examples
     ///
@@ -361,6 +440,7 @@ impl BreakerConfig {
             slow_call_duration: Duration::from_secs(10),
             window: BreakerWindow::Count { calls: 20 },
             min_calls: 20,
+            consecutive_failures: 0,
             cooldown: Cooldown::Exponential {
                 base: Duration::from_secs(30),
                 factor: 2.0,
@@ -376,6 +456,7 @@ impl BreakerConfig {
             probe_timeout: Duration::from_millis(800),
             ramp: Duration::ZERO,
             ramp_start: 1.0,
+            ramp_successes: 1,
             fleet_size: 1,
         }
     }
@@ -386,14 +467,17 @@ impl BreakerConfig {
     ///
     /// The first field outside its range, named as `breaker.<field>` (and
     /// `breaker.window.calls`, `breaker.cooldown.cap`,
+    /// `breaker.cooldown.proportional.share`,
     /// `breaker.half_open.close_after` and so on inside the enums): a rate
     /// outside `(0, 1]` or NaN, neither rate set, a duration that is zero
     /// (where zero makes no sense) or above a year, a window or bucket count
     /// out of range, a bucket under 1 ms, `min_calls` 0 or above a count
-    /// window's size, a cooldown base above its cap or a factor outside
-    /// `[1, 100]`, a jitter outside `[0, 1)`, zero probes, `close_after`
-    /// above `probes`, a probe concurrency of 0, a `ramp_start` outside
-    /// `(0, 1]`, a fleet size of 0 or above a million.
+    /// window's size, `consecutive_failures` above 100,000, a cooldown base
+    /// above its cap, a factor outside `[1, 100]` or a share outside
+    /// `(0, 1]`, a jitter outside `[0, 1)`, zero probes, `close_after` above
+    /// `probes`, a probe concurrency of 0, a `ramp_start` outside `(0, 1]`,
+    /// `ramp_successes` outside `[1, 100_000]`, a fleet size of 0 or above a
+    /// million.
     ///
     /// # Examples
     ///
@@ -444,6 +528,12 @@ impl BreakerConfig {
                 check::limit("breaker.min_calls", self.min_calls, 1)?;
             }
         }
+        whole(
+            "breaker.consecutive_failures",
+            self.consecutive_failures,
+            0,
+            MAX_WINDOW_CALLS,
+        )?;
         match self.cooldown {
             Cooldown::Fixed(d) => {
                 check::duration("breaker.cooldown", d)?;
@@ -457,6 +547,18 @@ impl BreakerConfig {
                         "breaker.cooldown.base",
                         format_args!("{base:?}"),
                         format!("at most `breaker.cooldown.cap` ({cap:?})"),
+                    ));
+                }
+            }
+            Cooldown::Proportional { base, share, cap } => {
+                check::duration("breaker.cooldown.proportional.base", base)?;
+                rate("breaker.cooldown.proportional.share", share)?;
+                check::duration("breaker.cooldown.proportional.cap", cap)?;
+                if base > cap {
+                    return Err(ConfigError::new(
+                        "breaker.cooldown.proportional.base",
+                        format_args!("{base:?}"),
+                        format!("at most `breaker.cooldown.proportional.cap` ({cap:?})"),
                     ));
                 }
             }
@@ -505,6 +607,12 @@ impl BreakerConfig {
             ));
         }
         rate("breaker.ramp_start", self.ramp_start)?;
+        whole(
+            "breaker.ramp_successes",
+            self.ramp_successes,
+            1,
+            MAX_WINDOW_CALLS,
+        )?;
         whole("breaker.fleet_size", self.fleet_size, 1, MAX_FLEET_SIZE)?;
         Ok(())
     }
@@ -560,6 +668,7 @@ mod tests {
             min_probes,
         };
         let exp = |base, factor, cap| Cooldown::Exponential { base, factor, cap };
+        let prop = |base, share, cap| Cooldown::Proportional { base, share, cap };
         let cases: Vec<(BreakerConfig, &str)> = vec![
             (
                 BreakerConfig {
@@ -729,6 +838,55 @@ mod tests {
                     ..base.clone()
                 },
                 "breaker.cooldown.cap",
+            ),
+            (
+                BreakerConfig {
+                    consecutive_failures: MAX_WINDOW_CALLS + 1,
+                    ..base.clone()
+                },
+                "breaker.consecutive_failures",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: prop(secs(5), 0.0, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.proportional.share",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: prop(secs(5), 1.5, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.proportional.share",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: prop(secs(90), 0.1, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.proportional.base",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: prop(Duration::ZERO, 0.1, secs(60)),
+                    ..base.clone()
+                },
+                "breaker.cooldown.proportional.base",
+            ),
+            (
+                BreakerConfig {
+                    cooldown: prop(secs(5), 0.1, Duration::MAX),
+                    ..base.clone()
+                },
+                "breaker.cooldown.proportional.cap",
+            ),
+            (
+                BreakerConfig {
+                    ramp_successes: 0,
+                    ..base.clone()
+                },
+                "breaker.ramp_successes",
             ),
             (
                 BreakerConfig {

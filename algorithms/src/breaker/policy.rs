@@ -31,7 +31,13 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 ///   to 1 after a recovery) and every finished call that is not
 ///   [`Outcome::Ignore`] is recorded in the window. Once the window holds
 ///   [`min_calls`](BreakerConfig::min_calls) calls and its failure rate or
-///   slow-call rate reaches its threshold, the breaker opens.
+///   slow-call rate reaches its threshold, the breaker opens; while it holds
+///   fewer, [`consecutive_failures`](BreakerConfig::consecutive_failures)
+///   failures in a row open it. After a recovery the ramp doubles `p` on
+///   every [`ramp_successes`](BreakerConfig::ramp_successes) successes of
+///   calls admitted at the current level (with no failure among them), and
+///   at the latest once a step has lasted its share of
+///   [`ramp`](BreakerConfig::ramp); `until` is the end of that step.
 /// - **open** — the gate is shut until the cooldown ends
 ///   ([`Gate::shut`] with `until` = the end of the cooldown, so a rejection
 ///   can say how long to wait). The first event at or after that instant
@@ -46,7 +52,8 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 ///   [`probe_timeout`](BreakerConfig::probe_timeout) is a failure, and
 ///   `until` is the earliest probe deadline, so the breaker can never stick
 ///   half-open. Enough successes close it, with a ramp; too many failures
-///   open it again, for a longer cooldown.
+///   open it again, for a cooldown that has grown with the outage (or, if
+///   a probe succeeded, back at its base).
 ///
 /// Results of calls that started before the current state began never
 /// decide anything: a late failure from before a trip cannot re-trip the
@@ -79,7 +86,8 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 /// let t0 = Instant::now();
 /// let ms = Duration::from_millis;
 ///
-/// // 20 calls, half of them failed: the breaker opens for 10 s.
+/// // 20 calls, half of them failed: the breaker opens for 10 s. (Never
+/// // more than one failure in a row, so the run rule plays no part.)
 /// for i in 0..20 {
 ///     let outcome = if i % 2 == 0 { Outcome::Overload } else { Outcome::Success };
 ///     b.on_sample(t0, &Sample::new(outcome, ms(50), 1));
@@ -116,8 +124,14 @@ pub struct Breaker {
     mode: Mode,
     phase: Phase,
     window: CallWindow,
-    /// Half-open cycles that failed since the breaker was last closed.
+    /// Failures recorded in a row while closed.
+    run: u32,
+    /// Half-open cycles that failed since the breaker was last closed (or
+    /// since a failed cycle in which a probe succeeded).
     failed_cycles: u32,
+    /// When the outage began, as the cooldown times it: the trip, or the
+    /// last failed cycle in which a probe succeeded. `None` while closed.
+    outage_since: Option<Instant>,
     rng: SplitMix64,
     transitions: Queue,
 }
@@ -139,8 +153,9 @@ enum Phase {
         /// window (they belong to an earlier state); `None` until the
         /// breaker first changes state.
         since: Option<Instant>,
-        /// The ramp back to full traffic, which began at `since`.
-        ramp: Option<Ramp>,
+        /// The ramp back to full traffic, which began at `since`; boxed,
+        /// as a breaker is nearly always at full traffic.
+        ramp: Option<Box<Ramp>>,
     },
     Open {
         until: Instant,
@@ -207,7 +222,9 @@ impl Breaker {
                 since: None,
                 ramp: None,
             },
+            run: 0,
             failed_cycles: 0,
+            outage_since: None,
             transitions: Queue::default(),
         })
     }
@@ -419,6 +436,7 @@ impl Breaker {
     /// ```
     pub fn reset(&mut self, now: Instant) {
         self.failed_cycles = 0;
+        self.outage_since = None;
         self.manual(now, Mode::Auto);
     }
 
@@ -459,9 +477,10 @@ impl Breaker {
     /// calls started from `now` on.
     fn enter_closed(&mut self, now: Instant, ramp: Option<Ramp>) {
         self.window.clear();
+        self.run = 0;
         self.phase = Phase::Closed {
             since: Some(now),
-            ramp,
+            ramp: ramp.map(Box::new),
         };
     }
 
@@ -492,10 +511,52 @@ impl Breaker {
                 }
                 self.decide(now);
             }
-            Phase::Closed { since, ramp } => {
-                if let Some(r) = *ramp {
-                    *ramp = since.and_then(|since| self.settings.ramp_step(since, r, now));
+            Phase::Closed { ramp, .. } => {
+                // A step with no failure moves up once it has lasted its
+                // longest, whatever the evidence.
+                while let Some(r) = ramp.as_deref() {
+                    let deadline = self.settings.ramp_deadline(r.since);
+                    if now < deadline {
+                        break;
+                    }
+                    Self::ramp_up(ramp, deadline);
                 }
+            }
+        }
+    }
+
+    /// Double the ramp's level at `now`, ending the ramp at full traffic.
+    fn ramp_up(ramp: &mut Option<Box<Ramp>>, now: Instant) {
+        if let Some(r) = ramp {
+            r.level *= 2.0;
+            r.since = now;
+            r.successes = 0;
+            if r.level >= 1.0 {
+                *ramp = None;
+            }
+        }
+    }
+
+    /// Count a call recorded while ramping as evidence: a success of a call
+    /// admitted at the current level counts toward the next doubling; a
+    /// failure (or a slow call, where slow calls trip) restarts the count.
+    /// The step's clock runs on: the trip rules, not the ramp, decide
+    /// whether failures reopen the breaker.
+    fn ramp_evidence(&mut self, now: Instant, sample: &Sample, mark: Mark) {
+        let bad = mark.failure || (mark.slow && self.settings.trips_on_slow_calls());
+        let needed = self.settings.ramp_successes();
+        let Phase::Closed { ramp, .. } = &mut self.phase else {
+            return;
+        };
+        let Some(r) = ramp else {
+            return;
+        };
+        if bad {
+            r.successes = 0;
+        } else if sample.started(now) >= r.since {
+            r.successes = r.successes.saturating_add(1);
+            if r.successes >= needed {
+                Self::ramp_up(ramp, now);
             }
         }
     }
@@ -565,8 +626,9 @@ impl Breaker {
     fn close(&mut self, now: Instant, stats: WindowStats) {
         let from = self.phase_state();
         self.failed_cycles = 0;
+        self.outage_since = None;
         let ramp = if self.mode == Mode::Auto {
-            self.settings.ramp_start_at(now)
+            self.settings.ramp_begin(now)
         } else {
             None
         };
@@ -574,12 +636,24 @@ impl Breaker {
         self.emit(now, from, BreakerState::Closed, stats);
     }
 
+    /// Open at `now`; `stats` are the figures that decided it (for a
+    /// half-open cycle, its probes).
     fn open(&mut self, now: Instant, stats: WindowStats) {
         let from = self.phase_state();
         if from == BreakerState::HalfOpen {
-            self.failed_cycles = self.failed_cycles.saturating_add(1);
+            if stats.calls > stats.failures {
+                // A probe succeeded: the dependency answers again, so the
+                // cooldown starts over rather than growing.
+                self.failed_cycles = 0;
+                self.outage_since = Some(now);
+            } else {
+                self.failed_cycles = self.failed_cycles.saturating_add(1);
+            }
+        } else {
+            self.failed_cycles = 0;
+            self.outage_since = Some(now);
         }
-        let cooldown = self.next_cooldown();
+        let cooldown = self.next_cooldown(now);
         self.phase = Phase::Open {
             until: later(now, cooldown),
         };
@@ -587,9 +661,13 @@ impl Breaker {
         self.emit(now, from, BreakerState::Open, stats);
     }
 
-    /// The open period for the current number of failed cycles, jittered.
-    fn next_cooldown(&mut self) -> Duration {
-        let d = self.settings.cooldown(self.failed_cycles);
+    /// The open period at `now` for the current number of failed cycles
+    /// and the outage so far, jittered.
+    fn next_cooldown(&mut self, now: Instant) -> Duration {
+        let outage = self
+            .outage_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let d = self.settings.cooldown(self.failed_cycles, outage);
         let jitter = self.settings.cooldown_jitter;
         if jitter > 0.0 {
             d.mul_f64(1.0 - jitter * self.rng.next_f64())
@@ -598,10 +676,10 @@ impl Breaker {
         }
     }
 
-    /// Record a finished call in the window; the figures after it, if it
-    /// counted.
+    /// Record a finished call in the window; the figures after it and how
+    /// it was counted, if it counted.
     #[inline]
-    fn record(&mut self, now: Instant, sample: &Sample) -> Option<WindowStats> {
+    fn record(&mut self, now: Instant, sample: &Sample) -> Option<(WindowStats, Mark)> {
         if sample.outcome == Outcome::Ignore {
             return None;
         }
@@ -619,18 +697,38 @@ impl Breaker {
             failure: sample.outcome == Outcome::Overload,
             slow: self.is_slow(sample),
         };
-        Some(self.window.record(now, mark))
+        self.run = if mark.failure {
+            self.run.saturating_add(1)
+        } else {
+            0
+        };
+        Some((self.window.record(now, mark), mark))
     }
 
     fn is_slow(&self, sample: &Sample) -> bool {
         sample.outcome == Outcome::Success && self.settings.is_slow(sample.latency)
     }
 
+    /// The figures to report if the breaker should trip on `stats` and
+    /// the current run of failures: the window's, or, for a run that trips
+    /// a window too sparse to judge a rate, the run's (that many calls, all
+    /// failed).
     #[inline]
-    fn should_trip(&self, stats: &WindowStats) -> bool {
+    fn trip_on(&self, stats: &WindowStats) -> Option<WindowStats> {
         if stats.calls < u64::from(self.settings.min_calls) {
-            return false;
+            let n = self.settings.consecutive_failures;
+            return (n > 0 && self.run >= n).then(|| WindowStats {
+                calls: u64::from(self.run),
+                failures: u64::from(self.run),
+                slow_calls: 0,
+            });
         }
+        self.rates_trip(stats).then_some(*stats)
+    }
+
+    /// Whether the window's rates reach a threshold (its volume aside).
+    #[inline]
+    fn rates_trip(&self, stats: &WindowStats) -> bool {
         // `part / calls >= rate` without a division on every call.
         #[allow(
             clippy::cast_precision_loss,
@@ -728,14 +826,11 @@ impl Algorithm for Breaker {
             Mode::ForcedOpen => Gate::shut(None),
             Mode::Auto => match &self.phase {
                 Phase::Closed { ramp: None, .. } => Gate::unlimited(),
-                Phase::Closed {
-                    since,
-                    ramp: Some(r),
-                } => Gate {
+                Phase::Closed { ramp: Some(r), .. } => Gate {
                     limit: MAX_LIMIT,
                     admit_probability: r.level,
                     probe: false,
-                    until: since.map(|since| self.settings.ramp_next(since, *r)),
+                    until: Some(self.settings.ramp_deadline(r.since)),
                 },
                 Phase::Open { until } => Gate::shut(Some(*until)),
                 Phase::HalfOpen(trial) => self.trial_gate(trial),
@@ -756,9 +851,11 @@ impl Algorithm for Breaker {
         }
         match self.phase {
             Phase::Closed { .. } => {
-                if let Some(stats) = self.record(now, sample) {
-                    if self.should_trip(&stats) {
-                        self.open(now, stats);
+                if let Some((stats, mark)) = self.record(now, sample) {
+                    if let Some(cause) = self.trip_on(&stats) {
+                        self.open(now, cause);
+                    } else {
+                        self.ramp_evidence(now, sample, mark);
                     }
                 }
             }
@@ -795,16 +892,23 @@ impl Algorithm for Breaker {
     }
 
     #[inline]
-    /// Without a slow-call trip, a running breaker needs outcomes, not
-    /// latencies: the probes it matches by their start are timed anyway (the
-    /// runtime times every call admitted under a probe gate), and calls
-    /// from an earlier state are told by [`Sample::stale`]. The shadow state
-    /// machine of [`BreakerState::MetricsOnly`] needs latencies; a disabled
-    /// or forced-open breaker learns nothing.
+    /// Without a slow-call trip, a running breaker at full traffic needs
+    /// outcomes, not latencies: the probes it matches by their start are
+    /// timed anyway (the runtime times every call admitted under a probe
+    /// gate), and calls from an earlier state are told by
+    /// [`Sample::stale`]. While ramping it needs latencies, to tell the
+    /// calls admitted at the current level by their start; the shadow state
+    /// machine of [`BreakerState::MetricsOnly`] needs them too. A disabled or
+    /// forced-open breaker learns nothing.
     fn feedback(&self) -> Feedback {
         match self.mode {
             Mode::Disabled | Mode::ForcedOpen => Feedback::Nothing,
             Mode::MetricsOnly => Feedback::Timed,
+            // A ramp counts only successes of calls admitted at its current
+            // level, told by their start.
+            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: Some(_), .. }) => {
+                Feedback::Timed
+            }
             Mode::Auto | Mode::ForcedClosed if self.settings.slow_call_rate.is_finite() => {
                 Feedback::Timed
             }
@@ -816,8 +920,10 @@ impl Algorithm for Breaker {
     /// successes be batched while no number of them could trip it: more
     /// successes only lower the failure rate, except by bringing the window
     /// up to its volume floor, so batching stops while the failures already
-    /// counted would reach the trip rate at the floor. A time window
-    /// batches until its current bucket ends.
+    /// counted would reach the trip rate at the floor. A success never trips
+    /// on a run of failures either: it ends the run, and the runtime hands a
+    /// batch over before any later call, so a failure after it starts a new
+    /// run. A time window batches until its current bucket ends.
     fn batching(&self) -> Batching {
         let closed = matches!(self.phase, Phase::Closed { ramp: None, .. });
         match self.mode {
@@ -847,6 +953,9 @@ impl Algorithm for Breaker {
             && matches!(self.mode, Mode::Auto | Mode::ForcedClosed)
         {
             self.window.record_successes(count);
+            if count > 0 {
+                self.run = 0;
+            }
         }
     }
 
@@ -868,6 +977,12 @@ impl Algorithm for Breaker {
         self.advance(now);
     }
 
+    /// [`BreakerConfig::probe_timeout`], whatever the state: the attempt
+    /// timeout a probe should be given, and the breaker's own deadline for it.
+    fn probe_timeout(&self) -> Option<Duration> {
+        Some(self.settings.probe_timeout())
+    }
+
     fn snapshot(&self) -> Snapshot {
         Snapshot::new(NAME, self.gate()).with_state(self.state())
     }
@@ -885,7 +1000,9 @@ impl fmt::Debug for Breaker {
             .field("mode", &self.mode)
             .field("phase", &self.phase)
             .field("window", &self.window)
+            .field("run", &self.run)
             .field("failed_cycles", &self.failed_cycles)
+            .field("outage_since", &self.outage_since)
             .field("transitions", &self.transitions)
             .finish_non_exhaustive()
     }
@@ -954,15 +1071,44 @@ mod tests {
 
     #[test]
     fn the_exponential_cooldown_saturates_at_the_cap_for_any_cycle_count() {
+        use crate::breaker::Cooldown;
+        let mut b = Breaker::new(BreakerConfig {
+            cooldown_jitter: 0.0,
+            cooldown: Cooldown::Exponential {
+                base: Duration::from_secs(10),
+                factor: 2.0,
+                cap: Duration::from_secs(60),
+            },
+            ..BreakerConfig::recommended()
+        })
+        .expect("valid");
+        let now = Instant::now();
+        b.failed_cycles = u32::MAX;
+        assert_eq!(b.next_cooldown(now), Duration::from_secs(60));
+        b.failed_cycles = 1;
+        assert_eq!(b.next_cooldown(now), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn the_proportional_cooldown_is_a_share_of_the_outage_within_its_bounds() {
         let mut b = Breaker::new(BreakerConfig {
             cooldown_jitter: 0.0,
             ..BreakerConfig::recommended()
         })
         .expect("valid");
-        b.failed_cycles = u32::MAX;
-        assert_eq!(b.next_cooldown(), Duration::from_secs(60));
-        b.failed_cycles = 1;
-        assert_eq!(b.next_cooldown(), Duration::from_secs(20));
+        let t0 = Instant::now();
+        let secs = Duration::from_secs;
+        b.outage_since = Some(t0);
+        for (outage, cooldown) in [(0, 5), (30, 5), (50, 5), (100, 10), (250, 25), (600, 60)] {
+            assert_eq!(
+                b.next_cooldown(t0 + secs(outage)),
+                secs(cooldown),
+                "{outage}"
+            );
+        }
+        assert_eq!(b.next_cooldown(t0 + secs(1_000_000_000)), secs(60));
+        b.outage_since = None;
+        assert_eq!(b.next_cooldown(t0 + secs(1000)), secs(5));
     }
 
     #[test]

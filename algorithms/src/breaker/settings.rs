@@ -4,14 +4,11 @@
 //! validated one is at most a year), the trip rates as plain numbers, and the
 //! half-open rule as configured, scaled by the fleet size when it is read.
 
-use std::num::{NonZeroU64, NonZeroU8};
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use super::config::{BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use super::policy::later;
-
-/// How many steps a ramp publishes on its way back to full traffic.
-const RAMP_STEPS: u128 = 10;
 
 /// A validated [`BreakerConfig`] without its window.
 #[derive(Clone, Debug)]
@@ -32,7 +29,9 @@ pub(super) struct Settings {
     /// [`BreakerConfig::ramp`], in nanoseconds.
     ramp: u64,
     ramp_start: f64,
+    ramp_successes: u32,
     pub(super) min_calls: u32,
+    pub(super) consecutive_failures: u32,
     pub(super) probe_concurrency: u32,
     fleet_size: u32,
 }
@@ -45,6 +44,11 @@ enum CooldownRule {
     Exponential {
         base: NonZeroU64,
         factor: f64,
+        cap: NonZeroU64,
+    },
+    Proportional {
+        base: NonZeroU64,
+        share: f64,
         cap: NonZeroU64,
     },
 }
@@ -79,14 +83,18 @@ pub(super) enum Judge {
     },
 }
 
-/// A ramp in progress. It began when the breaker closed.
+/// A ramp in progress: the admit probability and the evidence gathered for
+/// the next doubling.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ramp {
-    /// The admit probability.
+    /// The admit probability, in `(0, 1)`.
     pub(super) level: f64,
-    /// Which of the ramp's [`RAMP_STEPS`] equal steps the ramp is in, from 1:
-    /// the level next rises when that step ends.
-    step: NonZeroU8,
+    /// When this step began (the level was last set). Only calls admitted
+    /// since count as evidence, and the step ends by itself a step's length
+    /// later.
+    pub(super) since: Instant,
+    /// Successes of calls admitted since `since`, since the last failure.
+    pub(super) successes: u32,
 }
 
 impl Settings {
@@ -101,6 +109,11 @@ impl Settings {
                 Cooldown::Exponential { base, factor, cap } => CooldownRule::Exponential {
                     base: positive(base),
                     factor,
+                    cap: positive(cap),
+                },
+                Cooldown::Proportional { base, share, cap } => CooldownRule::Proportional {
+                    base: positive(base),
+                    share,
                     cap: positive(cap),
                 },
             },
@@ -129,7 +142,9 @@ impl Settings {
             probe_timeout: nanos(config.probe_timeout),
             ramp: nanos(config.ramp),
             ramp_start: config.ramp_start,
+            ramp_successes: config.ramp_successes,
             min_calls: config.min_calls,
+            consecutive_failures: config.consecutive_failures,
             probe_concurrency: config.probe_concurrency,
             fleet_size: config.fleet_size,
         }
@@ -145,11 +160,17 @@ impl Settings {
             slow_call_duration: Duration::from_nanos(self.slow_call_duration),
             window,
             min_calls: self.min_calls,
+            consecutive_failures: self.consecutive_failures,
             cooldown: match self.cooldown {
                 CooldownRule::Fixed(d) => Cooldown::Fixed(from_nanos(d)),
                 CooldownRule::Exponential { base, factor, cap } => Cooldown::Exponential {
                     base: from_nanos(base),
                     factor,
+                    cap: from_nanos(cap),
+                },
+                CooldownRule::Proportional { base, share, cap } => Cooldown::Proportional {
+                    base: from_nanos(base),
+                    share,
                     cap: from_nanos(cap),
                 },
             },
@@ -179,6 +200,7 @@ impl Settings {
             probe_timeout: self.probe_timeout(),
             ramp: Duration::from_nanos(self.ramp),
             ramp_start: self.ramp_start,
+            ramp_successes: self.ramp_successes,
             fleet_size: self.fleet_size,
         }
     }
@@ -199,20 +221,25 @@ impl Settings {
         Duration::from_nanos(self.probe_timeout)
     }
 
-    /// The open period after `failed_cycles` failed half-open cycles, before
-    /// jitter.
-    pub(super) fn cooldown(&self, failed_cycles: u32) -> Duration {
+    /// The open period after `failed_cycles` failed half-open cycles, with
+    /// the dependency failing for `outage` so far, before jitter.
+    pub(super) fn cooldown(&self, failed_cycles: u32, outage: Duration) -> Duration {
+        let bounded = |secs: f64, base: NonZeroU64, cap: NonZeroU64| {
+            let cap = from_nanos(cap);
+            if secs.is_finite() && secs < cap.as_secs_f64() {
+                Duration::from_secs_f64(secs).clamp(from_nanos(base), cap)
+            } else {
+                cap
+            }
+        };
         match self.cooldown {
             CooldownRule::Fixed(d) => from_nanos(d),
             CooldownRule::Exponential { base, factor, cap } => {
-                let cap = from_nanos(cap);
                 let n = i32::try_from(failed_cycles).unwrap_or(i32::MAX);
-                let secs = from_nanos(base).as_secs_f64() * factor.powi(n);
-                if secs.is_finite() && secs < cap.as_secs_f64() {
-                    Duration::from_secs_f64(secs).min(cap)
-                } else {
-                    cap
-                }
+                bounded(from_nanos(base).as_secs_f64() * factor.powi(n), base, cap)
+            }
+            CooldownRule::Proportional { base, share, cap } => {
+                bounded(outage.as_secs_f64() * share, base, cap)
             }
         }
     }
@@ -252,51 +279,40 @@ impl Settings {
     }
 
     /// The ramp right after closing at `now`, or `None` for no ramp.
-    pub(super) fn ramp_start_at(&self, now: Instant) -> Option<Ramp> {
+    pub(super) fn ramp_begin(&self, now: Instant) -> Option<Ramp> {
         if self.ramp == 0 || self.ramp_start >= 1.0 {
             return None;
         }
-        let first = Ramp {
-            level: self.ramp_start,
-            step: NonZeroU8::MIN,
-        };
-        self.ramp_step(now, first, now)
-    }
-
-    /// The ramp that began at `since`, at `now`: the level rises linearly
-    /// with the time since closing (never falling), in [`RAMP_STEPS`] steps.
-    /// `None` once the ramp is over.
-    pub(super) fn ramp_step(&self, since: Instant, ramp: Ramp, now: Instant) -> Option<Ramp> {
-        let total = u128::from(self.ramp);
-        let elapsed = now.saturating_duration_since(since).as_nanos();
-        if total == 0 || elapsed >= total {
-            return None;
-        }
-        #[allow(
-            clippy::cast_precision_loss,
-            reason = "both are at most a year in nanoseconds; the level needs no more precision"
-        )]
-        let share = elapsed as f64 / total as f64;
-        let level = (self.ramp_start + (1.0 - self.ramp_start) * share).max(ramp.level);
-        // `elapsed < total`, so the step is in [1, RAMP_STEPS].
-        let step = u8::try_from(elapsed * RAMP_STEPS / total + 1)
-            .ok()
-            .and_then(NonZeroU8::new)
-            .unwrap_or(NonZeroU8::MAX);
         Some(Ramp {
-            level: level.min(1.0),
-            step,
+            level: self.ramp_start,
+            since: now,
+            successes: 0,
         })
     }
 
-    /// When the current step of the ramp that began at `since` ends.
-    pub(super) fn ramp_next(&self, since: Instant, ramp: Ramp) -> Instant {
-        let total = u128::from(self.ramp);
-        let nanos = (u128::from(ramp.step.get()) * total).div_ceil(RAMP_STEPS);
-        later(
-            since,
-            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX)),
-        )
+    /// The longest one step of the ramp lasts with no failure: the ramp's
+    /// length over the number of doublings from its start to 1.
+    pub(super) fn ramp_step(&self) -> Duration {
+        // ramp_start is in (0, 1): at least one doubling, and at most about
+        // a thousand (the smallest positive f64 is 2^-1074).
+        let doublings = (-self.ramp_start.log2()).ceil().clamp(1.0, 2048.0);
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "clamped to [1, 2048] just above"
+        )]
+        let doublings = doublings as u64;
+        Duration::from_nanos(self.ramp / doublings)
+    }
+
+    /// When the step that began at `since` moves up by itself.
+    pub(super) fn ramp_deadline(&self, since: Instant) -> Instant {
+        later(since, self.ramp_step())
+    }
+
+    /// The successes that double the ramp's level.
+    pub(super) fn ramp_successes(&self) -> u32 {
+        self.ramp_successes
     }
 }
 

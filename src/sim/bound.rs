@@ -13,7 +13,8 @@
 //!   worth the chance that one of its attempts succeeds before its
 //!   deadline: an attempt succeeds if it is not hung, not answered with an
 //!   error, and served within the caller's patience (the per-attempt
-//!   timeout, or a probe's longer one); retries are granted as if no budget
+//!   timeout, or the recommended breaker's probe timeout, 30 s, for a
+//!   probe); retries are granted as if no budget
 //!   applied, and each attempt as if it met the dependency at its best
 //!   within the request's deadline. A queue item has no deadline.
 //! - **The dependency serves at most its workers' worth.** A worker is
@@ -197,12 +198,9 @@ pub(crate) fn bound(scenario: &Scenario, arrivals: &[u32], items: &[u32]) -> Bou
     };
     // The dependency at every step, and what an attempt is worth there.
     let traffic = scenario.traffic.as_ref();
-    let patience = traffic.map_or(0.0, |t| {
-        let ordinary = t.timeout.min(t.deadline);
-        t.probe_timeout
-            .map_or(ordinary, |p| p.max(ordinary))
-            .as_secs_f64()
-    });
+    // A probe may wait for the recommended breaker's probe timeout.
+    let probe = crate::algorithms::breaker::BreakerConfig::recommended().probe_timeout;
+    let patience = traffic.map_or(0.0, |t| t.timeout.min(t.deadline).max(probe).as_secs_f64());
     let mut states = Vec::with_capacity(steps);
     let mut credit = vec![0.0; steps];
     let mut next = 0;

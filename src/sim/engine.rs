@@ -752,11 +752,14 @@ impl<'a> World<'a> {
                 if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
                     *slot += 1;
                 }
-                let timeout = match traffic.probe_timeout {
-                    // A probe is given its own, longer patience, past the
-                    // ordinary request's deadline.
-                    Some(longer) if self.probe_aware && permit.is_probe() => nanos(longer),
-                    _ => nanos(traffic.timeout).min(deadline.saturating_sub(self.now)),
+                let ordinary = nanos(traffic.timeout).min(deadline.saturating_sub(self.now));
+                // A probe gets the policy's probe timeout (`Permit::timeout`),
+                // past the ordinary request's deadline: a cold dependency
+                // answers slowly. The classic breaker's callers do not.
+                let timeout = if self.probe_aware {
+                    nanos(permit.timeout(Duration::from_nanos(ordinary)))
+                } else {
+                    ordinary
                 }
                 .max(1);
                 self.send(Owner::Request(req), permit, timeout);

@@ -26,9 +26,10 @@ use crate::config::PolicyConfig;
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct PolicyParams {
-    /// A success slower than this is a slow call (AIMD's drop threshold, the
-    /// breakers' slow-call threshold, which is on only where this is
-    /// given). Default: 4× the median service time.
+    /// What a slow call is for this dependency: where given, the
+    /// recommended breaker rows trip on a slow-call rate of 50% with this
+    /// threshold (a user's service level, not a tuning; without it they do
+    /// not count slow calls, as at their defaults).
     pub slow_call: Option<Duration>,
     /// Rows whose policy is replaced, by row name (`aimd`,
     /// `breaker+gradient`): a [`PolicyConfig`], as configuration files

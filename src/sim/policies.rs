@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::scenario::Scenario;
-use crate::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
+use crate::algorithms::breaker::{Breaker, BreakerConfig};
 use crate::algorithms::{
     Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Sample, Stack,
     Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
@@ -180,38 +180,17 @@ pub(crate) fn build(
     if let Some(config) = scenario.policies.override_for(kind) {
         return config.build();
     }
-    let workers = scenario.dependency.workers.0;
-    let c = share(scenario, workers);
-    let ceiling = (c * 4).clamp(c, MAX_LIMIT);
+    let c = share(scenario, scenario.dependency.workers.0);
     let slow = slow_call(scenario);
     let fleet = instances(scenario);
-    let probe_timeout = scenario
-        .traffic
-        .as_ref()
-        .map_or(Duration::from_secs(30), |t| {
-            t.probe_timeout.unwrap_or(t.timeout)
-        });
-    let call_timeout = scenario
-        .traffic
-        .as_ref()
-        .map_or(Duration::from_secs(10), |t| t.timeout);
     let seed = 0x5EED_0000 + u64::from(instance);
-    // A queue consumer's call rate collapses while its items back off, so a
-    // time window rarely holds the volume floor: count the last calls.
-    let window = if scenario.traffic.is_none() {
-        BreakerWindow::Count { calls: 20 }
-    } else {
-        BreakerConfig::recommended().window
-    };
+    // The recommended breaker at its defaults. Told two facts a user knows
+    // and a breaker cannot guess: how many instances share the dependency,
+    // and, where the scenario says what slow is (`[policies] slow_call`),
+    // that a slow success is a failure.
     let recommended = |fleet_size: u32| BreakerConfig {
-        // Slow calls trip breakers only where the scenario says what slow
-        // is: a cold dependency is slow and must still be let back in.
         slow_call_rate: scenario.policies.slow_call.map(|_| 0.5),
         slow_call_duration: slow,
-        window,
-        // The breaker's own deadline for a probe: a little past the one the
-        // caller gives it, so the caller's timeout decides.
-        probe_timeout: probe_timeout.max(call_timeout) + Duration::from_secs(1),
         fleet_size,
         seed,
         ..BreakerConfig::recommended()
@@ -221,45 +200,25 @@ pub(crate) fn build(
             limit: Arc::clone(clairvoyant),
         }),
         PolicyKind::None => Box::new(Fixed::new(MAX_LIMIT)?),
+        // A bulkhead has no default: sized at the dependency's workers.
         PolicyKind::Bulkhead => Box::new(Fixed::new(c)?),
         PolicyKind::BreakerClassic => Box::new(Breaker::new(BreakerConfig {
-            // One ordinary request, with the ordinary timeout, is the probe.
-            probe_timeout: call_timeout + Duration::from_secs(1),
             seed,
             ..BreakerConfig::classic()
         })?),
         PolicyKind::Breaker => Box::new(Breaker::new(recommended(fleet))?),
         PolicyKind::BreakerUnscaled => Box::new(Breaker::new(recommended(1))?),
-        PolicyKind::Aimd => Box::new(Aimd::new(AimdConfig {
-            initial: c,
-            min: 1,
-            max: ceiling,
-            timeout: slow,
-            ..AimdConfig::default()
-        })?),
+        PolicyKind::Aimd => Box::new(Aimd::new(AimdConfig::default())?),
         PolicyKind::Vegas => Box::new(Vegas::new(VegasConfig {
-            initial: c.min(20),
-            min: 1,
-            max: ceiling,
             seed,
             ..VegasConfig::default()
         })?),
-        PolicyKind::Gradient => Box::new(Gradient::new(GradientConfig {
-            initial: c.min(20),
-            min: 1,
-            max: ceiling,
-            ..GradientConfig::default()
-        })?),
+        PolicyKind::Gradient => Box::new(Gradient::new(GradientConfig::default())?),
         PolicyKind::Throttle => Box::new(Throttle::new(ThrottleConfig::default())?),
         PolicyKind::BreakerGradient => Box::new(
             Stack::builder()
                 .push(Breaker::new(recommended(fleet))?)
-                .push(Gradient::new(GradientConfig {
-                    initial: c.min(20),
-                    min: 1,
-                    max: ceiling,
-                    ..GradientConfig::default()
-                })?)
+                .push(Gradient::new(GradientConfig::default())?)
                 .build()?,
         ),
     })

@@ -212,10 +212,6 @@ pub struct Traffic {
     /// Per-attempt timeout.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
-    /// The timeout a caller gives a call admitted as a probe (default: the
-    /// per-attempt timeout).
-    #[serde(default, with = "humantime_serde")]
-    pub probe_timeout: Option<Duration>,
     /// The caller's overall ceiling for one request, retries included.
     #[serde(with = "humantime_serde")]
     pub deadline: Duration,
@@ -593,9 +589,6 @@ impl Scenario {
         if let Some(traffic) = &self.traffic {
             c.positive("traffic.timeout", traffic.timeout);
             c.positive("traffic.deadline", traffic.deadline);
-            if let Some(probe) = traffic.probe_timeout {
-                c.positive("traffic.probe_timeout", probe);
-            }
             c.positive("traffic.healthy.latency", traffic.healthy.latency);
             traffic.retry_budget.validate("traffic.retry_budget", c);
             let mut last = Duration::ZERO;

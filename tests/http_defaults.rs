@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use brownout::{Dependency, Phase, Server};
 use rheostat::algorithms::breaker::BreakerConfig;
-use rheostat::algorithms::{GradientConfig, MAX_LIMIT};
+use rheostat::algorithms::{AimdConfig, GradientConfig, VegasConfig, MAX_LIMIT};
 use rheostat::config::PolicyConfig;
 use rheostat::{DynLimiter, Limiter};
 
@@ -152,17 +152,22 @@ fn back_at(run: &Run) -> Option<u64> {
 #[ignore = "two runs of 70 s of real time; use --release"]
 async fn the_recommended_configuration_at_its_defaults_rides_out_a_brownout_an_outage_and_a_cold_start(
 ) {
-    let recommended = PolicyConfig::Stack {
-        members: vec![
-            PolicyConfig::Breaker(BreakerConfig::recommended()),
-            PolicyConfig::Gradient(GradientConfig::default()),
-        ],
+    // The README's recommendation; RHEOSTAT_HTTP_POLICY runs another
+    // policy at its defaults in its place, to compare.
+    let name = std::env::var("RHEOSTAT_HTTP_POLICY").unwrap_or_else(|_| "gradient".into());
+    let recommended = match name.as_str() {
+        "breaker+gradient" => PolicyConfig::Stack {
+            members: vec![
+                PolicyConfig::Breaker(BreakerConfig::recommended()),
+                PolicyConfig::Gradient(GradientConfig::default()),
+            ],
+        },
+        "aimd" => PolicyConfig::Aimd(AimdConfig::default()),
+        "vegas" => PolicyConfig::Vegas(VegasConfig::default()),
+        _ => PolicyConfig::Gradient(GradientConfig::default()),
     };
     let guarded = run(Limiter::from_config(&recommended).unwrap()).await;
-    print(
-        "recommended: breaker in front of gradient, at their defaults",
-        &guarded,
-    );
+    print(&format!("{name}, at its defaults"), &guarded);
     let none = run(Limiter::from_config(&PolicyConfig::Fixed { limit: MAX_LIMIT }).unwrap()).await;
     print("no limit", &none);
 

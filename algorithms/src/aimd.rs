@@ -364,6 +364,11 @@ struct Rounds {
     /// Since the latency rose beyond the noise: the most calls in flight
     /// and the latency then.
     rise: Option<(u32, f64)>,
+    /// Since a window held nothing but failures: when, and the limit then.
+    /// While it lasts, fast failures hold the limit and slow ones cut it no
+    /// lower than a floor that starts at half that limit and halves every
+    /// 10 s (see `crate::outage`, which Vegas and Gradient follow).
+    episode: Option<(Instant, f64)>,
 }
 
 impl Aimd {
@@ -392,6 +397,7 @@ impl Aimd {
                 regrow: false,
                 doubled_from: None,
                 rise: None,
+                episode: None,
             })),
         };
         Ok(Aimd {
@@ -530,6 +536,15 @@ impl Rounds {
         if self.loss <= core.config.loss_tolerance {
             return;
         }
+        let floor = match self.episode {
+            // Down, not queueing: hold.
+            Some(_) if fast && self.baseline.is_some() => return,
+            Some((since, began)) => {
+                let halvings = now.saturating_duration_since(since).as_secs_f64() / 10.0;
+                began * 0.5 * 0.5f64.powf(halvings)
+            }
+            None => 0.0,
+        };
         self.congested = true;
         if !fast {
             self.regrow = false;
@@ -543,7 +558,11 @@ impl Rounds {
                 }
             }
         }
+        let before = core.limit;
         self.back_off(core, now);
+        if core.limit < floor {
+            core.set_limit(floor.min(before));
+        }
     }
 
     fn on_window(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary) {
@@ -555,6 +574,14 @@ impl Rounds {
         let congested = std::mem::take(&mut self.congested);
         let first = self.window_first.take();
         self.recent.update(summary);
+        if summary.successes() == 0 && summary.drops > 0 {
+            self.episode.get_or_insert((now, core.limit));
+        } else if let Some((_, began)) = self.episode.take() {
+            // Answering again after an episode that cut the limit: regrow.
+            if core.limit < began {
+                self.regrow = true;
+            }
+        }
         if summary.successes() == 0 {
             self.flow_start = None;
             // Nothing but fast failures: the dependency is down, not
@@ -1069,32 +1096,35 @@ mod tests {
     }
 
     #[test]
-    fn after_an_outage_of_fast_failures_the_limit_doubles_until_queueing() {
+    fn after_an_outage_of_fast_failures_the_limit_is_held_and_then_doubles_until_queueing() {
         let mut t = Instant::now();
         let mut a = latency(40, 0.0, &mut t);
         round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
-        // Down: every call refused in a microsecond.
+        let before = a.raw_limit();
+        // Down: every call refused in a microsecond. The first round trip of
+        // it cuts (it could be congestion); once a window has held nothing
+        // but fast failures, they hold the limit.
         for _ in 0..100 {
             round_trip(&mut a, &mut t, &[(Outcome::Overload, us(1)); 5], 1);
         }
-        assert_eq!(a.raw_limit(), 1.0);
+        let held = a.raw_limit();
+        assert!(held >= 0.8 * before, "{held} from {before}");
         assert!(a.is_regrowing());
         // Up again: doubling per round trip while the limit is in use, from
         // the second (the first reads the new flow's fastest calls).
         let mut seen = Vec::new();
-        for _ in 0..7 {
+        for _ in 0..3 {
             let limit = a.gate().limit;
             round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
             seen.push(a.raw_limit());
         }
-        assert_eq!(seen, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
+        assert_eq!(seen, [held, held * 2.0, held * 4.0]);
         // The first sign of queueing: back to the limit before the last
         // doubling, and from there one at a time.
-        round_trip(&mut a, &mut t, &successes(ms(30), 5), 64);
-        assert_eq!(a.raw_limit(), 32.0);
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &successes(ms(30), 5), limit);
+        assert_eq!(a.raw_limit(), held * 2.0);
         assert!(!a.is_regrowing());
-        round_trip(&mut a, &mut t, &successes(ms(20), 5), 32);
-        assert_eq!(a.raw_limit(), 33.0);
     }
 
     #[test]

@@ -243,10 +243,14 @@ fn the_latency_mode_regrows_within_seconds_after_an_outage_of_instant_failures()
         trace.latency_quantile(UP + 10.0, 90.0, 0.99) * 1e3
     );
     assert!(regrowing);
-    assert!(during <= 5.0, "{during}");
+    // Cut once a round trip until a window has held nothing but fast
+    // failures, held from then on.
+    assert!(during > 1.0, "{during}");
     let back = back.expect("never regrew");
     assert!(back <= 5.0, "regrew only after {back} s");
-    assert!(max_limit(&trace, UP, 90.0) <= 1.5 * CAPACITY);
+    // Doubling finds the first sign of queueing one doubling past the
+    // capacity at most, and steps back.
+    assert!(max_limit(&trace, UP, 90.0) <= 2.1 * CAPACITY);
     assert!((35.0..=75.0).contains(&after), "{after}");
 }
 

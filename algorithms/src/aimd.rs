@@ -539,10 +539,7 @@ impl Rounds {
         let floor = match self.episode {
             // Down, not queueing: hold.
             Some(_) if fast && self.baseline.is_some() => return,
-            Some((since, began)) => {
-                let halvings = now.saturating_duration_since(since).as_secs_f64() / 10.0;
-                began * 0.5 * 0.5f64.powf(halvings)
-            }
+            Some((since, began)) => crate::outage::floor(since, began, now),
             None => 0.0,
         };
         self.congested = true;

@@ -34,6 +34,14 @@ const FLOOR: f64 = 0.5;
 /// …a share that halves every this long the episode lasts.
 const FLOOR_HALF_LIFE: Duration = Duration::from_secs(10);
 
+/// The lowest slow failures may cut a limit to, `now`, in an episode that
+/// began at `since` with the limit at `began`.
+pub(crate) fn floor(since: Instant, began: f64, now: Instant) -> f64 {
+    let halvings =
+        now.saturating_duration_since(since).as_secs_f64() / FLOOR_HALF_LIFE.as_secs_f64();
+    began * FLOOR * 0.5f64.powf(halvings)
+}
+
 /// What a closed window says.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Failing {
@@ -77,9 +85,7 @@ impl Outage {
             return Failing::No;
         }
         let (since, began) = *self.began.get_or_insert((now, limit));
-        let halvings =
-            now.saturating_duration_since(since).as_secs_f64() / FLOOR_HALF_LIFE.as_secs_f64();
-        let floor = (began * FLOOR * 0.5f64.powf(halvings)).max(min);
+        let floor = floor(since, began, now).max(min);
         let fast = match (summary.slowest_drop, rtt) {
             (Some(slowest), Some(rtt)) => slowest.as_secs_f64() < FAST * rtt,
             _ => false,

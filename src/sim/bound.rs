@@ -349,8 +349,7 @@ pub(crate) fn bound(scenario: &Scenario, arrivals: &[u32], items: &[u32]) -> Bou
             if ok > 0.0 && !down {
                 let held = (1.0 - s.hang) * s.service.mean_capped(patience) + s.hang * patience;
                 let consumers = f64::from(b.consumers.0) * STEP_SECS * ok / held.max(1e-9);
-                let served_ok = (1.0 - s.hang) * (1.0 - s.overload) * s.service.cdf(patience);
-                let dependency = work * served_ok / mean;
+                let dependency = work * ok / mean;
                 queued = items_waiting.min(consumers).min(dependency).min(flap_left);
                 items_waiting -= queued;
             }

@@ -33,6 +33,7 @@ fn every_policy() -> Vec<PolicyConfig> {
                 min_samples: 20,
                 ..WindowConfig::default()
             },
+            slow_start: false,
         }),
         PolicyConfig::Aimd(AimdConfig::netflix()),
         PolicyConfig::Vegas(VegasConfig::default()),
@@ -194,6 +195,7 @@ fn aimd_takes_netflix_s_rule_set_by_name() {
         r#"
         policy = "aimd"
         mode = "netflix"
+        initial = 20
         min = 20
         one_backoff_per_flight = false
         "#,

@@ -167,7 +167,7 @@ fn a_policy_can_be_chosen_at_run_time() {
     ];
     let limiters: Vec<DynLimiter> = policies.into_iter().map(Limiter::new).collect();
     assert_eq!(limiters[0].gate().limit, 3);
-    assert_eq!(limiters[1].gate().limit, 20);
+    assert_eq!(limiters[1].gate().limit, 10);
     assert_eq!(limiters[1].snapshot().policy, "aimd");
     limiters[0].try_acquire().unwrap().success();
 }

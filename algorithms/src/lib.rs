@@ -19,7 +19,7 @@
 //! use std::time::{Duration, Instant};
 //! use rheostat_algorithms::{aimd::{Aimd, AimdConfig}, Algorithm, Outcome, Sample};
 //!
-//! let mut aimd = Aimd::new(AimdConfig { min: 1, ..AimdConfig::default() })?;
+//! let mut aimd = Aimd::new(AimdConfig { initial: 20, ..AimdConfig::default() })?;
 //! let t0 = Instant::now();
 //! assert_eq!(aimd.gate().limit, 20);
 //!

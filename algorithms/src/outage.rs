@@ -12,10 +12,11 @@
 //! - **failures that are slow** (every call timing out: a black hole, or a
 //!   dependency answering from cold caches slower than the caller waits)
 //!   cut as drops do, but at first only down to half the limit the episode
-//!   began with, a floor that halves every 10 s the episode lasts: a
-//!   dependency that warms only with traffic keeps getting calls to warm
-//!   through a cold start of seconds, and a black hole is left with the
-//!   policy's own floor within a minute.
+//!   began with (the whole of it when the dependency refused calls first:
+//!   timeouts then are most likely a cold start), a floor that halves every
+//!   10 s calls keep timing out (time spent refused does not count): a dependency that warms only with
+//!   traffic keeps getting calls to warm through a cold start of seconds,
+//!   and a black hole is left with the policy's own floor within a minute.
 //!
 //! Once a window succeeds again the episode is over and the policy regrows
 //! multiplicatively until the first sign of queueing, instead of one step at
@@ -31,15 +32,19 @@ const FAST: f64 = 0.5;
 /// Slow failures cut no lower than this share of the limit the episode
 /// began with…
 const FLOOR: f64 = 0.5;
-/// …a share that halves every this long the episode lasts.
+/// …a share that halves every this long calls keep timing out.
 const FLOOR_HALF_LIFE: Duration = Duration::from_secs(10);
 
 /// The lowest slow failures may cut a limit to, `now`, in an episode that
-/// began at `since` with the limit at `began`.
-pub(crate) fn floor(since: Instant, began: f64, now: Instant) -> f64 {
+/// began at `since` with the limit at `began`. `down`: the episode began
+/// with fast failures only (the dependency refused calls), so calls timing
+/// out now are most likely a dependency coming back cold, and the floor
+/// starts at the whole of `began`.
+pub(crate) fn floor(since: Instant, began: f64, now: Instant, down: bool) -> f64 {
     let halvings =
         now.saturating_duration_since(since).as_secs_f64() / FLOOR_HALF_LIFE.as_secs_f64();
-    began * FLOOR * 0.5f64.powf(halvings)
+    let share = if down { 1.0 } else { FLOOR };
+    began * share * 0.5f64.powf(halvings)
 }
 
 /// What a closed window says.
@@ -59,8 +64,11 @@ pub(crate) enum Failing {
 /// The state of an episode of windows that held nothing but failures.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Outage {
-    /// While an episode lasts: when it began and the limit it began with.
+    /// While an episode lasts: when it began (or its fast failures last
+    /// held) and the limit it began with.
     began: Option<(Instant, f64)>,
+    /// Whether the episode held fast failures only at some point.
+    down: bool,
     /// Since an episode ended, until the first sign of queueing.
     regrow: bool,
 }
@@ -79,21 +87,28 @@ impl Outage {
     ) -> Failing {
         if summary.successes() > 0 || summary.drops == 0 {
             // Regrow if the episode cut the limit.
+            self.down = false;
             if self.began.take().is_some_and(|(_, began)| limit < began) {
                 self.regrow = true;
             }
             return Failing::No;
         }
-        let (since, began) = *self.began.get_or_insert((now, limit));
-        let floor = floor(since, began, now).max(min);
         let fast = match (summary.slowest_drop, rtt) {
             (Some(slowest), Some(rtt)) => slowest.as_secs_f64() < FAST * rtt,
             _ => false,
         };
+        let episode = self.began.get_or_insert((now, limit));
         if fast {
-            Failing::Fast
-        } else {
-            Failing::Slow { floor }
+            // The floor decays only while calls time out: a dependency that
+            // refused calls for a minute and comes back cold is met with the
+            // limit it had.
+            episode.0 = now;
+            self.down = true;
+            return Failing::Fast;
+        }
+        let (since, began) = *episode;
+        Failing::Slow {
+            floor: floor(since, began, now, self.down).max(min),
         }
     }
 
@@ -131,18 +146,19 @@ mod tests {
     }
 
     #[test]
-    fn fast_failures_hold_slow_ones_cut_to_half_and_success_ends_the_episode() {
+    fn fast_failures_hold_slow_ones_cut_to_a_decaying_floor_and_success_ends_the_episode() {
         let t0 = Instant::now();
         let mut o = Outage::default();
         let refused = window_of(&[(Outcome::Overload, 1), (Outcome::Overload, 2)]);
         assert_eq!(o.observe(t0, &refused, Some(0.1), 40.0, 1.0), Failing::Fast);
         let timed_out = window_of(&[(Outcome::Overload, 800)]);
-        // The floor is half the limit the episode began with.
+        // Timeouts after refusals: most likely a cold start. The floor is
+        // the limit the episode began with.
         assert_eq!(
             o.observe(t0, &timed_out, Some(0.1), 30.0, 1.0),
-            Failing::Slow { floor: 20.0 }
+            Failing::Slow { floor: 40.0 }
         );
-        // Ten seconds on, the floor has halved; thirty on, it is the minimum.
+        // Ten seconds on, the floor has halved; sixty on, it is the minimum.
         assert_eq!(
             o.observe(
                 t0 + Duration::from_secs(10),
@@ -151,7 +167,7 @@ mod tests {
                 30.0,
                 1.0
             ),
-            Failing::Slow { floor: 10.0 }
+            Failing::Slow { floor: 20.0 }
         );
         assert_eq!(
             o.observe(
@@ -169,6 +185,7 @@ mod tests {
         assert!(o.regrowing());
         o.settle();
         assert!(!o.regrowing());
+        // Timeouts with no refusals before them: the floor starts at half.
         // An episode that cut nothing leaves nothing to regrow.
         assert_eq!(
             o.observe(t0, &timed_out, Some(0.1), 20.0, 1.0),

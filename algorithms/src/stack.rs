@@ -308,7 +308,8 @@ impl fmt::Debug for Stack {
 ///     .push(Aimd::new(AimdConfig::default())?)
 ///     .build()?;
 /// assert_eq!(stack.members(), ["fixed", "aimd"]);
-/// assert_eq!(stack.gate().limit, 20);
+/// // Aimd starts at 10 and doubles from there: the tighter gate binds.
+/// assert_eq!(stack.gate().limit, 10);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[must_use]

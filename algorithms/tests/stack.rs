@@ -307,7 +307,13 @@ fn the_snapshot_carries_a_members_state_and_the_binding_limit() {
     breaker.state = Some(BreakerState::HalfOpen);
     let stack = Stack::builder()
         .push(breaker)
-        .push(Aimd::new(AimdConfig::default()).expect("valid"))
+        .push(
+            Aimd::new(AimdConfig {
+                initial: 20,
+                ..AimdConfig::default()
+            })
+            .expect("valid"),
+        )
         .push(Fixed::new(100).expect("valid"))
         .build()
         .expect("valid");

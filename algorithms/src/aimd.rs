@@ -1033,6 +1033,63 @@ mod tests {
     }
 
     #[test]
+    fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
+        let mut t = Instant::now();
+        let mut a = Aimd::new(AimdConfig {
+            initial: 10,
+            max: 1000,
+            noise: 0.0,
+            window: WindowConfig {
+                min_duration: ms(10),
+                max_duration: ms(10),
+                min_samples: 1,
+                ..WindowConfig::default()
+            },
+            ..AimdConfig::default()
+        })
+        .expect("valid config");
+        assert!(a.is_regrowing());
+        // The flow's first window decides nothing.
+        round_trip(&mut a, &mut t, &successes(ms(20), 1), 1);
+        assert_eq!(a.raw_limit(), 10.0);
+        t += Duration::from_secs(1);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let limit = a.gate().limit;
+            round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
+            seen.push(a.raw_limit());
+        }
+        assert_eq!(seen, [20.0, 40.0, 80.0]);
+        // The first sign of queueing: back to the limit before the last
+        // doubling, and from there one per round trip.
+        round_trip(&mut a, &mut t, &successes(ms(30), 5), 80);
+        assert_eq!(a.raw_limit(), 40.0);
+        assert!(!a.is_regrowing());
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+        assert_eq!(a.raw_limit(), 41.0);
+        // Not in use: nothing learnt about more.
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+        assert_eq!(a.raw_limit(), 41.0);
+    }
+
+    #[test]
+    fn a_slow_drop_cuts_from_the_concurrency_it_met_and_a_fast_one_not_at_all() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+        assert_eq!(a.raw_limit(), 41.0);
+        // Refused in a microsecond: the dependency is down, not queueing.
+        t += ms(20);
+        a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 10));
+        assert_eq!(a.raw_limit(), 41.0);
+        // Timed out, admitted with 10 in flight: the limit has grown since,
+        // and the cut is from the 10 the call met.
+        t += ms(20);
+        a.on_sample(t, &Sample::new(Outcome::Overload, ms(800), 10));
+        assert_eq!(a.raw_limit(), 9.0);
+    }
+
+    #[test]
     fn a_window_of_calls_admitted_before_the_last_change_does_not_decide() {
         let mut t = Instant::now();
         let mut a = latency(10, 0.0, &mut t);

@@ -1128,22 +1128,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             outcome
         };
-        let sample = Sample::new(outcome, latency, ticket.in_flight())
-            .with_probe(ticket.probe())
-            .with_stale(ticket.generation != self.generation());
-        let transitions = {
-            let mut policy = self.lock();
-            self.catch_up(&mut policy, now);
-            policy.on_sample(now, &sample);
-            let mut due = policy.poll_timeout();
-            if due.is_some_and(|t| t <= now) {
-                policy.handle_timeout(now);
-                due = policy.poll_timeout();
-            }
-            let transitions = self.drain(&mut policy);
-            self.publish_with(&policy, due);
-            transitions
-        };
+        let transitions = self.learn(ticket, outcome, latency, now);
         self.release_slot();
         if let Some(observer) = &self.observer {
             observer.finished(outcome, latency, self.in_flight());
@@ -1151,7 +1136,68 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.report(transitions);
     }
 
+    /// Tell the policy how one call (or one attempt of it) went, under its
+    /// lock, and publish what it makes of it.
+    fn learn(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+    ) -> Vec<Transition> {
+        let sample = Sample::new(outcome, latency, ticket.in_flight())
+            .with_probe(ticket.probe())
+            .with_stale(ticket.generation != self.generation());
+        let mut policy = self.lock();
+        self.catch_up(&mut policy, now);
+        policy.on_sample(now, &sample);
+        let mut due = policy.poll_timeout();
+        if due.is_some_and(|t| t <= now) {
+            policy.handle_timeout(now);
+            due = policy.poll_timeout();
+        }
+        let transitions = self.drain(&mut policy);
+        self.publish_with(&policy, due);
+        transitions
+    }
+
+    /// One attempt of a call ended with `outcome` and the call keeps its
+    /// slot for another: the policy learns from the attempt, timed from
+    /// the ticket's start, and the ticket's next attempt is timed from now.
+    /// A probe's first attempt answers for the probe; the attempts after it
+    /// are ordinary calls.
+    pub(crate) fn attempt_ended(&self, ticket: &mut Ticket, outcome: Outcome) {
+        let timed = ticket.start.is_some();
+        let feedback = self.feedback();
+        if feedback == Feedback::Nothing || (feedback == Feedback::Timed && !timed) {
+            // The policy learns nothing from it (or it was admitted untimed
+            // and the policy has come to need latency since).
+            return;
+        }
+        let now = self.clock.now();
+        let latency = ticket
+            .start
+            .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
+        let transitions = self.learn(ticket, outcome, latency, now);
+        *ticket = Ticket::new(
+            ticket.start.map(|_| now),
+            ticket.in_flight(),
+            false,
+            ticket.generation,
+        );
+        self.report(transitions);
+    }
+
+    /// Time the ticket's next attempt from now (a retry starting after a
+    /// backoff).
+    pub(crate) fn restart(&self, ticket: &mut Ticket) {
+        if ticket.start.is_some() {
+            ticket.start = Some(self.clock.now());
+        }
+    }
+
     /// Give back the slot of a success the policy lets us count for it
+    /// without its lock.    /// Give back the slot of a success the policy lets us count for it
     /// without its lock.
     #[inline]
     fn finish_batched(&self) {

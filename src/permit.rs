@@ -144,6 +144,59 @@ macro_rules! permit_methods {
                 }
             }
 
+            /// One attempt of this call ended with `outcome`, and the call
+            /// will try again under the same slot (a retry loop inside the
+            /// permit): the policy learns from the attempt now, instead of
+            /// hearing only how the whole call ended, and the slot stays
+            /// held. An attempt is timed from the permit's admission, the
+            /// previous [`record_attempt`](Self::record_attempt) or the
+            /// latest [`start_attempt`](Self::start_attempt); call
+            /// `start_attempt` when the retry goes out, so a backoff between
+            /// attempts is not read as latency. The final
+            /// [`record`](Self::record) (or [`success`](Self::success), …)
+            /// reports the last attempt and releases the slot.
+            ///
+            /// A probe's first recorded attempt answers for the probe; the
+            /// attempts after it are ordinary calls. Metrics observers count
+            /// calls, not attempts: they hear only the final record.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use rheostat::algorithms::{Aimd, AimdConfig, Outcome};
+            /// use rheostat::{Limiter, ManualClock};
+            ///
+            /// let clock = ManualClock::new();
+            /// let limiter = Limiter::with_clock(Aimd::new(AimdConfig::default())?, clock.clone());
+            /// let mut permit = limiter.try_acquire()?;
+            /// // The first attempt is turned away after 100 ms…
+            /// clock.advance(Duration::from_millis(100));
+            /// permit.record_attempt(Outcome::Overload);
+            /// // …a one-second backoff, and the retry goes out…
+            /// clock.advance(Duration::from_secs(1));
+            /// permit.start_attempt();
+            /// // …and succeeds in 100 ms: one slot held throughout, two
+            /// // attempts learnt from, neither timed with the backoff.
+            /// clock.advance(Duration::from_millis(100));
+            /// permit.success();
+            /// assert_eq!(limiter.in_flight(), 0);
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn record_attempt(&mut self, outcome: Outcome) {
+                if let Some(ticket) = self.ticket.as_mut() {
+                    self.limiter.attempt_ended(ticket, outcome);
+                }
+            }
+
+            /// Another attempt of this call goes out now: time it from
+            /// here. See [`record_attempt`](Self::record_attempt).
+            pub fn start_attempt(&mut self) {
+                if let Some(ticket) = self.ticket.as_mut() {
+                    self.limiter.restart(ticket);
+                }
+            }
+
             /// Whether this call was admitted as a trial call while a breaker
             /// is half-open. A probe should be given the [probe
             /// timeout](Limiter::probe_timeout): see

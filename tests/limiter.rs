@@ -518,3 +518,82 @@ fn the_probe_timeout_is_the_breakers_through_a_stack_and_a_configuration_file() 
     assert_eq!(err.line(), Some(2));
     assert!(err.reason().contains("breaker's `probe_timeout`"), "{err}");
 }
+
+#[test]
+fn each_attempt_under_one_permit_is_learnt_from_and_the_slot_is_held_until_the_end() {
+    let clock = ManualClock::new();
+    let recorder = Recorder::new(1);
+    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
+    let mut permit = limiter.try_acquire().unwrap();
+    // A deferred attempt of 100 ms: learnt now, the slot still held.
+    clock.advance(Duration::from_millis(100));
+    permit.record_attempt(Outcome::Overload);
+    assert_eq!(limiter.in_flight(), 1);
+    assert!(limiter.try_acquire().is_err());
+    // A backoff of 1 s, not counted: the retry is timed from its start.
+    clock.advance(Duration::from_secs(1));
+    permit.start_attempt();
+    clock.advance(Duration::from_millis(30));
+    permit.record_attempt(Outcome::Overload);
+    // Without `start_attempt`, the next attempt is timed from the last one.
+    clock.advance(Duration::from_millis(50));
+    permit.success();
+    assert_eq!(limiter.in_flight(), 0);
+    let samples = recorder.samples.lock().unwrap().clone();
+    let seen: Vec<(Outcome, Duration, u32)> = samples
+        .iter()
+        .map(|s| (s.outcome, s.latency, s.in_flight))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Outcome::Overload, Duration::from_millis(100), 1),
+            (Outcome::Overload, Duration::from_millis(30), 1),
+            (Outcome::Success, Duration::from_millis(50), 1),
+        ]
+    );
+}
+
+#[test]
+fn a_permit_dropped_between_attempts_gives_its_slot_back() {
+    let clock = ManualClock::new();
+    let recorder = Recorder::new(1);
+    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
+    let mut permit = limiter.try_acquire().unwrap();
+    permit.record_attempt(Outcome::Overload);
+    drop(permit);
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(recorder.outcomes(), [Outcome::Overload, Outcome::Ignore]);
+    let _again = limiter.try_acquire().unwrap();
+}
+
+#[test]
+fn a_probe_s_first_recorded_attempt_answers_for_it_and_its_retries_are_ordinary() {
+    /// Admits one call at a time, every call a probe.
+    #[derive(Clone, Default)]
+    struct Probing(Arc<Mutex<Vec<bool>>>);
+    impl Algorithm for Probing {
+        fn name(&self) -> &'static str {
+            "probing"
+        }
+        fn gate(&self) -> Gate {
+            Gate {
+                probe: true,
+                ..Gate::limited(1)
+            }
+        }
+        fn on_sample(&mut self, _now: Instant, sample: &Sample) {
+            self.0.lock().unwrap().push(sample.probe);
+        }
+    }
+    let probing = Probing::default();
+    let limiter = Limiter::new(probing.clone());
+    let mut permit = limiter.try_acquire().unwrap();
+    assert!(permit.is_probe());
+    permit.record_attempt(Outcome::Overload);
+    assert!(!permit.is_probe());
+    permit.start_attempt();
+    permit.success();
+    assert_eq!(*probing.0.lock().unwrap(), [true, false]);
+    assert_eq!(limiter.in_flight(), 0);
+}

@@ -51,6 +51,8 @@ enum Op {
     Acquire(bool),
     AcquireOwned(bool),
     Record(usize, Outcome, bool),
+    /// One attempt of a held call ends; the call keeps its slot.
+    Attempt(usize, Outcome, bool),
     Drop(usize, bool),
     SetLimit(u32),
     Advance(u64),
@@ -69,6 +71,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => any::<bool>().prop_map(Op::Acquire),
         1 => any::<bool>().prop_map(Op::AcquireOwned),
         3 => (any::<usize>(), outcome(), any::<bool>()).prop_map(|(i, o, t)| Op::Record(i, o, t)),
+        1 => (any::<usize>(), outcome(), any::<bool>()).prop_map(|(i, o, t)| Op::Attempt(i, o, t)),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(i, t)| Op::Drop(i, t)),
         1 => (0u32..12).prop_map(Op::SetLimit),
         1 => prop_oneof![Just(0u64), 1u64..10_000, Just(u64::MAX)].prop_map(Op::Advance),
@@ -85,6 +88,13 @@ impl Held<'_> {
         match self {
             Held::Borrowed(p) => p.record(outcome),
             Held::Owned(p) => p.record(outcome),
+        }
+    }
+
+    fn record_attempt(&mut self, outcome: Outcome) {
+        match self {
+            Held::Borrowed(p) => p.record_attempt(outcome),
+            Held::Owned(p) => p.record_attempt(outcome),
         }
     }
 }
@@ -127,6 +137,7 @@ fn run(ops: Vec<Op>, aimd: bool, sharding: Sharding) -> Result<(), TestCaseError
     );
     let mut held: Vec<Held<'_>> = Vec::new();
     let mut admitted = 0u64;
+    let mut attempts = 0u64;
     for op in ops {
         let limit = limiter.gate().limit;
         match op {
@@ -157,6 +168,12 @@ fn run(ops: Vec<Op>, aimd: bool, sharding: Sharding) -> Result<(), TestCaseError
                 let p = held.swap_remove(i % held.len());
                 on(elsewhere, || p.record(outcome));
             }
+            Op::Attempt(i, outcome, elsewhere) if !held.is_empty() => {
+                let n = held.len();
+                let p = &mut held[i % n];
+                on(elsewhere, || p.record_attempt(outcome));
+                attempts += 1;
+            }
             Op::Drop(i, elsewhere) if !held.is_empty() => {
                 let p = held.swap_remove(i % held.len());
                 on(elsewhere, || drop(p));
@@ -169,7 +186,7 @@ fn run(ops: Vec<Op>, aimd: bool, sharding: Sharding) -> Result<(), TestCaseError
                 prop_assert_eq!(r.is_err(), n == 0 && !aimd);
             }
             Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
-            Op::Record(..) | Op::Drop(..) => {}
+            Op::Record(..) | Op::Attempt(..) | Op::Drop(..) => {}
         }
         prop_assert_eq!(limiter.in_flight() as usize, held.len());
         let gate = limiter.gate();
@@ -179,8 +196,8 @@ fn run(ops: Vec<Op>, aimd: bool, sharding: Sharding) -> Result<(), TestCaseError
     prop_assert_eq!(limiter.in_flight(), 0);
     prop_assert_eq!(
         samples.load(Ordering::SeqCst),
-        admitted,
-        "every admitted permit released exactly once"
+        admitted + attempts,
+        "every admitted permit released exactly once, every attempt learnt once"
     );
     Ok(())
 }

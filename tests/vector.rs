@@ -36,7 +36,9 @@
 //!   semaphore, a report per attempt); every other row goes through a real
 //!   `rheostat::Limiter` (`try_acquire_owned`, then `success()` /
 //!   `overload()`). Every row runs in two modes: (a) one slot per request
-//!   held across its retries, (b) one slot per attempt.
+//!   held across its retries, each failed attempt reported as it ends
+//!   (`record_attempt`, and `start_attempt` as the retry goes out), as
+//!   Vector's controller hears of attempts; (b) one slot per attempt.
 //! - [`report`]: the rows (Vector's controller; the same controller as an
 //!   `Algorithm` through the `Limiter`; `Aimd`, `Vegas`, `Gradient` and
 //!   `Breaker` + `Gradient` at their shipped defaults; `Fixed` on the

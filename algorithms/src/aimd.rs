@@ -36,6 +36,10 @@ const STILL_SLOW: f64 = 0.75;
 /// the first windows of a flow (at start, after an outage) read low.
 const SETTLE: u32 = 3;
 
+/// The fewest successes a window needs before Little's law over it may say
+/// that calls go missing.
+const LITTLE_SUCCESSES: u32 = 10;
+
 /// About how many calls the latency mode measures its drop rate over.
 const LOSS_SPAN: f64 = 50.0;
 
@@ -270,7 +274,11 @@ impl AimdConfig {
 ///   window spans) — not per success — only when the
 ///   window shows neither queueing nor a drop beyond the tolerance, and the
 ///   limit was reached in it (a call was admitted with `L` in flight). A
-///   caller that does not use its limit learns nothing about more.
+///   caller that does not use its limit learns nothing about more. Nor
+///   does a window that served, by Little's law, under half the calls in
+///   flight: calls are going missing (dropped, to time out later), and the
+///   slow start ends there instead of doubling into the loss it cannot see
+///   yet.
 /// - **a slower dependency** is told from the caller's own queue: while the
 ///   latency stays above the baseline, the limit falls; once a window's
 ///   calls were admitted at no more than half the concurrency seen since the
@@ -755,6 +763,13 @@ impl Rounds {
         if !current || !reached {
             return;
         }
+        if calls_go_missing(summary) {
+            // Far fewer calls served than were in flight: calls are stuck
+            // (dropped, to time out later). Not a time for more, and a slow
+            // start's doubling would only add to them.
+            self.regrow = None;
+            return;
+        }
         let before = core.limit;
         if let Some(to) = self.regrow.filter(|&to| before < to) {
             core.set_limit((before * 2.0).min(to));
@@ -777,6 +792,29 @@ impl Rounds {
         if self.regrow.is_some_and(|to| core.limit >= to) {
             self.regrow = None;
         }
+    }
+}
+
+/// Whether a window served, by Little's law (successes × their mean
+/// latency ÷ the window's span), under half the calls in flight at the
+/// admission of its calls, on average. Only a window of at least [`LITTLE_SUCCESSES`]
+/// spanning two round trips or more can tell: a shorter one sees only the
+/// calls that happened to finish in it, and a handful is noise.
+fn calls_go_missing(summary: &WindowSummary) -> bool {
+    let span = summary
+        .closed
+        .saturating_duration_since(summary.started)
+        .as_secs_f64();
+    match summary.average {
+        Some(average)
+            if summary.successes() >= LITTLE_SUCCESSES
+                && span > 0.0
+                && span >= 2.0 * average.as_secs_f64() =>
+        {
+            let served = f64::from(summary.successes()) * average.as_secs_f64() / span;
+            served * 2.0 < summary.mean_in_flight()
+        }
+        _ => false,
     }
 }
 
@@ -1070,6 +1108,42 @@ mod tests {
         // Not in use: nothing learnt about more.
         round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
         assert_eq!(a.raw_limit(), 41.0);
+    }
+
+    #[test]
+    fn no_growth_while_calls_go_missing() {
+        // Windows of 250 ms; calls of 50 ms admitted with 20 in flight.
+        let window = |successes: u32| {
+            let mut a = Aimd::new(AimdConfig {
+                initial: 20,
+                noise: 0.0,
+                window: WindowConfig {
+                    min_duration: ms(250),
+                    max_duration: ms(250),
+                    min_samples: 1,
+                    ..WindowConfig::default()
+                },
+                ..AimdConfig::default()
+            })
+            .expect("valid config");
+            let t0 = Instant::now();
+            let gap = ms(250) / successes;
+            for i in 0..successes {
+                a.on_sample(t0 + gap * i, &Sample::new(Outcome::Success, ms(50), 20));
+            }
+            a.handle_timeout(t0 + ms(250));
+            a
+        };
+        // 100 served in 250 ms at 50 ms each: 20 at a time, as many as were
+        // in flight. The slow start doubles.
+        let healthy = window(100);
+        assert_eq!(healthy.raw_limit(), 40.0);
+        assert!(healthy.is_regrowing());
+        // 20 served: 4 at a time of the 20 in flight. The rest are stuck
+        // (dropped, to time out later): no growth, and no more slow start.
+        let missing = window(20);
+        assert_eq!(missing.raw_limit(), 20.0);
+        assert!(!missing.is_regrowing());
     }
 
     #[test]

@@ -208,6 +208,9 @@ pub struct WindowSummary {
     pub drops: u32,
     /// The most calls in flight at the admission of any recorded call.
     pub max_in_flight: u32,
+    /// The calls in flight at the admission of each recorded call, summed
+    /// (see [`WindowSummary::mean_in_flight`]).
+    pub sum_in_flight: u64,
     /// The aggregated latency of the successes (as configured), `None` if
     /// the window held only drops.
     pub latency: Option<Duration>,
@@ -233,6 +236,21 @@ pub struct WindowSummary {
 }
 
 impl WindowSummary {
+    /// The mean of the calls in flight at the admission of each recorded
+    /// call: for calls arriving at random, about the window's time-average
+    /// in-flight count. 0 for an empty window.
+    pub fn mean_in_flight(&self) -> f64 {
+        if self.samples == 0 {
+            return 0.0;
+        }
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "a sum of counts far below 2^53 in any real window"
+        )]
+        let sum = self.sum_in_flight as f64;
+        sum / f64::from(self.samples)
+    }
+
     /// Whether any call in the window was dropped.
     pub fn did_drop(&self) -> bool {
         self.drops > 0
@@ -289,6 +307,7 @@ pub struct Window {
     drops: u32,
     successes: u64,
     max_in_flight: u32,
+    sum_in_flight: u64,
     sum_nanos: u128,
     min_nanos: u64,
     max_nanos: u64,
@@ -330,6 +349,7 @@ impl Window {
             drops: 0,
             successes: 0,
             max_in_flight: 0,
+            sum_in_flight: 0,
             sum_nanos: 0,
             min_nanos: u64::MAX,
             max_nanos: 0,
@@ -400,6 +420,9 @@ impl Window {
         self.started.get_or_insert(now);
         self.samples = self.samples.saturating_add(1);
         self.max_in_flight = self.max_in_flight.max(sample.in_flight);
+        self.sum_in_flight = self
+            .sum_in_flight
+            .saturating_add(u64::from(sample.in_flight));
     }
 
     /// Whether the window is due at `now`: it has lasted the minimum
@@ -438,6 +461,7 @@ impl Window {
         self.drops = 0;
         self.successes = 0;
         self.max_in_flight = 0;
+        self.sum_in_flight = 0;
         self.sum_nanos = 0;
         self.min_nanos = u64::MAX;
         self.max_nanos = 0;
@@ -514,6 +538,7 @@ impl Window {
             samples: self.samples,
             drops: self.drops,
             max_in_flight: self.max_in_flight,
+            sum_in_flight: self.sum_in_flight,
             latency,
             average,
             min,

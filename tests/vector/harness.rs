@@ -90,6 +90,17 @@ pub(crate) trait Gatekeeper {
     /// if it is).
     fn attempt_ended(&mut self, now: Instant, ended: Ended);
 
+    /// An attempt under `slot` failed and the request keeps the slot for a
+    /// retry (one slot per request).
+    fn attempt_failed(&mut self, slot: &mut Self::Slot, ended: Ended) {
+        let _ = (slot, ended);
+    }
+
+    /// A retry goes out under `slot`, held since an earlier attempt.
+    fn retry_started(&mut self, slot: &mut Self::Slot) {
+        let _ = slot;
+    }
+
     /// Give a slot back after holding it for `held`; `last` is how its last
     /// attempt ended.
     fn give_back(&mut self, now: Instant, slot: Self::Slot, held: Duration, last: Ended);
@@ -213,6 +224,16 @@ impl Gatekeeper for ThroughLimiter {
     }
 
     fn attempt_ended(&mut self, _now: Instant, _ended: Ended) {}
+
+    fn attempt_failed(&mut self, slot: &mut Self::Slot, _ended: Ended) {
+        // The permit's per-attempt report: the policy hears of the
+        // deferral or timeout now, as Vector's controller does.
+        slot.record_attempt(rheostat::Outcome::Overload);
+    }
+
+    fn retry_started(&mut self, slot: &mut Self::Slot) {
+        slot.start_attempt();
+    }
 
     fn give_back(&mut self, _now: Instant, slot: Self::Slot, _held: Duration, last: Ended) {
         match last {
@@ -478,6 +499,9 @@ impl<K: Gatekeeper> Sim<'_, K> {
         let now = self.now;
         self.run.attempts += 1;
         self.requests[req].attempt_started = now;
+        if let Some(slot) = self.requests[req].slot.as_mut() {
+            self.keeper.retry_started(slot);
+        }
         let deadline = self.fire(now, TIMEOUT);
         match self.link.start(now) {
             Answer::After { delay, ok } => {
@@ -516,6 +540,8 @@ impl<K: Gatekeeper> Sim<'_, K> {
                 let held = now - self.requests[req].slot_taken;
                 self.keeper.give_back(now, slot, held, ended);
             }
+        } else if let Some(slot) = self.requests[req].slot.as_mut() {
+            self.keeper.attempt_failed(slot, ended);
         }
         if !matches!(ended, Ended::Served(_)) {
             let (previous, current) = self.requests[req].backoff;

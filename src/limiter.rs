@@ -1146,6 +1146,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         now: Instant,
     ) -> Vec<Transition> {
         let sample = Sample::new(outcome, latency, ticket.in_flight())
+            .with_in_flight_at_finish(self.in_flight())
             .with_probe(ticket.probe())
             .with_stale(ticket.generation != self.generation());
         let mut policy = self.lock();

@@ -597,3 +597,24 @@ fn a_probe_s_first_recorded_attempt_answers_for_it_and_its_retries_are_ordinary(
     assert_eq!(*probing.0.lock().unwrap(), [true, false]);
     assert_eq!(limiter.in_flight(), 0);
 }
+
+#[test]
+fn a_sample_tells_the_calls_in_flight_at_admission_and_at_finish() {
+    let recorder = Recorder::new(3);
+    let limiter = Limiter::new(recorder.clone());
+    let first = limiter.try_acquire().unwrap();
+    let second = limiter.try_acquire().unwrap();
+    let third = limiter.try_acquire().unwrap();
+    first.success();
+    second.overload();
+    third.ignore();
+    let seen: Vec<(u32, u32)> = recorder
+        .samples
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| (s.in_flight, s.in_flight_at_finish))
+        .collect();
+    // Finishing, each call still counts itself.
+    assert_eq!(seen, [(1, 3), (2, 2), (3, 1)]);
+}

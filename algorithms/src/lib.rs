@@ -97,6 +97,12 @@ pub struct Sample {
     /// `Sharding`) counts the slots parked on other cores as well: an
     /// over-estimate by at most one per core.
     pub in_flight: u32,
+    /// How many calls were in flight when this one finished, itself
+    /// included; 0 where not known (a sample built by hand, unless set
+    /// with [`Sample::with_in_flight_at_finish`]). With `in_flight`, it
+    /// tells a policy whether its limit was reached while the call was
+    /// out, not only when it was admitted.
+    pub in_flight_at_finish: u32,
     /// What the call says about the dependency.
     pub outcome: Outcome,
     /// Whether the call was admitted as a trial call under a probe gate.
@@ -114,6 +120,7 @@ impl Sample {
         Sample {
             latency,
             in_flight,
+            in_flight_at_finish: 0,
             outcome,
             probe: false,
             stale: false,
@@ -124,6 +131,13 @@ impl Sample {
     #[must_use]
     pub fn with_probe(mut self, probe: bool) -> Self {
         self.probe = probe;
+        self
+    }
+
+    /// The same sample, with the calls in flight when it finished.
+    #[must_use]
+    pub fn with_in_flight_at_finish(mut self, in_flight: u32) -> Self {
+        self.in_flight_at_finish = in_flight;
         self
     }
 

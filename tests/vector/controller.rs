@@ -35,8 +35,9 @@
 //! limiter *inside* the retry loop (Vector's distributed-service stack),
 //! each attempt takes a slot and its release carries the attempt's result.
 //! Through the [`Algorithm`] trait, a finished call is one release with its
-//! outcome and latency; a call is counted as having reached the limit if it
-//! was admitted with the limit's worth of calls in flight.
+//! outcome and latency; a round is counted as having reached the limit if a
+//! call in it was admitted, or finished, with the limit's worth of calls in
+//! flight.
 
 use std::time::{Duration, Instant};
 
@@ -248,7 +249,11 @@ impl Algorithm for VectorArc {
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
-        if sample.in_flight >= self.limit {
+        // Vector marks the round when a request takes the last slot; a
+        // policy hears of calls only as they finish, so the round counts as
+        // having reached the limit if the call was admitted at it or
+        // finished with the limit's worth in flight.
+        if sample.in_flight >= self.limit || sample.in_flight_at_finish >= self.limit {
             self.reached_limit = true;
         }
         match sample.outcome {

@@ -1,6 +1,7 @@
 //! Additive increase, multiplicative decrease: a concurrency limit that backs
 //! off on drops and, by default, on a rise in latency.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::window::{Recent, Window, WindowConfig, WindowSummary};
@@ -35,6 +36,10 @@ const STILL_SLOW: f64 = 0.75;
 /// the baseline: the first calls of a flow to finish are its fastest, so
 /// the first windows of a flow (at start, after an outage) read low.
 const SETTLE: u32 = 3;
+
+/// How many of the latest growths of the limit the latency mode remembers,
+/// to cut a late drop from the limit its call was admitted under.
+const GROWTHS_KEPT: usize = 32;
 
 /// The fewest successes a window needs before Little's law over it may say
 /// that calls go missing.
@@ -260,10 +265,11 @@ impl AimdConfig {
 ///   use until the first sign of queueing (it then returns to the limit
 ///   before the last doubling) or a drop beyond the tolerance.
 /// - **drops** ([`Outcome::Overload`], or a success slower than `timeout`)
-///   cut at once, `L × backoff` — from the calls in flight when the dropped
-///   call was admitted, if fewer than `L`: a timeout tells of a slow
-///   start's overshoot only when it expires, doublings later — while drops
-///   are more than
+///   cut at once, `L × backoff` — from what the dropped call met if that
+///   was less: the limit it was admitted under, if the limit has grown
+///   since (a timeout tells of a slow start's overshoot only when it
+///   expires, doublings later), or the calls then in flight, if the caller
+///   was using at least half that limit — while drops are more than
 ///   `loss_tolerance` of the last 50 or so calls (of all calls, before 50):
 ///   once per flight (not for a call admitted before the last cut) and once
 ///   per round trip (not within one baseline round-trip time of it), so a
@@ -411,6 +417,9 @@ struct Rounds {
     /// Whether the episode held fast failures only at some point (the
     /// dependency was down).
     down: bool,
+    /// The latest growths of the limit: when, and the limit before (at most
+    /// [`GROWTHS_KEPT`]).
+    grown: VecDeque<(Instant, f64)>,
 }
 
 impl Aimd {
@@ -443,6 +452,7 @@ impl Aimd {
                 rise: None,
                 episode: None,
                 down: false,
+                grown: VecDeque::new(),
             })),
         };
         Ok(Aimd {
@@ -612,11 +622,24 @@ impl Rounds {
             }
         }
         let before = core.limit;
-        // A slow drop cuts from the concurrency the call met, when the limit
-        // has grown since: a timeout reports a slow start's overshoot only
-        // once it expires, several doublings later.
-        if !fast && in_flight > 0 && f64::from(in_flight) < core.limit.floor() {
-            core.set_limit(f64::from(in_flight));
+        // A drop cuts from what the call met, when that was less than the
+        // limit now: the limit it was admitted under, if the limit has
+        // grown since (a timeout reports a slow start's overshoot only once
+        // it expires, doublings later), or the calls then in flight, if the
+        // caller was using at least half of that limit.
+        let then = self
+            .grown
+            .iter()
+            .find(|&&(at, _)| at > started)
+            .map_or(core.limit, |&(_, then)| then.min(core.limit));
+        let met = f64::from(in_flight);
+        let from = if met > 0.0 && met * 2.0 >= then {
+            met.min(then)
+        } else {
+            then
+        };
+        if from < core.limit.floor() {
+            core.set_limit(from);
         }
         self.back_off(core, now);
         if core.limit < floor {
@@ -788,6 +811,10 @@ impl Rounds {
         }
         if core.limit != before {
             self.changed_at = Some(now);
+            if self.grown.len() == GROWTHS_KEPT {
+                self.grown.pop_front();
+            }
+            self.grown.push_back((now, before));
         }
         if self.regrow.is_some_and(|to| core.limit >= to) {
             self.regrow = None;
@@ -1147,20 +1174,28 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_drop_cuts_from_the_concurrency_it_met_and_a_fast_one_not_at_all() {
+    fn a_late_drop_cuts_from_the_limit_its_call_met_and_a_fast_one_not_at_all() {
         let mut t = Instant::now();
         let mut a = latency(40, 0.0, &mut t);
+        let admitted = t;
         round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
-        assert_eq!(a.raw_limit(), 41.0);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 41);
+        assert_eq!(a.raw_limit(), 42.0);
         // Refused in a microsecond: the dependency is down, not queueing.
         t += ms(20);
         a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 10));
-        assert_eq!(a.raw_limit(), 41.0);
-        // Timed out, admitted with 10 in flight: the limit has grown since,
-        // and the cut is from the 10 the call met.
+        assert_eq!(a.raw_limit(), 42.0);
+        // Timed out, admitted under 40 before both growths: the cut is from
+        // the 40.
         t += ms(20);
-        a.on_sample(t, &Sample::new(Outcome::Overload, ms(800), 10));
-        assert_eq!(a.raw_limit(), 9.0);
+        a.on_sample(t, &Sample::new(Outcome::Overload, t - admitted, 40));
+        assert_eq!(a.raw_limit(), 36.0);
+        // A caller using little of a limit that has not grown since: from
+        // the limit, not from what was in flight.
+        let mut b = latency(40, 0.0, &mut t);
+        t += ms(20);
+        b.on_sample(t, &Sample::new(Outcome::Overload, ms(20), 1));
+        assert_eq!(b.raw_limit(), 36.0);
     }
 
     #[test]

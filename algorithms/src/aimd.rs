@@ -1,7 +1,6 @@
 //! Additive increase, multiplicative decrease: a concurrency limit that backs
 //! off on drops and, by default, on a rise in latency.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::window::{Recent, Window, WindowConfig, WindowSummary};
@@ -39,7 +38,7 @@ const SETTLE: u32 = 3;
 
 /// How many of the latest growths of the limit the latency mode remembers,
 /// to cut a late drop from the limit its call was admitted under.
-const GROWTHS_KEPT: usize = 32;
+const GROWTHS_KEPT: usize = 8;
 
 /// The fewest successes a window needs before Little's law over it may say
 /// that calls go missing.
@@ -419,7 +418,7 @@ struct Rounds {
     down: bool,
     /// The latest growths of the limit: when, and the limit before (at most
     /// [`GROWTHS_KEPT`]).
-    grown: VecDeque<(Instant, f64)>,
+    grown: Vec<(Instant, f64)>,
 }
 
 impl Aimd {
@@ -452,7 +451,7 @@ impl Aimd {
                 rise: None,
                 episode: None,
                 down: false,
-                grown: VecDeque::new(),
+                grown: Vec::new(),
             })),
         };
         Ok(Aimd {
@@ -812,9 +811,9 @@ impl Rounds {
         if core.limit != before {
             self.changed_at = Some(now);
             if self.grown.len() == GROWTHS_KEPT {
-                self.grown.pop_front();
+                self.grown.remove(0);
             }
-            self.grown.push_back((now, before));
+            self.grown.push((now, before));
         }
         if self.regrow.is_some_and(|to| core.limit >= to) {
             self.regrow = None;

@@ -59,6 +59,8 @@ struct Run {
     seconds: Vec<brownout::Second>,
     /// The limiter's in-flight count, sampled every 50 ms, per second.
     in_flight: Vec<Vec<u32>>,
+    /// Requests the server gave a worker, in each second.
+    started: Vec<u64>,
 }
 
 async fn run(limiter: DynLimiter) -> Run {
@@ -82,10 +84,13 @@ async fn run(limiter: DynLimiter) -> Run {
     )
     .unwrap();
     let limiter = Arc::new(limiter);
+    let server = Arc::new(server);
     let sampler = {
         let limiter = Arc::clone(&limiter);
+        let server = Arc::clone(&server);
         tokio::spawn(async move {
             let mut samples = vec![Vec::new(); RUN as usize + 1];
+            let mut started = vec![0; RUN as usize + 1];
             let mut tick = tokio::time::interval(Duration::from_millis(50));
             while start.elapsed() < secs(RUN) {
                 tick.tick().await;
@@ -93,8 +98,11 @@ async fn run(limiter: DynLimiter) -> Run {
                 if let Some(slot) = samples.get_mut(s) {
                     slot.push(limiter.in_flight());
                 }
+                if let Some(slot) = started.get_mut(s) {
+                    *slot = server.started();
+                }
             }
-            samples
+            (samples, started)
         })
     };
     let service = brownout::client(Arc::clone(&limiter), Duration::from_millis(800), None);
@@ -106,10 +114,19 @@ async fn run(limiter: DynLimiter) -> Run {
         secs(RUN),
     )
     .await;
-    let in_flight = sampler.await.unwrap();
+    let (in_flight, totals) = sampler.await.unwrap();
+    let started = totals
+        .iter()
+        .scan(0, |before, &total| {
+            let in_second = total.saturating_sub(*before);
+            *before = total.max(*before);
+            Some(in_second)
+        })
+        .collect();
     Run {
         seconds: brownout::seconds(&records),
         in_flight,
+        started,
     }
 }
 
@@ -118,10 +135,11 @@ fn print(name: &str, run: &Run) {
     for (i, s) in run.seconds.iter().enumerate() {
         let flights = run.in_flight.get(i).cloned().unwrap_or_default();
         let mean = flights.iter().map(|&n| f64::from(n)).sum::<f64>() / flights.len().max(1) as f64;
+        let started = run.started.get(i).copied().unwrap_or(0);
         println!(
-            "{i:>2}s {:<17} sent {:>4} ok {:>4} errors {:>4} rejected {:>4} in flight {:>5.1} p50 {:>7.1?} p99 {:>7.1?}",
+            "{i:>2}s {:<17} sent {:>4} ok {:>4} errors {:>4} rejected {:>4} in flight {:>5.1} server started {:>4} p50 {:>7.1?} p99 {:>7.1?}",
             phase_name(i as u64),
-            s.sent, s.ok, s.errors, s.rejected, mean, s.p50, s.p99
+            s.sent, s.ok, s.errors, s.rejected, mean, started, s.p50, s.p99
         );
     }
 }

@@ -92,12 +92,15 @@ pub(crate) struct Server {
     schedule: Vec<(Duration, Phase)>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    started: Arc<AtomicU64>,
 }
 
 struct State {
     phase: AtomicU8,
     workers: Semaphore,
     served_since_recovery: AtomicU64,
+    /// Requests that got a worker, since the start.
+    started: Arc<AtomicU64>,
     dependency: Dependency,
 }
 
@@ -114,13 +117,15 @@ impl Server {
         let addr = listener.local_addr()?;
         let (shutdown, stopped) = oneshot::channel();
         let steps = schedule.clone();
+        let started = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&started);
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()
                 .build()
                 .expect("a runtime for the server");
-            runtime.block_on(serve(listener, dependency, steps, start, stopped));
+            runtime.block_on(serve(listener, dependency, steps, start, stopped, counter));
         });
         Ok(Server {
             addr,
@@ -128,7 +133,14 @@ impl Server {
             schedule,
             shutdown: Some(shutdown),
             thread: Some(thread),
+            started,
         })
+    }
+
+    /// Requests that got a worker since the server started (the cold start
+    /// warms on these).
+    pub(crate) fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
     }
 
     pub(crate) fn addr(&self) -> SocketAddr {
@@ -170,12 +182,14 @@ async fn serve(
     schedule: Vec<(Duration, Phase)>,
     start: Instant,
     mut stopped: oneshot::Receiver<()>,
+    started: Arc<AtomicU64>,
 ) {
     let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
     let state = Arc::new(State {
         phase: AtomicU8::new(Phase::Normal.code()),
         workers: Semaphore::new(dependency.workers),
         served_since_recovery: AtomicU64::new(0),
+        started,
         dependency,
     });
     tokio::spawn(follow(Arc::clone(&state), schedule, start));
@@ -243,6 +257,7 @@ async fn answer(state: Arc<State>) -> Result<Response<Full<Bytes>>, std::io::Err
     let Ok(_worker) = state.workers.acquire().await else {
         return Ok(respond(StatusCode::SERVICE_UNAVAILABLE));
     };
+    state.started.fetch_add(1, Ordering::SeqCst);
     let served = state.served_since_recovery.fetch_add(1, Ordering::SeqCst);
     let cold = Phase::from_code(state.phase.load(Ordering::SeqCst)) == Phase::ColdStart
         && served < state.dependency.warm_after;

@@ -279,11 +279,13 @@ impl AimdConfig {
 ///   window spans) — not per success — only when the
 ///   window shows neither queueing nor a drop beyond the tolerance, and the
 ///   limit was reached in it (a call was admitted with `L` in flight). A
-///   caller that does not use its limit learns nothing about more. Nor
-///   does a window that served, by Little's law, under half the calls in
-///   flight: calls are going missing (dropped, to time out later), and the
-///   slow start ends there instead of doubling into the loss it cannot see
-///   yet.
+///   caller that does not use its limit learns nothing about more.
+/// - **calls going missing**: a window that served, by Little's law
+///   (successes × their mean latency ÷ its span, over at least 10 successes
+///   and two round trips), under half the calls it had in flight on
+///   average has calls stuck somewhere (dropped, to time out later): the
+///   slow start ends, and the limit falls to twice what was served, instead
+///   of doubling into a loss it cannot see for a timeout yet.
 /// - **a slower dependency** is told from the caller's own queue: while the
 ///   latency stays above the baseline, the limit falls; once a window's
 ///   calls were admitted at no more than half the concurrency seen since the
@@ -785,11 +787,18 @@ impl Rounds {
         if !current || !reached {
             return;
         }
-        if calls_go_missing(summary) {
+        if let Some(served) = served_when_calls_go_missing(summary) {
             // Far fewer calls served than were in flight: calls are stuck
             // (dropped, to time out later). Not a time for more, and a slow
-            // start's doubling would only add to them.
+            // start's doubling would only add to them: back to twice what
+            // was served.
             self.regrow = None;
+            let to = (2.0 * served).max(f64::from(core.config.min));
+            if to < core.limit {
+                core.set_limit(to);
+                core.last_backoff = Some(now);
+                self.changed_at = Some(now);
+            }
             return;
         }
         let before = core.limit;
@@ -826,7 +835,7 @@ impl Rounds {
 /// admission of its calls, on average. Only a window of at least [`LITTLE_SUCCESSES`]
 /// spanning two round trips or more can tell: a shorter one sees only the
 /// calls that happened to finish in it, and a handful is noise.
-fn calls_go_missing(summary: &WindowSummary) -> bool {
+fn served_when_calls_go_missing(summary: &WindowSummary) -> Option<f64> {
     let span = summary
         .closed
         .saturating_duration_since(summary.started)
@@ -838,9 +847,9 @@ fn calls_go_missing(summary: &WindowSummary) -> bool {
                 && span >= 2.0 * average.as_secs_f64() =>
         {
             let served = f64::from(summary.successes()) * average.as_secs_f64() / span;
-            served * 2.0 < summary.mean_in_flight()
+            (served * 2.0 < summary.mean_in_flight()).then_some(served)
         }
-        _ => false,
+        _ => None,
     }
 }
 
@@ -1137,7 +1146,7 @@ mod tests {
     }
 
     #[test]
-    fn no_growth_while_calls_go_missing() {
+    fn while_calls_go_missing_the_limit_falls_to_twice_what_is_served() {
         // Windows of 250 ms; calls of 50 ms admitted with 20 in flight.
         let window = |successes: u32| {
             let mut a = Aimd::new(AimdConfig {
@@ -1166,9 +1175,10 @@ mod tests {
         assert_eq!(healthy.raw_limit(), 40.0);
         assert!(healthy.is_regrowing());
         // 20 served: 4 at a time of the 20 in flight. The rest are stuck
-        // (dropped, to time out later): no growth, and no more slow start.
+        // (dropped, to time out later): no more slow start, and back to
+        // twice what was served.
         let missing = window(20);
-        assert_eq!(missing.raw_limit(), 20.0);
+        assert_eq!(missing.raw_limit(), 8.0);
         assert!(!missing.is_regrowing());
     }
 

@@ -53,6 +53,10 @@
 //!   controller had when its ranges were recorded (one scenario,
 //!   defers-at-high-rate, predates per-attempt reports: see its data file).
 //!   The share as Vector runs today, for every scenario, is printed too.
+//! - Vector's controller driven through a real `Limiter` as an `Algorithm`
+//!   matches its own semaphore-driven row, one slot per attempt, in every
+//!   adaptive scenario over three seeds (within 2% on time and waste): the
+//!   `Algorithm` interface tells a policy enough to run Vector's rounds.
 //! - The same seed gives the same tables.
 //! - Keeping abandoned answers on the link forever, as Vector's harness does,
 //!   changes nothing for Vector's controller (see [`link`]).
@@ -194,6 +198,38 @@ fn vector_s_abandoned_answers_change_nothing_for_its_controller() {
             let ours = Row::Vector.run(&s, mode, SEED, false);
             let vectors = Row::Vector.run(&s, mode, SEED, true);
             assert_eq!(ours, vectors, "{} in mode {mode:?}", s.name);
+        }
+    }
+}
+
+/// Vector's controller, driven through a real `Limiter` as an `Algorithm`,
+/// behaves as Vector's own semaphore-driven controller with one slot per
+/// attempt: the runtime tells a policy enough (each call's in-flight count
+/// at admission and at finish) to run Vector's rounds. Over several seeds.
+#[test]
+fn vector_s_controller_through_the_limiter_matches_its_own_row() {
+    for seed in 1..=3 {
+        for s in scenario::all() {
+            if s.params.concurrency != scenario::Concurrency::Adaptive {
+                continue;
+            }
+            let own = Row::Vector.run(&s, Mode::PerAttempt, seed, false);
+            let through = Row::VectorLimiter.run(&s, Mode::PerAttempt, seed, false);
+            let waste = |r: &harness::Run| r.deferred + r.dropped + r.slow;
+            assert!(
+                (through.seconds - own.seconds).abs() <= 0.02 * own.seconds,
+                "seed {seed}, {}: {:.2} s through the limiter, {:.2} s as Vector runs it",
+                s.name,
+                through.seconds,
+                own.seconds
+            );
+            assert!(
+                waste(&through).abs_diff(waste(&own)) <= waste(&own) / 50 + 1,
+                "seed {seed}, {}: {} attempts wasted through the limiter, {} as Vector runs it",
+                s.name,
+                waste(&through),
+                waste(&own)
+            );
         }
     }
 }

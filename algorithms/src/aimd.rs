@@ -1407,6 +1407,35 @@ mod tests {
     }
 
     #[test]
+    fn timeouts_after_refusals_meet_the_limit_the_outage_began_with() {
+        let mut t = Instant::now();
+        let mut a = latency(40, 0.0, &mut t);
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+        assert_eq!(a.raw_limit(), 41.0);
+        // A minute of refused connections: held.
+        let refused = [(Outcome::Overload, us(1)); 5];
+        for _ in 0..6000 {
+            round_trip(&mut a, &mut t, &refused, 1);
+        }
+        assert_eq!(a.raw_limit(), 41.0);
+        // Back, cold: every call times out. The refused minute does not
+        // count, and after refusals the floor is the whole limit, so the
+        // cold dependency still gets about the calls it had (the floor has
+        // decayed for the 0.8 s since the last refusal)...
+        let timed_out = [(Outcome::Overload, ms(800)); 5];
+        round_trip(&mut a, &mut t, &timed_out, 41);
+        assert!(a.raw_limit() > 0.9 * 41.0, "{}", a.raw_limit());
+        // ...halving every 10 s the timeouts go on.
+        let cold = t;
+        while t < cold + Duration::from_secs(10) {
+            let limit = a.gate().limit;
+            round_trip(&mut a, &mut t, &timed_out, limit);
+        }
+        let limit = a.raw_limit();
+        assert!((17.0..=21.0).contains(&limit), "{limit}");
+    }
+
+    #[test]
     fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
         let mut t = Instant::now();
         let mut a = latency(40, 0.0, &mut t);

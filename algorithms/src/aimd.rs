@@ -40,10 +40,6 @@ const SETTLE: u32 = 3;
 /// to cut a late drop from the limit its call was admitted under.
 const GROWTHS_KEPT: usize = 8;
 
-/// The fewest successes a window needs before Little's law over it may say
-/// that calls go missing.
-const LITTLE_SUCCESSES: u32 = 10;
-
 /// About how many calls the latency mode measures its drop rate over.
 const LOSS_SPAN: f64 = 50.0;
 
@@ -787,7 +783,7 @@ impl Rounds {
         if !current || !reached {
             return;
         }
-        if let Some(served) = served_when_calls_go_missing(summary) {
+        if let Some(served) = crate::window::served_when_calls_go_missing(summary) {
             // Far fewer calls served than were in flight: calls are stuck
             // (dropped, to time out later). Not a time for more, and a slow
             // start's doubling would only add to them: back to twice what
@@ -827,29 +823,6 @@ impl Rounds {
         if self.regrow.is_some_and(|to| core.limit >= to) {
             self.regrow = None;
         }
-    }
-}
-
-/// Whether a window served, by Little's law (successes × their mean
-/// latency ÷ the window's span), under half the calls in flight at the
-/// admission of its calls, on average. Only a window of at least [`LITTLE_SUCCESSES`]
-/// spanning two round trips or more can tell: a shorter one sees only the
-/// calls that happened to finish in it, and a handful is noise.
-fn served_when_calls_go_missing(summary: &WindowSummary) -> Option<f64> {
-    let span = summary
-        .closed
-        .saturating_duration_since(summary.started)
-        .as_secs_f64();
-    match summary.average {
-        Some(average)
-            if summary.successes() >= LITTLE_SUCCESSES
-                && span > 0.0
-                && span >= 2.0 * average.as_secs_f64() =>
-        {
-            let served = f64::from(summary.successes()) * average.as_secs_f64() / span;
-            (served * 2.0 < summary.mean_in_flight()).then_some(served)
-        }
-        _ => None,
     }
 }
 

@@ -40,6 +40,7 @@ pub mod breaker;
 pub mod buckets;
 pub mod fixed;
 pub mod gradient;
+mod missing;
 mod outage;
 mod rng;
 #[cfg(feature = "serde")]

@@ -14,9 +14,10 @@
 //!   cut as drops do, but at first only down to half the limit the episode
 //!   began with (the whole of it when the dependency refused calls first:
 //!   timeouts then are most likely a cold start), a floor that halves every
-//!   10 s calls keep timing out (time spent refused does not count): a dependency that warms only with
-//!   traffic keeps getting calls to warm through a cold start of seconds,
-//!   and a black hole is left with the policy's own floor within a minute.
+//!   10 s calls keep timing out (time spent refused does not count): a
+//!   dependency that warms only with traffic keeps getting calls to warm
+//!   through a cold start of seconds, and a black hole is left with the
+//!   policy's own floor within a minute.
 //!
 //! Once a window succeeds again the episode is over and the policy regrows
 //! multiplicatively until the first sign of queueing, instead of one step at
@@ -35,16 +36,50 @@ const FLOOR: f64 = 0.5;
 /// …a share that halves every this long calls keep timing out.
 const FLOOR_HALF_LIFE: Duration = Duration::from_secs(10);
 
-/// The lowest slow failures may cut a limit to, `now`, in an episode that
-/// began at `since` with the limit at `began`. `down`: the episode began
-/// with fast failures only (the dependency refused calls), so calls timing
-/// out now are most likely a dependency coming back cold, and the floor
-/// starts at the whole of `began`.
-pub(crate) fn floor(since: Instant, began: f64, now: Instant, down: bool) -> f64 {
-    let halvings =
-        now.saturating_duration_since(since).as_secs_f64() / FLOOR_HALF_LIFE.as_secs_f64();
-    let share = if down { 1.0 } else { FLOOR };
-    began * share * 0.5f64.powf(halvings)
+/// An episode of windows that held nothing but failures: when its floor
+/// started decaying, the limit it began with, and whether the dependency
+/// refused calls in it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Episode {
+    /// While it lasts: when it began (or its fast failures last held) and
+    /// the limit it began with.
+    began: Option<(Instant, f64)>,
+    /// Whether a window of it held fast failures only.
+    down: bool,
+}
+
+impl Episode {
+    /// A window of nothing but failures closed at `now`, with the limit at
+    /// `limit`; `fast`: every failure in it was fast. The floor decays only
+    /// while calls time out: a dependency that refused calls for a minute
+    /// and comes back cold is met with the limit it had.
+    pub(crate) fn failed(&mut self, now: Instant, limit: f64, fast: bool) {
+        let began = self.began.get_or_insert((now, limit));
+        if fast {
+            began.0 = now;
+            self.down = true;
+        }
+    }
+
+    /// Something was served: the episode is over. The limit it began
+    /// with, if one was going on.
+    pub(crate) fn end(&mut self) -> Option<f64> {
+        self.down = false;
+        self.began.take().map(|(_, began)| began)
+    }
+
+    /// The lowest slow failures may cut the limit to `now`, while an
+    /// episode lasts: `FLOOR` of the limit it began with — the whole of it
+    /// if the dependency refused calls first, since timeouts then are most
+    /// likely a cold start — halving every `FLOOR_HALF_LIFE` from when the
+    /// calls began timing out.
+    pub(crate) fn floor(&self, now: Instant) -> Option<f64> {
+        let (since, began) = self.began?;
+        let halvings =
+            now.saturating_duration_since(since).as_secs_f64() / FLOOR_HALF_LIFE.as_secs_f64();
+        let share = if self.down { 1.0 } else { FLOOR };
+        Some(began * share * 0.5f64.powf(halvings))
+    }
 }
 
 /// What a closed window says.
@@ -64,11 +99,7 @@ pub(crate) enum Failing {
 /// The state of an episode of windows that held nothing but failures.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Outage {
-    /// While an episode lasts: when it began (or its fast failures last
-    /// held) and the limit it began with.
-    began: Option<(Instant, f64)>,
-    /// Whether the episode held fast failures only at some point.
-    down: bool,
+    episode: Episode,
     /// Since an episode ended, until the first sign of queueing.
     regrow: bool,
 }
@@ -87,8 +118,7 @@ impl Outage {
     ) -> Failing {
         if summary.successes() > 0 || summary.drops == 0 {
             // Regrow if the episode cut the limit.
-            self.down = false;
-            if self.began.take().is_some_and(|(_, began)| limit < began) {
+            if self.episode.end().is_some_and(|began| limit < began) {
                 self.regrow = true;
             }
             return Failing::No;
@@ -97,18 +127,12 @@ impl Outage {
             (Some(slowest), Some(rtt)) => slowest.as_secs_f64() < FAST * rtt,
             _ => false,
         };
-        let episode = self.began.get_or_insert((now, limit));
+        self.episode.failed(now, limit, fast);
         if fast {
-            // The floor decays only while calls time out: a dependency that
-            // refused calls for a minute and comes back cold is met with the
-            // limit it had.
-            episode.0 = now;
-            self.down = true;
             return Failing::Fast;
         }
-        let (since, began) = *episode;
         Failing::Slow {
-            floor: floor(since, began, now, self.down).max(min),
+            floor: self.episode.floor(now).unwrap_or(min).max(min),
         }
     }
 

@@ -1,0 +1,398 @@
+//! The latency mode of [`Aimd`](super::Aimd): its round trips, baseline,
+//! slow start and outages (the rules are on `Aimd`'s documentation).
+
+use std::time::{Duration, Instant};
+
+use super::{secs_to_duration, AimdConfig, Core};
+use crate::outage::Episode;
+use crate::window::{Recent, Window, WindowSummary};
+use crate::{ConfigError, Outcome, Sample};
+
+/// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
+/// zero latency is read as this, so ratios stay finite.
+const MIN_RTT: f64 = 1e-9;
+
+/// A drop faster than this fraction of the baseline round-trip time is a
+/// *fast failure* (a refused connection, an immediate error): the dependency
+/// did not queue the call.
+const FAST_FAILURE: f64 = 0.25;
+
+/// How far a round trip without queueing moves the baseline toward the
+/// upper end of its band when that is lower...
+const BASELINE_FALL: f64 = 1.0 / 16.0;
+
+/// ...and when it is higher: the baseline follows a fall within a few
+/// round trips and a rise only slowly, so the caller's own standing queue
+/// is not taken as normal.
+const BASELINE_RISE: f64 = 1.0 / 2048.0;
+
+/// While the caller's concurrency has halved since the latency rose, a
+/// latency still above this fraction of the one seen when it rose says the
+/// rise is the dependency's, not a queue the caller built: queueing delay
+/// falls with the calls queued.
+const STILL_SLOW: f64 = 0.75;
+
+/// How many of its own average latencies must separate a window's close
+/// from the start of the flow of calls it belongs to before it may judge
+/// the baseline: the first calls of a flow to finish are its fastest, so
+/// the first windows of a flow (at start, after an outage) read low.
+const SETTLE: u32 = 3;
+
+/// How many of the latest growths of the limit the latency mode remembers,
+/// to cut a late drop from the limit its call was admitted under.
+const GROWTHS_KEPT: usize = 8;
+
+/// About how many calls the latency mode measures its drop rate over.
+const LOSS_SPAN: f64 = 50.0;
+
+/// What the latency mode keeps besides: its round trips.
+#[derive(Clone, Debug)]
+pub(super) struct Rounds {
+    pub(super) window: Window,
+    recent: Recent,
+    /// The round-trip time without queueing, in seconds.
+    pub(super) baseline: Option<f64>,
+    /// When the limit last changed.
+    changed_at: Option<Instant>,
+    /// The successes of the open window admitted since the limit last
+    /// changed.
+    fresh: u32,
+    /// The drops of the open window that were not fast failures.
+    slow_drops: u32,
+    /// Whether the open window holds a drop beyond the loss tolerance.
+    congested: bool,
+    /// When the earliest success of the open window started.
+    window_first: Option<Instant>,
+    /// When the first success of the current flow of calls started; reset
+    /// by a window without successes.
+    flow_start: Option<Instant>,
+    /// Whether the baseline comes from windows read before the flow
+    /// settled, to be replaced by the first one after.
+    provisional: bool,
+    /// The share of recent calls that were drops, and how many calls have
+    /// been seen (up to the span).
+    loss: f64,
+    calls: f64,
+    /// While the limit regrows multiplicatively (slow start, or after an
+    /// outage): the limit it regrows to before growing one per round trip
+    /// again.
+    pub(super) regrow: Option<f64>,
+    /// The limit before the latest doubling, while that was the latest
+    /// change.
+    doubled_from: Option<f64>,
+    /// Since the latency rose beyond the noise: the most calls in flight
+    /// and the latency then.
+    rise: Option<(u32, f64)>,
+    /// Since a window held nothing but failures: while it lasts, fast
+    /// failures hold the limit and slow ones cut it no lower than a
+    /// decaying floor (see `crate::outage`, which Vegas and Gradient follow).
+    episode: Episode,
+    /// The latest growths of the limit: when, and the limit before (at most
+    /// [`GROWTHS_KEPT`]).
+    grown: Vec<(Instant, f64)>,
+}
+
+impl Rounds {
+    /// The latency mode's state for `config`, in slow start if configured.
+    pub(super) fn new(config: &AimdConfig) -> Result<Self, ConfigError> {
+        Ok(Rounds {
+            window: Window::new(config.window.clone()).map_err(|e| e.within("aimd"))?,
+            recent: Recent::new(config.window.min_samples),
+            baseline: None,
+            changed_at: None,
+            fresh: 0,
+            slow_drops: 0,
+            congested: false,
+            window_first: None,
+            flow_start: None,
+            provisional: false,
+            loss: 0.0,
+            calls: 0.0,
+            // Slow start: the first limit is a guess, so double until
+            // the first sign of queueing.
+            regrow: config.slow_start.then_some(f64::from(config.max)),
+            doubled_from: None,
+            rise: None,
+            episode: Episode::default(),
+            grown: Vec::new(),
+        })
+    }
+
+    /// Whether a drop is a fast failure: far faster than the baseline, or
+    /// with no baseline yet to compare it with.
+    fn is_fast_failure(&self, sample: &Sample) -> bool {
+        sample.outcome == Outcome::Overload
+            && self
+                .baseline
+                .is_none_or(|b| sample.latency.as_secs_f64() < FAST_FAILURE * b)
+    }
+
+    /// Cut the limit at `now`.
+    fn back_off(&mut self, core: &mut Core, now: Instant) {
+        core.back_off(now);
+        self.changed_at = Some(now);
+        self.doubled_from = None;
+    }
+
+    pub(super) fn on_sample(&mut self, core: &mut Core, now: Instant, sample: &Sample) {
+        if sample.outcome != Outcome::Ignore {
+            let started = sample.started(now);
+            let dropped = core.is_drop(sample);
+            self.calls = (self.calls + 1.0).min(LOSS_SPAN);
+            let target = if dropped { 1.0 } else { 0.0 };
+            self.loss += (target - self.loss) / self.calls;
+            if dropped {
+                let fast = self.is_fast_failure(sample);
+                if !fast {
+                    self.slow_drops = self.slow_drops.saturating_add(1);
+                }
+                self.on_drop(core, now, started, sample.in_flight, fast);
+            } else {
+                self.window_first = Some(self.window_first.map_or(started, |f| f.min(started)));
+                if self.changed_at.is_none_or(|changed| started >= changed) {
+                    self.fresh = self.fresh.saturating_add(1);
+                }
+            }
+            self.window.add(now, sample);
+        }
+        self.handle_timeout(core, now);
+    }
+
+    pub(super) fn handle_timeout(&mut self, core: &mut Core, now: Instant) {
+        if let Some(summary) = self.window.close_if_due(now) {
+            self.on_window(core, now, &summary);
+        }
+    }
+
+    /// A drop at `now` of a call started at `started` with `in_flight`
+    /// calls in flight: one cut per flight and per round trip.
+    fn on_drop(
+        &mut self,
+        core: &mut Core,
+        now: Instant,
+        started: Instant,
+        in_flight: u32,
+        fast: bool,
+    ) {
+        if self.loss <= core.config.loss_tolerance {
+            return;
+        }
+        if fast && self.baseline.is_some() {
+            // A refused connection, an instant error: the dependency is
+            // down or turning calls away, not queueing them. Hold; the
+            // latency of what it does serve tells of any queue.
+            return;
+        }
+        let floor = self.episode.floor(now).unwrap_or(0.0);
+        self.congested = true;
+        if !fast {
+            self.regrow = None;
+        }
+        if core.config.one_backoff_per_flight {
+            if let Some(cut) = core.last_backoff {
+                let round_trip = self.baseline.map_or(Duration::ZERO, secs_to_duration);
+                let next = cut.checked_add(round_trip).unwrap_or(cut);
+                if started < cut || now < next {
+                    return;
+                }
+            }
+        }
+        let before = core.limit;
+        // A drop cuts from what the call met, when that was less than the
+        // limit now: the limit it was admitted under, if the limit has
+        // grown since (a timeout reports a slow start's overshoot only once
+        // it expires, doublings later), or the calls then in flight, if the
+        // caller was using at least half of that limit.
+        let then = self
+            .grown
+            .iter()
+            .find(|&&(at, _)| at > started)
+            .map_or(core.limit, |&(_, then)| then.min(core.limit));
+        let met = f64::from(in_flight);
+        let from = if met > 0.0 && met * 2.0 >= then {
+            met.min(then)
+        } else {
+            then
+        };
+        if from < core.limit.floor() {
+            core.set_limit(from);
+        }
+        self.back_off(core, now);
+        if core.limit < floor {
+            core.set_limit(floor.min(before));
+        }
+    }
+
+    fn on_window(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary) {
+        // The window judges the current limit only if most of its
+        // successes were admitted under it.
+        let current = u64::from(self.fresh) * 2 >= u64::from(summary.successes());
+        self.fresh = 0;
+        let slow_drops = std::mem::take(&mut self.slow_drops);
+        let congested = std::mem::take(&mut self.congested);
+        let first = self.window_first.take();
+        self.recent.update(summary);
+        if summary.successes() == 0 && summary.drops > 0 {
+            self.episode.failed(now, core.limit, slow_drops == 0);
+        } else if let Some(began) = self.episode.end() {
+            // Answering again after an episode that cut the limit: regrow,
+            // to where it began.
+            if core.limit < began {
+                self.regrow = Some(self.regrow.map_or(began, |to| to.max(began)));
+            }
+        }
+        if summary.successes() == 0 {
+            self.flow_start = None;
+            // Nothing but fast failures: the dependency is down, not
+            // queueing. When it answers again, regrow.
+            if summary.drops > 0 && slow_drops == 0 {
+                self.regrow = Some(f64::from(core.config.max));
+            }
+            return;
+        }
+        let Some(x) = self.recent.latency() else {
+            return;
+        };
+        let x = x.max(MIN_RTT);
+        let band = core.config.noise * self.recent.relative_error();
+        let upper = x * (1.0 + band);
+        let lower = x * (1.0 - band);
+        let flow_start = *self
+            .flow_start
+            .get_or_insert(first.unwrap_or(summary.started));
+        let settled = summary.average.is_some_and(|average| {
+            average.checked_mul(SETTLE).is_some_and(|settle| {
+                summary.closed.saturating_duration_since(flow_start) >= settle
+            })
+        });
+        if !settled {
+            // The flow's first calls to finish are its fastest: this window
+            // reads low. It may stand in for a baseline not yet known, and
+            // decides nothing.
+            if self.baseline.is_none() || self.provisional {
+                self.baseline = Some(upper);
+                self.provisional = true;
+            }
+            return;
+        }
+        if std::mem::take(&mut self.provisional) {
+            self.baseline = None;
+        }
+        let Some(mut baseline) = self.baseline else {
+            // The first baseline. From a window of fewer calls than a window
+            // wants (a slow start from a low limit), its band is wide and
+            // its upper end far above the latency: it stands in only until a
+            // full window, which then replaces it.
+            self.baseline = Some(upper);
+            self.provisional = summary.successes() < core.config.window.min_samples;
+            if !congested {
+                self.grow(core, now, summary, current);
+            }
+            return;
+        };
+        let mut queueing = lower > baseline;
+        if queueing {
+            let in_flight = summary.max_in_flight;
+            let at_floor = core.limit <= f64::from(core.config.min);
+            match self.rise {
+                None => self.rise = Some((in_flight, x)),
+                Some((peak, then)) if u64::from(in_flight) * 2 <= u64::from(peak) || at_floor => {
+                    if x >= STILL_SLOW * then {
+                        // Half the calls (or as few as the floor allows),
+                        // hardly faster: the dependency is slower, not
+                        // queueing the caller's calls.
+                        baseline = upper.min(2.0 * baseline);
+                        queueing = lower > baseline;
+                    }
+                    self.rise = queueing.then_some((in_flight, x));
+                }
+                Some((peak, then)) => self.rise = Some((peak.max(in_flight), then)),
+            }
+        } else {
+            self.rise = None;
+            let weight = (f64::from(summary.successes())
+                / f64::from(core.config.window.min_samples.max(1)))
+            .min(1.0);
+            let step = if upper < baseline {
+                BASELINE_FALL
+            } else {
+                BASELINE_RISE
+            };
+            baseline += step * weight * (upper - baseline);
+        }
+        self.baseline = Some(baseline);
+
+        if queueing {
+            if !current && core.config.one_backoff_per_flight {
+                return;
+            }
+            let app_limited = f64::from(summary.max_in_flight) * 2.0 < core.limit;
+            if app_limited && lower <= 2.0 * baseline {
+                return;
+            }
+            self.regrow = None;
+            match self.doubled_from.take() {
+                // The doubling overshot: back to the limit before it.
+                Some(before) => {
+                    core.set_limit(before);
+                    core.last_backoff = Some(now);
+                    self.changed_at = Some(now);
+                }
+                None => self.back_off(core, now),
+            }
+            return;
+        }
+        if !congested {
+            self.grow(core, now, summary, current);
+        }
+    }
+
+    /// A round trip without queueing or drops: one more, or twice as many
+    /// while regrowing, if the limit was in use.
+    fn grow(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary, current: bool) {
+        let reached = summary.max_in_flight >= core.gate().limit;
+        if !current || !reached {
+            return;
+        }
+        if let Some(served) = crate::missing::served_when_calls_go_missing(summary) {
+            // Far fewer calls served than were in flight: calls are stuck
+            // (dropped, to time out later). Not a time for more, and a slow
+            // start's doubling would only add to them: back to twice what
+            // was served.
+            self.regrow = None;
+            let to = (2.0 * served).max(f64::from(core.config.min));
+            if to < core.limit {
+                core.set_limit(to);
+                core.last_backoff = Some(now);
+                self.changed_at = Some(now);
+            }
+            return;
+        }
+        let before = core.limit;
+        if let Some(to) = self.regrow.filter(|&to| before < to) {
+            core.set_limit((before * 2.0).min(to));
+            self.doubled_from = Some(before);
+        } else {
+            self.regrow = None;
+            // One per round trip the window spanned, no more than its calls
+            // could fill at half the limit each.
+            let span = summary.closed.saturating_duration_since(summary.started);
+            let round_trip = self.baseline.unwrap_or(f64::INFINITY).max(MIN_RTT);
+            let round_trips = (span.as_secs_f64() / round_trip)
+                .min(2.0 * f64::from(summary.samples) / before.max(1.0))
+                .max(1.0);
+            core.set_limit(before + round_trips);
+            self.doubled_from = None;
+        }
+        if core.limit != before {
+            self.changed_at = Some(now);
+            if self.grown.len() == GROWTHS_KEPT {
+                self.grown.remove(0);
+            }
+            self.grown.push((now, before));
+        }
+        if self.regrow.is_some_and(|to| core.limit >= to) {
+            self.regrow = None;
+        }
+    }
+}

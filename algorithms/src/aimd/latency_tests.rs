@@ -1,0 +1,441 @@
+//! The latency mode's rules, one at a time, driven by hand.
+
+use std::time::{Duration, Instant};
+
+use crate::aimd::{Aimd, AimdConfig};
+use crate::window::WindowConfig;
+use crate::{Algorithm, Outcome, Sample};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+/// Windows that close `length` after their first call, however few calls
+/// they hold.
+fn windows_of(length: Duration) -> WindowConfig {
+    WindowConfig {
+        min_duration: length,
+        max_duration: length,
+        min_samples: 1,
+        ..WindowConfig::default()
+    }
+}
+
+// -----------------------------------------------------------------
+// The latency mode: one decision per round trip.
+
+/// The latency mode with windows of 10 ms and at least one call, and
+/// min 1, max 1000, its flow of calls opened a second before `*t`.
+pub(in crate::aimd) fn latency(initial: u32, noise: f64, t: &mut Instant) -> Aimd {
+    let mut a = Aimd::new(AimdConfig {
+        initial,
+        min: 1,
+        max: 1000,
+        noise,
+        window: windows_of(ms(10)),
+        // Each rule on its own; the slow start has its own test.
+        slow_start: false,
+        ..AimdConfig::default()
+    })
+    .expect("valid config");
+    // A flow's first window reads its fastest calls: it decides nothing.
+    round_trip(&mut a, t, &successes(ms(20), 1), 1);
+    assert_eq!(a.raw_limit(), f64::from(initial));
+    *t += Duration::from_secs(1);
+    a
+}
+
+/// One round trip: calls admitted when the previous one closed, all
+/// finishing at once; the window closes 10 ms later.
+fn round_trip(a: &mut Aimd, t: &mut Instant, calls: &[(Outcome, Duration)], in_flight: u32) {
+    *t += calls.iter().map(|c| c.1).max().unwrap_or_default();
+    for &(outcome, latency) in calls {
+        a.on_sample(*t, &Sample::new(outcome, latency, in_flight));
+    }
+    *t += ms(10);
+    assert_eq!(a.poll_timeout(), Some(*t));
+    a.handle_timeout(*t);
+}
+
+fn successes(latency: Duration, n: usize) -> Vec<(Outcome, Duration)> {
+    vec![(Outcome::Success, latency); n]
+}
+
+#[test]
+fn growth_is_one_per_round_trip_and_only_with_the_limit_in_use() {
+    let mut t = Instant::now();
+    let mut a = latency(10, 0.0, &mut t);
+    // Ten successes with the limit reached: one more, not ten.
+    round_trip(&mut a, &mut t, &successes(ms(20), 10), 10);
+    assert_eq!(a.raw_limit(), 11.0);
+    assert_eq!(a.baseline(), Some(ms(20)));
+    round_trip(&mut a, &mut t, &successes(ms(20), 10), 11);
+    assert_eq!(a.raw_limit(), 12.0);
+    // Not reached: nothing learnt about more.
+    round_trip(&mut a, &mut t, &successes(ms(20), 10), 11);
+    assert_eq!(a.raw_limit(), 12.0);
+    assert_eq!(a.quiet(), None);
+}
+
+#[test]
+fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
+    let mut t = Instant::now();
+    let mut a = Aimd::new(AimdConfig {
+        initial: 10,
+        max: 1000,
+        noise: 0.0,
+        window: windows_of(ms(10)),
+        ..AimdConfig::default()
+    })
+    .expect("valid config");
+    assert!(a.is_regrowing());
+    // The flow's first window decides nothing.
+    round_trip(&mut a, &mut t, &successes(ms(20), 1), 1);
+    assert_eq!(a.raw_limit(), 10.0);
+    t += Duration::from_secs(1);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
+        seen.push(a.raw_limit());
+    }
+    assert_eq!(seen, [20.0, 40.0, 80.0]);
+    // The first sign of queueing: back to the limit before the last
+    // doubling, and from there one per round trip.
+    round_trip(&mut a, &mut t, &successes(ms(30), 5), 80);
+    assert_eq!(a.raw_limit(), 40.0);
+    assert!(!a.is_regrowing());
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+    assert_eq!(a.raw_limit(), 41.0);
+    // Not in use: nothing learnt about more.
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+    assert_eq!(a.raw_limit(), 41.0);
+}
+
+#[test]
+fn while_calls_go_missing_the_limit_falls_to_twice_what_is_served() {
+    // Windows of 250 ms; calls of 50 ms admitted with 20 in flight.
+    let window = |successes: u32| {
+        let mut a = Aimd::new(AimdConfig {
+            initial: 20,
+            noise: 0.0,
+            window: windows_of(ms(250)),
+            ..AimdConfig::default()
+        })
+        .expect("valid config");
+        let t0 = Instant::now();
+        let gap = ms(250) / successes;
+        for i in 0..successes {
+            a.on_sample(t0 + gap * i, &Sample::new(Outcome::Success, ms(50), 20));
+        }
+        a.handle_timeout(t0 + ms(250));
+        a
+    };
+    // 100 served in 250 ms at 50 ms each: 20 at a time, as many as were
+    // in flight. The slow start doubles.
+    let healthy = window(100);
+    assert_eq!(healthy.raw_limit(), 40.0);
+    assert!(healthy.is_regrowing());
+    // 20 served: 4 at a time of the 20 in flight. The rest are stuck
+    // (dropped, to time out later): no more slow start, and back to
+    // twice what was served.
+    let missing = window(20);
+    assert_eq!(missing.raw_limit(), 8.0);
+    assert!(!missing.is_regrowing());
+}
+
+#[test]
+fn a_late_drop_cuts_from_the_limit_its_call_met_and_a_fast_one_not_at_all() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    let admitted = t;
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 41);
+    assert_eq!(a.raw_limit(), 42.0);
+    // Refused in a microsecond: the dependency is down, not queueing.
+    t += ms(20);
+    a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 10));
+    assert_eq!(a.raw_limit(), 42.0);
+    // Timed out, admitted under 40 before both growths: the cut is from
+    // the 40.
+    t += ms(20);
+    a.on_sample(t, &Sample::new(Outcome::Overload, t - admitted, 40));
+    assert_eq!(a.raw_limit(), 36.0);
+    // A caller using little of a limit that has not grown since: from
+    // the limit, not from what was in flight.
+    let mut b = latency(40, 0.0, &mut t);
+    t += ms(20);
+    b.on_sample(t, &Sample::new(Outcome::Overload, ms(20), 1));
+    assert_eq!(b.raw_limit(), 36.0);
+}
+
+#[test]
+fn a_window_of_calls_admitted_before_the_last_change_does_not_decide() {
+    let mut t = Instant::now();
+    let mut a = latency(10, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 10), 10);
+    assert_eq!(a.raw_limit(), 11.0);
+    // Calls that started 500 ms ago, before the limit grew: they say
+    // nothing about 11.
+    t += ms(1);
+    for _ in 0..10 {
+        a.on_sample(t, &Sample::new(Outcome::Success, ms(500), 11));
+    }
+    t += ms(10);
+    a.handle_timeout(t);
+    assert_eq!(a.raw_limit(), 11.0);
+}
+
+#[test]
+fn a_rise_beyond_the_noise_backs_off_and_one_within_it_does_not() {
+    let mut t = Instant::now();
+    let mut a = Aimd::new(AimdConfig {
+        initial: 20,
+        min: 1,
+        window: WindowConfig {
+            min_duration: ms(10),
+            max_duration: ms(10),
+            min_samples: 10,
+            ..WindowConfig::default()
+        },
+        ..AimdConfig::default()
+    })
+    .expect("valid");
+    let spread = |low: u64, high: u64| -> Vec<(Outcome, Duration)> {
+        (0..10)
+            .map(|i| (Outcome::Success, ms(if i % 2 == 0 { low } else { high })))
+            .collect()
+    };
+    // The flow's first window decides nothing.
+    round_trip(&mut a, &mut t, &successes(ms(20), 1), 15);
+    t += Duration::from_secs(1);
+    // 15 and 25 ms: a mean of 20 ms uncertain by 8%; 2 standard
+    // errors put the baseline at 23.3 ms.
+    round_trip(&mut a, &mut t, &spread(15, 25), 15);
+    let baseline = a.baseline().expect("set").as_secs_f64();
+    assert!((0.0232..0.0234).contains(&baseline), "{baseline}");
+    // 20% slower, within the noise: holds, and the baseline hardly
+    // moves.
+    round_trip(&mut a, &mut t, &spread(19, 29), 15);
+    assert_eq!(a.raw_limit(), 20.0);
+    let moved = a.baseline().expect("set").as_secs_f64() - baseline;
+    assert!(moved > 0.0 && moved < 1e-5, "{moved}");
+    // Twice as slow: backs off.
+    round_trip(&mut a, &mut t, &spread(35, 45), 15);
+    assert_eq!(a.raw_limit(), 18.0);
+}
+
+#[test]
+fn a_caller_using_under_half_its_limit_backs_off_only_when_latency_doubles() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+    round_trip(&mut a, &mut t, &successes(ms(30), 5), 10);
+    assert_eq!(a.raw_limit(), 40.0);
+    round_trip(&mut a, &mut t, &successes(ms(50), 5), 10);
+    assert_eq!(a.raw_limit(), 36.0);
+}
+
+#[test]
+fn drops_cut_once_per_round_trip_however_fast_they_come() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+    assert_eq!(a.baseline(), Some(ms(20)));
+    // A thousand calls refused in a microsecond, a microsecond apart:
+    // fast failures, not queueing. The limit holds.
+    for _ in 0..1000 {
+        t += us(1);
+        a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 30));
+    }
+    assert_eq!(a.raw_limit(), 40.0);
+    // A thousand failing after a round trip, a microsecond apart: one
+    // congestion event.
+    for _ in 0..1000 {
+        t += us(1);
+        a.on_sample(t, &Sample::new(Outcome::Overload, ms(20), 40));
+    }
+    assert_eq!(a.raw_limit(), 36.0);
+    // One round trip on, the next cut.
+    t += ms(20);
+    a.on_sample(t, &Sample::new(Outcome::Overload, ms(20), 40));
+    assert!((a.raw_limit() - 32.4).abs() < 1e-9);
+    // Without `one_backoff_per_flight`, every drop cuts.
+    let mut a = Aimd::new(AimdConfig {
+        initial: 20,
+        one_backoff_per_flight: false,
+        ..AimdConfig::default()
+    })
+    .expect("valid");
+    for _ in 0..3 {
+        a.on_sample(t, &Sample::new(Outcome::Overload, us(1), 20));
+    }
+    assert!((a.raw_limit() - 14.58).abs() < 1e-9);
+}
+
+#[test]
+fn a_trickle_of_drops_is_not_congestion_a_stream_is() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    // One drop in fifty calls, for a while: never cut, and the limit
+    // still grows.
+    for _ in 0..10 {
+        let mut calls = successes(ms(20), 49);
+        calls.push((Outcome::Overload, ms(20)));
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &calls, limit);
+    }
+    assert_eq!(a.raw_limit(), 50.0);
+    // One in five: once the drops are over a tenth of the last fifty or
+    // so calls (in the fifth round trip of five), a cut each round
+    // trip.
+    let mut calls = successes(ms(20), 4);
+    calls.push((Outcome::Overload, ms(20)));
+    let mut limits = Vec::new();
+    for _ in 0..8 {
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &calls, limit);
+        limits.push(a.gate().limit);
+    }
+    assert_eq!(limits, [51, 52, 53, 54, 48, 43, 39, 35]);
+    // A fresh limiter has seen nothing else: its first drop cuts.
+    let mut a = latency(40, 0.0, &mut t);
+    t += ms(20);
+    a.on_sample(t, &Sample::new(Outcome::Overload, ms(20), 40));
+    assert_eq!(a.raw_limit(), 36.0);
+}
+
+#[test]
+fn a_slow_success_counts_as_a_drop_in_the_latency_mode_too() {
+    let mut t = Instant::now();
+    let mut a = latency(20, 0.0, &mut t);
+    a.on_sample(
+        t,
+        &Sample::new(Outcome::Success, Duration::from_secs(5) + ms(1), 20),
+    );
+    assert_eq!(a.raw_limit(), 18.0);
+}
+
+#[test]
+fn after_an_outage_of_fast_failures_the_limit_is_held_and_then_doubles_until_queueing() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+    let before = a.raw_limit();
+    // Down: every call refused in a microsecond. The first round trip of
+    // it cuts (it could be congestion); once a window has held nothing
+    // but fast failures, they hold the limit.
+    for _ in 0..100 {
+        round_trip(&mut a, &mut t, &[(Outcome::Overload, us(1)); 5], 1);
+    }
+    let held = a.raw_limit();
+    assert!(held >= 0.8 * before, "{held} from {before}");
+    assert!(a.is_regrowing());
+    // Up again: doubling per round trip while the limit is in use, from
+    // the second (the first reads the new flow's fastest calls).
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
+        seen.push(a.raw_limit());
+    }
+    assert_eq!(seen, [held, held * 2.0, held * 4.0]);
+    // The first sign of queueing: back to the limit before the last
+    // doubling, and from there one at a time.
+    let limit = a.gate().limit;
+    round_trip(&mut a, &mut t, &successes(ms(30), 5), limit);
+    assert_eq!(a.raw_limit(), held * 2.0);
+    assert!(!a.is_regrowing());
+}
+
+#[test]
+fn slow_failures_are_not_an_outage() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+    for _ in 0..10 {
+        round_trip(&mut a, &mut t, &[(Outcome::Overload, ms(800)); 5], 30);
+    }
+    assert!(!a.is_regrowing());
+    assert!(a.raw_limit() < 40.0 * 0.9f64.powi(9));
+    // A slow failure ends a regrowth too.
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &[(Outcome::Overload, us(1)); 5], 30);
+    assert!(a.is_regrowing());
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 36);
+    t += ms(100);
+    a.on_sample(t, &Sample::new(Outcome::Overload, ms(100), 36));
+    assert!(!a.is_regrowing());
+}
+
+#[test]
+fn timeouts_after_refusals_meet_the_limit_the_outage_began_with() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+    assert_eq!(a.raw_limit(), 41.0);
+    // A minute of refused connections: held.
+    let refused = [(Outcome::Overload, us(1)); 5];
+    for _ in 0..6000 {
+        round_trip(&mut a, &mut t, &refused, 1);
+    }
+    assert_eq!(a.raw_limit(), 41.0);
+    // Back, cold: every call times out. The refused minute does not
+    // count, and after refusals the floor is the whole limit, so the
+    // cold dependency still gets about the calls it had (the floor has
+    // decayed for the 0.8 s since the last refusal)...
+    let timed_out = [(Outcome::Overload, ms(800)); 5];
+    round_trip(&mut a, &mut t, &timed_out, 41);
+    assert!(a.raw_limit() > 0.9 * 41.0, "{}", a.raw_limit());
+    // ...halving every 10 s the timeouts go on.
+    let cold = t;
+    while t < cold + Duration::from_secs(10) {
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &timed_out, limit);
+    }
+    let limit = a.raw_limit();
+    assert!((17.0..=21.0).contains(&limit), "{limit}");
+}
+
+#[test]
+fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+    assert_eq!(a.raw_limit(), 41.0);
+    // Twice as slow at any concurrency: the limit falls until the calls
+    // in flight have halved, then the baseline takes the new latency.
+    let mut cuts = 0;
+    while a.baseline() == Some(ms(20)) {
+        let limit = a.gate().limit;
+        round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
+        cuts += 1;
+        assert!(cuts < 20, "never followed");
+    }
+    assert_eq!(a.baseline(), Some(ms(40)));
+    // Cut seven times, to 19.6 (19 in flight, under half of 41), and
+    // grown by one in the window that told.
+    assert!((a.raw_limit() - 20.61).abs() < 0.01, "{}", a.raw_limit());
+    // And it grows again.
+    let before = a.raw_limit();
+    let limit = a.gate().limit;
+    round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
+    assert_eq!(a.raw_limit(), before + 1.0);
+
+    // A queue the caller built is not mistaken for that: halving the
+    // calls halves the latency.
+    let mut a = latency(100, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+    for _ in 0..30 {
+        let limit = a.gate().limit;
+        // 25 calls served at once, the rest queued behind them.
+        let latency = ms(20) * limit.div_ceil(25);
+        round_trip(&mut a, &mut t, &successes(latency, 5), limit);
+    }
+    assert_eq!(a.baseline(), Some(ms(20)));
+    assert!(a.raw_limit() <= 25.0, "{}", a.raw_limit());
+}

@@ -1148,7 +1148,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         now: Instant,
     ) -> Vec<Transition> {
         let sample = Sample::new(outcome, latency, ticket.in_flight())
-            .with_in_flight_at_finish(self.in_flight())
+            // Counted as at admission (slots parked on other cores
+            // included): one load, not a walk over the shards.
+            .with_in_flight_at_finish(slots_of(self.slots.load(Ordering::Relaxed)))
             .with_probe(ticket.probe())
             .with_stale(ticket.generation != self.generation());
         let mut policy = self.lock();

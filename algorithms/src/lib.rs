@@ -99,7 +99,7 @@ pub struct Sample {
     /// over-estimate by at most one per core.
     pub in_flight: u32,
     /// How many calls were in flight when this one finished, itself
-    /// included; 0 where not known (a sample built by hand, unless set
+    /// included, counted as `in_flight` is; 0 where not known (a sample built by hand, unless set
     /// with [`Sample::with_in_flight_at_finish`]). With `in_flight`, it
     /// tells a policy whether its limit was reached while the call was
     /// out, not only when it was admitted.

@@ -96,7 +96,7 @@ impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
     }
 }
 
-impl<S, K: Clone, A: Algorithm, C: Clock> Layer<S> for RheostatLayer<K, A, C> {
+impl<S, K: Clone, A: Algorithm + 'static, C: Clock> Layer<S> for RheostatLayer<K, A, C> {
     type Service = Rheostat<S, K, A, C>;
 
     fn layer(&self, inner: S) -> Self::Service {

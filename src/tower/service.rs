@@ -20,6 +20,17 @@ use crate::permit::OwnedPermit;
 type Acquire<A, C> =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
 
+/// Starts waiting for a slot. A function pointer made where `A: 'static` is
+/// known (in [`Rheostat::new`]), so that the `Service` impl needs no
+/// `'static` bound: with one, a future holding the service over a
+/// `Box<dyn Algorithm>` cannot be proven `Send` inside an `async` block (the
+/// compiler's "higher-ranked lifetime error"), and `tokio::spawn` refuses it.
+type StartAcquire<A, C> = fn(Arc<Limiter<A, C>>) -> Acquire<A, C>;
+
+fn start_acquire<A: Algorithm + 'static, C: Clock>(limiter: Arc<Limiter<A, C>>) -> Acquire<A, C> {
+    Box::pin(limiter.acquire_owned())
+}
+
 /// A service that admits each request through a [`Limiter`], holds the
 /// permit until the response future completes, and records the classified
 /// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
@@ -30,13 +41,14 @@ pub struct Rheostat<S, K, A: Algorithm = Box<dyn Algorithm>, C: Clock = crate::S
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
+    start_acquire: StartAcquire<A, C>,
     /// Waiting for a slot (wait mode only).
     acquiring: Option<Acquire<A, C>>,
     /// The slot (or refusal) `poll_ready` got for the next `call`.
     reserved: Option<Result<OwnedPermit<A, C>, Rejection>>,
 }
 
-impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
+impl<S, K, A: Algorithm + 'static, C: Clock> Rheostat<S, K, A, C> {
     pub(crate) fn new(
         inner: S,
         limiter: Arc<Limiter<A, C>>,
@@ -50,11 +62,14 @@ impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
             classifier,
             timeout,
             wait,
+            start_acquire: start_acquire::<A, C>,
             acquiring: None,
             reserved: None,
         }
     }
+}
 
+impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -81,7 +96,7 @@ impl<S, Req, K, A, C> Service<Req> for Rheostat<S, K, A, C>
 where
     S: Service<Req>,
     K: Classify<S::Response, S::Error> + Clone,
-    A: Algorithm + 'static,
+    A: Algorithm,
     C: Clock,
 {
     type Response = S::Response;
@@ -90,10 +105,10 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if self.wait && self.reserved.is_none() {
-            let limiter = &self.limiter;
+            let (limiter, start) = (&self.limiter, self.start_acquire);
             let acquiring = self
                 .acquiring
-                .get_or_insert_with(|| Box::pin(Arc::clone(limiter).acquire_owned()));
+                .get_or_insert_with(|| start(Arc::clone(limiter)));
             let slot = ready!(acquiring.as_mut().poll(cx));
             self.acquiring = None;
             self.reserved = Some(slot);
@@ -138,13 +153,16 @@ where
 impl<S: Clone, K: Clone, A: Algorithm, C: Clock> Clone for Rheostat<S, K, A, C> {
     /// A clone shares the limiter but not a slot reserved by `poll_ready`.
     fn clone(&self) -> Self {
-        Rheostat::new(
-            self.inner.clone(),
-            Arc::clone(&self.limiter),
-            self.classifier.clone(),
-            self.timeout,
-            self.wait,
-        )
+        Rheostat {
+            inner: self.inner.clone(),
+            limiter: Arc::clone(&self.limiter),
+            classifier: self.classifier.clone(),
+            timeout: self.timeout,
+            wait: self.wait,
+            start_acquire: self.start_acquire,
+            acquiring: None,
+            reserved: None,
+        }
     }
 }
 

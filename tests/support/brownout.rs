@@ -326,18 +326,6 @@ pub(crate) struct Record {
     pub(crate) latency: Duration,
 }
 
-type Answer = Result<Response<hyper::body::Incoming>, CallError<hyper_util::client::legacy::Error>>;
-
-/// The call as a boxed future, so that its `Send`-ness is proven here, on
-/// concrete types, and not inside the spawned task (where the compiler
-/// gives up on hyper-util's bounds with a "higher-ranked lifetime error").
-fn send(
-    service: Guarded,
-    request: Request<Empty<Bytes>>,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>> {
-    Box::pin(service.oneshot(request))
-}
-
 /// Send a request every `every` until `until` after `start`, each through a
 /// clone of `service`; wait for all of them.
 pub(crate) async fn drive(
@@ -359,7 +347,7 @@ pub(crate) async fn drive(
             let sent = start.elapsed();
             let request = Request::get(uri).body(Empty::new()).expect("a request");
             let began = Instant::now();
-            let result = match send(service, request).await {
+            let result = match service.oneshot(request).await {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     // Read the body so the connection can be reused; the

@@ -267,7 +267,7 @@ where
     ///
     /// `keyed.max_keys` of 0, `keyed.idle_timeout` zero or over a year, or a
     /// field of the default or of a key's configuration (named
-    /// `default.aimd.backoff`, `<key>.aimd.backoff`).
+    /// `default.policy.backoff`, `<key>.policy.backoff`).
     pub fn build(self) -> Result<KeyedLimiters<K, C>, ConfigError> {
         if self.max_keys == 0 {
             return Err(ConfigError::new(

@@ -241,17 +241,17 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p]\nmax_wait = \"1s\"", "limiters.p", "missing field `policy`", 1),
     ("[limiters.p.policy]\npolicy = \"fixed\"", "limiters.p.policy", "missing field `limit`", 1),
     // Wrong types.
-    ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = \"fast\"", "limiters.p.policy.backoff", "invalid type: string \"fast\", expected f64", 3),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = -1", "limiters.p.policy.min", "invalid value: integer `-1`", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = \"fast\"", "limiters.p.policy.backoff", "found \"fast\", expected a number", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = -1", "limiters.p.policy.min", "found -1, expected a whole number in [0, 4294967295]", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"soon\"", "limiters.p.policy.timeout", "expected a duration", 3),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = 5", "limiters.p.policy.timeout", "invalid type: integer `5`", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = 5", "limiters.p.policy.timeout", "found 5, expected a duration such as \"800ms\"", 3),
     ("[limiters.p]\nqueue = \"random\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.queue", "unknown variant `random`", 2),
     // Out of range: NaN, zero and huge durations, bounds.
     ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = nan", "limiters.p.policy.backoff", "found NaN, expected a number in (0, 1)", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = 1.5", "limiters.p.policy.backoff", "found 1.5", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"0s\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"400 years\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = 50\nmax = 10", "limiters.p.policy.min", "at most `aimd.max` (10)", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = 50\nmax = 10", "limiters.p.policy.min", "at most `max` (10)", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ninitial = 500", "limiters.p.policy.initial", "[min, max] = [1, 200]", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nmode = \"vector\"", "limiters.p.policy.mode", "unknown variant `vector`, expected `latency` or `netflix`", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nnoise = 11", "limiters.p.policy.noise", "a number in [0, 10]", 3),
@@ -266,13 +266,13 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"throttle\"\nmax_reject_probability = 1.0", "limiters.p.policy.max_reject_probability", "[0, 1)", 3),
     ("[limiters.p.policy]\npolicy = \"throttle\"\nwindow = \"0s\"", "limiters.p.policy.window", "found 0ns", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = 1.5", "limiters.p.policy.failure_rate", "a rate in (0, 1]", 3),
-    ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"off\"", "limiters.p.policy.failure_rate", "when `breaker.slow_call_rate` is not set either", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"off\"", "limiters.p.policy.failure_rate", "when `slow_call_rate` is not set either", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"sometimes\"", "limiters.p.policy.failure_rate", "a rate in (0, 1] or \"off\"", 3),
-    ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.exponential = { base = \"90s\", factor = 2.0, cap = \"60s\" }", "limiters.p.policy.cooldown.exponential.base", "at most `breaker.cooldown.cap` (60s)", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.exponential = { base = \"90s\", factor = 2.0, cap = \"60s\" }", "limiters.p.policy.cooldown.exponential.base", "at most `cooldown.exponential.cap` (60s)", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.fixed = \"0ms\"", "limiters.p.policy.cooldown.fixed", "above 0", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.time = { length = \"30s\", buckets = 0 }", "limiters.p.policy.window.time.buckets", "[1, 1000]", 3),
-    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.count = { calls = 10 }", "limiters.p.policy.min_calls", "at most `breaker.window.calls` (10)", 1),
-    ("[limiters.p.policy]\npolicy = \"breaker\"\nhalf_open.probes = { probes = 3, close_after = 4 }", "limiters.p.policy.half_open.probes.close_after", "at most `breaker.half_open.probes` (3)", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.count = { calls = 10 }", "limiters.p.policy.min_calls", "at most `window.count.calls` (10)", 1),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nhalf_open.probes = { probes = 3, close_after = 4 }", "limiters.p.policy.half_open.probes.close_after", "at most `half_open.probes.probes` (3)", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown_jitter = inf", "limiters.p.policy.cooldown_jitter", "found inf", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nramp = \"2000 days\"", "limiters.p.policy.ramp", "at most 365 days", 3),
     ("[limiters.p]\nmax_wait = \"0s\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.max_wait", "above 0", 2),
@@ -321,7 +321,7 @@ fn json_files_name_the_field_too() {
         (
             r#"{"limiters": {"p": {"policy": {"policy": "aimd", "timeout": 5}}}}"#,
             "limiters.p.policy.timeout",
-            "invalid type: integer `5`",
+            "found 5, expected a duration such as \"800ms\"",
         ),
         (
             r#"{"limiters": {"p": {"policy": {"policy": "breaker", "failure_rate": null}}}}"#,
@@ -355,7 +355,10 @@ fn a_syntax_error_gives_the_line_and_a_range_error_its_source() {
 
     let err = LimitersConfig::from_toml("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = 2.0")
         .unwrap_err();
-    assert_eq!(err.config_error().unwrap().field(), "aimd.backoff");
+    assert_eq!(
+        err.config_error().unwrap().field(),
+        "limiters.p.policy.backoff"
+    );
     assert!(std::error::Error::source(&err).is_some());
 }
 
@@ -412,7 +415,7 @@ fn the_shipped_example_file_loads() {
 }
 
 #[test]
-fn policy_errors_outside_files_use_the_policy_names() {
+fn configuration_types_name_fields_as_a_file_writes_them() {
     let stack = PolicyConfig::Stack {
         members: vec![
             PolicyConfig::Fixed { limit: 3 },
@@ -422,14 +425,122 @@ fn policy_errors_outside_files_use_the_policy_names() {
             }),
         ],
     };
-    assert_eq!(
-        stack.validate().unwrap_err().field(),
-        "stack.members[1].aimd.backoff"
-    );
+    assert_eq!(stack.validate().unwrap_err().field(), "members[1].backoff");
     let err = Limiter::from_config(&PolicyConfig::Aimd(AimdConfig {
         backoff: f64::NAN,
         ..AimdConfig::default()
     }))
     .unwrap_err();
-    assert_eq!(err.field(), "aimd.backoff");
+    assert_eq!(err.field(), "backoff");
+
+    // The breaker names its choices' fields without the choice; a file
+    // (and so every configuration type) writes the choice.
+    let breaker = PolicyConfig::Breaker(BreakerConfig {
+        window: BreakerWindow::Count { calls: 0 },
+        ..BreakerConfig::default()
+    });
+    let limiter = LimiterConfig::new(breaker.clone());
+    assert_eq!(
+        limiter.validate().unwrap_err().field(),
+        "policy.window.count.calls"
+    );
+    let mut file = LimitersConfig::default();
+    file.limiters.insert("a".to_owned(), limiter);
+    assert_eq!(
+        file.build("a").unwrap_err().field(),
+        "limiters.a.policy.window.count.calls"
+    );
+    assert_eq!(
+        file.validate().unwrap_err().field(),
+        "limiters.a.policy.window.count.calls"
+    );
+    let waits = LimiterConfig {
+        max_wait: Some(Duration::ZERO),
+        ..LimiterConfig::new(PolicyConfig::Fixed { limit: 1 })
+    };
+    assert_eq!(waits.validate().unwrap_err().field(), "max_wait");
+    // The policy's own constructor names the field after the policy.
+    let PolicyConfig::Breaker(config) = breaker else {
+        unreachable!()
+    };
+    assert_eq!(
+        rheostat::algorithms::breaker::Breaker::new(config)
+            .unwrap_err()
+            .field(),
+        "breaker.window.calls"
+    );
+}
+
+/// Each message a new user met, as the file wrote it: the path, the value,
+/// what is allowed, the line.
+#[test]
+fn bad_values_are_reported_as_written() {
+    let toml = |text: &str| PolicyConfig::from_toml(text).unwrap_err();
+    let json = |text: &str| PolicyConfig::from_json(text).unwrap_err();
+
+    let e = toml("policy=\"fixed\"\nlimit=0");
+    assert_eq!((e.field(), e.line()), ("limit", Some(2)), "{e}");
+
+    // Not written: no line of its own (inside a file's table, the table's).
+    let e = toml("policy = \"aimd\"\nmax = 5");
+    assert_eq!((e.field(), e.line()), ("initial", None), "{e}");
+    assert!(e.reason().contains("found 10 (the default"), "{e}");
+
+    let e = toml("policy = \"aimd\"\ntimeout = \"-5s\"");
+    assert_eq!((e.field(), e.line()), ("timeout", Some(2)), "{e}");
+    assert!(
+        e.reason()
+            .starts_with("found \"-5s\", expected a duration such as"),
+        "{e}"
+    );
+    assert!(e.reason().contains("cannot be negative"), "{e}");
+
+    let e = toml("policy = \"aimd\"\nmax = 99999999999999999999");
+    assert_eq!(e.field(), "max");
+    assert!(
+        e.reason()
+            .starts_with("found 99999999999999999999, too large"),
+        "{e}"
+    );
+    assert!(
+        !e.reason().contains("i128") && !e.reason().contains("any value"),
+        "{e}"
+    );
+
+    let e = toml(
+        "policy = \"breaker\"\nwindow = { count = { calls = 5 }, time = { length = \"30s\", buckets = 30 } }",
+    );
+    assert_eq!((e.field(), e.line()), ("window", Some(2)), "{e}");
+    assert!(e.reason().contains("`count` and `time`"), "{e}");
+    assert!(!e.reason().contains("single key"), "{e}");
+
+    let e = toml("policy = \"vegas\"\nalpha = 10\nbeta = 2");
+    assert_eq!((e.field(), e.line()), ("beta", Some(3)), "{e}");
+    assert!(e.reason().contains("[alpha, 1000] = [10, 1000]"), "{e}");
+
+    let e = json("{\"policy\": \"aimd\",\n \"max\": null}");
+    assert_eq!((e.field(), e.line()), ("max", Some(2)), "{e}");
+    assert!(
+        e.reason()
+            .starts_with("found null, expected a whole number"),
+        "{e}"
+    );
+
+    let e = json("{\"policy\": \"aimd\", \"max\": 5,}");
+    assert!(!e.field().contains('?'), "{e}");
+    assert!(e.reason().contains("trailing comma"), "{e}");
+    assert_eq!(e.line(), Some(1));
+
+    let e = json("{\"policy\": \"aimd\",\n \"max\": 50,\n \"max\": 60}");
+    assert_eq!((e.field(), e.line()), ("max", Some(3)), "{e}");
+    assert!(e.reason().contains("twice"), "{e}");
+    let e = LimitersConfig::from_json(
+        r#"{"limiters": {"a": {"policy": {"policy": "aimd"}}, "a": {"policy": {"policy": "fixed", "limit": 1}}}}"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.field(), "limiters.a", "{e}");
+
+    let e = json("{\"policy\": \"aimd\",\n \"backoff\": 1.5}");
+    assert_eq!((e.field(), e.line()), ("backoff", Some(2)), "{e}");
+    assert_eq!(e.reason(), "found 1.5, expected a number in (0, 1)");
 }

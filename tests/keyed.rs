@@ -136,7 +136,7 @@ fn bad_configuration_is_refused_when_built_naming_the_key() {
         )
         .build()
         .unwrap_err();
-    assert_eq!(err.field(), "payments.aimd.backoff");
+    assert_eq!(err.field(), "payments.policy.backoff");
     let err = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
         .max_keys(0)
         .build()

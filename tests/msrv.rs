@@ -38,7 +38,10 @@ fn no_locked_package_needs_a_newer_rust_than_declared() {
     );
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let packages = metadata["packages"].as_array().unwrap();
-    assert!(packages.len() > 50, "the whole graph, with dev-dependencies");
+    assert!(
+        packages.len() > 50,
+        "the whole graph, with dev-dependencies"
+    );
     let newer: Vec<String> = packages
         .iter()
         .filter_map(|p| {

@@ -796,6 +796,38 @@ pub mod check {
         }
     }
 
+    /// A finite number in `[lo, hi]` where a bound is another field's value:
+    /// `(name, value)`, with an empty name for a constant. The range names
+    /// the field it comes from (`a number in [alpha, 1000] = [10, 1000]`).
+    pub fn closed_by(
+        field: &'static str,
+        value: f64,
+        lo: (&str, f64),
+        hi: (&str, f64),
+    ) -> Result<f64, ConfigError> {
+        if value.is_finite() && value >= lo.1 && value <= hi.1 {
+            return Ok(value);
+        }
+        let name = |(name, bound): (&str, f64)| {
+            if name.is_empty() {
+                bound.to_string()
+            } else {
+                name.to_owned()
+            }
+        };
+        Err(ConfigError::new(
+            field,
+            value,
+            format!(
+                "a number in [{}, {}] = [{}, {}]",
+                name(lo),
+                name(hi),
+                lo.1,
+                hi.1
+            ),
+        ))
+    }
+
     /// A duration above zero and at most [`MAX_DURATION`].
     pub fn duration(field: &'static str, value: Duration) -> Result<Duration, ConfigError> {
         if value.is_zero() || value > MAX_DURATION {

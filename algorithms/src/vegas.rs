@@ -60,7 +60,7 @@ const APP_LIMITED_LOSS: f64 = 0.25;
 ///
 /// let err = Vegas::new(VegasConfig { beta: 2.0, ..VegasConfig::default() }).unwrap_err();
 /// assert_eq!(err.field(), "vegas.beta");
-/// assert_eq!(err.to_string(), "invalid `vegas.beta`: found 2, expected a number in [3, 1000]");
+/// assert_eq!(err.to_string(), "invalid `vegas.beta`: found 2, expected a number in [alpha, 1000] = [3, 1000]");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -146,8 +146,13 @@ impl VegasConfig {
             self.initial,
         )?;
         check::open_unit("vegas.alpha", self.alpha, 0.0, 1000.0)?;
-        check::closed("vegas.beta", self.beta, self.alpha, 1000.0)?;
-        check::closed("vegas.threshold", self.threshold, 0.0, self.alpha)?;
+        check::closed_by("vegas.beta", self.beta, ("alpha", self.alpha), ("", 1000.0))?;
+        check::closed_by(
+            "vegas.threshold",
+            self.threshold,
+            ("", 0.0),
+            ("alpha", self.alpha),
+        )?;
         check::open_unit("vegas.backoff", self.backoff, 0.0, 1.0)?;
         check::limit("vegas.probe_interval", self.probe_interval, 1)?;
         if !(self.probe_factor > 0.0 && self.probe_factor <= 1.0) {

@@ -55,7 +55,7 @@ impl PolicyParams {
             if let Err(e) = config.validate() {
                 let table = format!("policies.{name}");
                 c.fail(
-                    &crate::config::policy_path(&table, e.field()),
+                    &crate::config::join(&table, e.field()),
                     format!("found {}, expected {}", e.found(), e.allowed()),
                 );
             }

@@ -1,0 +1,375 @@
+//! Reading a file: its errors, named by the path of the field in the file,
+//! the value as written, what is allowed, and the line.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+use super::locate::{line_of, Document};
+use super::paths::join;
+use crate::algorithms::ConfigError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    Toml,
+    Json,
+}
+
+/// A configuration file that could not be read, parsed or checked.
+///
+/// It names the field as a path in the file (`limiters.payments.policy.backoff`,
+/// `limiters.search.policy.members[0].limit`), shows the value as written,
+/// says what is allowed, and gives the line (in TOML and in JSON). A value
+/// the file left out, whose default another field's value makes invalid, is
+/// said to be the default. A value out of range also carries the
+/// [`ConfigError`] (as [`ConfigFileError::config_error`] and as the error's
+/// source), whose field is the same path.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::config::LimitersConfig;
+///
+/// // `initial` is left out: its default (10) is above the `max` written.
+/// let err = LimitersConfig::from_toml("[limiters.search.policy]\npolicy = \"aimd\"\nmax = 5")
+///     .unwrap_err();
+/// assert_eq!(err.field(), "limiters.search.policy.initial");
+/// assert_eq!(
+///     err.to_string(),
+///     "line 1: invalid `limiters.search.policy.initial`: found 10 (the default; the file \
+///      does not set it), expected a whole number in [min, max] = [1, 5]"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigFileError {
+    details: Box<Details>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Details {
+    file: Option<PathBuf>,
+    field: String,
+    reason: String,
+    line: Option<usize>,
+    invalid: Option<ConfigError>,
+}
+
+impl ConfigFileError {
+    /// The field at fault, as a dotted path in the file; empty if the fault
+    /// is not in one field (a syntax error).
+    pub fn field(&self) -> &str {
+        &self.details.field
+    }
+
+    /// Why it was refused: `found 1.5, expected a number in (0, 1)`,
+    /// `unknown field `backof`, expected one of …`.
+    pub fn reason(&self) -> &str {
+        &self.details.reason
+    }
+
+    /// The line (from 1) the fault is on, where known.
+    pub fn line(&self) -> Option<usize> {
+        self.details.line
+    }
+
+    /// The file, if the error came from
+    /// [`LimitersConfig::load`](super::LimitersConfig::load).
+    pub fn file(&self) -> Option<&Path> {
+        self.details.file.as_deref()
+    }
+
+    /// The range error, if the file parsed but a value is out of range.
+    pub fn config_error(&self) -> Option<&ConfigError> {
+        self.details.invalid.as_ref()
+    }
+
+    pub(crate) fn unreadable(path: &Path, error: &std::io::Error) -> Self {
+        ConfigFileError::new(
+            String::new(),
+            format!("cannot read the file: {error}"),
+            None,
+        )
+        .in_file(path)
+    }
+
+    pub(crate) fn in_file(mut self, path: &Path) -> Self {
+        self.details.file = Some(path.to_owned());
+        self
+    }
+
+    fn new(field: String, reason: String, line: Option<usize>) -> Self {
+        ConfigFileError {
+            details: Box::new(Details {
+                file: None,
+                field,
+                reason,
+                line,
+                invalid: None,
+            }),
+        }
+    }
+
+    /// A value out of range, `error` naming its field by its path in the
+    /// table at `location` of the file `text`.
+    pub(crate) fn invalid(text: &str, format: Format, location: &str, error: &ConfigError) -> Self {
+        let field = join(location, error.field());
+        let found = Document::parse(text, format).find(&field);
+        let default = if found.whole {
+            ""
+        } else {
+            " (the default; the file does not set it)"
+        };
+        let mut e = ConfigFileError::new(
+            field.clone(),
+            format!(
+                "found {}{default}, expected {}",
+                error.found(),
+                error.allowed()
+            ),
+            found.line,
+        );
+        e.details.invalid = Some(ConfigError::new(
+            field,
+            error.found(),
+            error.allowed().to_owned(),
+        ));
+        e
+    }
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.details.file, self.details.line) {
+            (Some(file), Some(line)) => write!(f, "{}:{line}: ", file.display())?,
+            (Some(file), None) => write!(f, "{}: ", file.display())?,
+            (None, Some(line)) => write!(f, "line {line}: ")?,
+            (None, None) => {}
+        }
+        if self.details.field.is_empty() {
+            f.write_str(&self.details.reason)
+        } else {
+            write!(
+                f,
+                "invalid `{}`: {}",
+                self.details.field, self.details.reason
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.details
+            .invalid
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Parse `text`, naming the field of the first error by its path.
+pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {
+    let (path, message, line) = match format {
+        Format::Toml => {
+            let deserializer = match toml::de::Deserializer::parse(text) {
+                Ok(d) => d,
+                Err(e) => {
+                    return Err(ConfigFileError::new(
+                        String::new(),
+                        e.message().trim_end().to_owned(),
+                        e.span().map(|s| line_of(text, s.start)),
+                    ))
+                }
+            };
+            match serde_path_to_error::deserialize(deserializer) {
+                Ok(value) => return Ok(value),
+                Err(e) => {
+                    let path = e.path().to_string();
+                    let inner = e.into_inner();
+                    let line = inner.span().map(|s| line_of(text, s.start));
+                    (path, inner.message().trim_end().to_owned(), line)
+                }
+            }
+        }
+        Format::Json => {
+            let mut deserializer = serde_json::Deserializer::from_str(text);
+            let parsed = match serde_path_to_error::deserialize(&mut deserializer) {
+                Ok(value) => deserializer
+                    .end()
+                    .map(|()| value)
+                    .map_err(|e| (String::new(), e)),
+                Err(e) => Err((e.path().to_string(), e.into_inner())),
+            };
+            match parsed {
+                Ok(value) => {
+                    // serde keeps the last of a repeated key; refuse it.
+                    if let Document::Json(index) = Document::parse(text, Format::Json) {
+                        if let Some((field, line)) = index.duplicate() {
+                            return Err(ConfigFileError::new(
+                                field.clone(),
+                                "written twice in the same object; keep one".to_owned(),
+                                Some(*line),
+                            ));
+                        }
+                    }
+                    return Ok(value);
+                }
+                Err((path, inner)) => {
+                    let line = (inner.line() > 0).then_some(inner.line());
+                    let full = inner.to_string();
+                    let suffix = format!(" at line {} column {}", inner.line(), inner.column());
+                    let mut message = full.strip_suffix(&suffix).unwrap_or(&full).to_owned();
+                    if inner.is_syntax() || inner.is_eof() {
+                        message = format!("{message} (column {})", inner.column());
+                    }
+                    (path, message, line)
+                }
+            }
+        }
+    };
+    let (inner, reason) = super::policy::unmark(&message);
+    // serde_path_to_error writes `?` for a place it could not name (a
+    // syntax error inside a table): name the table instead.
+    let path = path.trim_end_matches(".?").trim_end_matches('?').to_owned();
+    let field = join(&path, inner.unwrap_or(""));
+    let document = Document::parse(text, format);
+    let line = match format {
+        // An error inside a policy table is reported by toml at the table;
+        // look the field itself up.
+        Format::Toml => document.find(&field).line.or(line),
+        Format::Json => line.or(document.find(&field).line),
+    };
+    let reason = explain(reason, &document, &field);
+    Err(ConfigFileError::new(field, reason, line))
+}
+
+/// serde's wording, in ours: `found <the value as written>, expected <what
+/// is allowed>`.
+fn explain(reason: &str, document: &Document<'_>, field: &str) -> String {
+    // `invalid value: map, expected map with a single key`: a choice table
+    // (`window`, `cooldown`, `half_open`) with more than one choice in it.
+    if reason.contains("expected map with a single key") {
+        let keys = document.keys(field);
+        let written = keys
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        return if keys.is_empty() {
+            "expected a table with exactly one choice in it".to_owned()
+        } else {
+            format!("found {written}, expected exactly one of them (each is a different choice)")
+        };
+    }
+    let Some(rest) = reason
+        .strip_prefix("invalid type: ")
+        .or_else(|| reason.strip_prefix("invalid value: "))
+    else {
+        return reason.to_owned();
+    };
+    let Some((found, expected)) = rest.split_once(", expected ") else {
+        return reason.to_owned();
+    };
+    let found = written(found);
+    let expected = allowed(expected);
+    if let Some(value) = found.strip_prefix("\"-").and_then(|v| v.strip_suffix('"')) {
+        if expected.starts_with("a duration") {
+            return format!(
+                "found \"-{value}\", expected {expected}; a duration cannot be negative"
+            );
+        }
+    }
+    if expected == "any value" {
+        // serde-value refuses an integer it cannot hold before the field's
+        // own type is known.
+        return format!(
+            "found {found}, too large: expected a whole number of at most {} \
+             (and the field's own range)",
+            u64::MAX
+        );
+    }
+    format!("found {found}, expected {expected}")
+}
+
+/// A value in serde's words (`integer `5``, `string "x"`, `unit value`) as
+/// the file wrote it.
+fn written(found: &str) -> String {
+    let unquote = |s: &str| {
+        s.strip_prefix('`')
+            .and_then(|s| s.strip_suffix('`'))
+            .map(str::to_owned)
+    };
+    if let Some(rest) = found.strip_prefix("integer ") {
+        let rest = rest.strip_suffix(" as i128").unwrap_or(rest);
+        return unquote(rest).unwrap_or_else(|| rest.to_owned());
+    }
+    if let Some(rest) = found.strip_prefix("floating point ") {
+        return unquote(rest).unwrap_or_else(|| rest.to_owned());
+    }
+    if let Some(rest) = found.strip_prefix("boolean ") {
+        return unquote(rest).unwrap_or_else(|| rest.to_owned());
+    }
+    if let Some(rest) = found.strip_prefix("string ") {
+        return rest.to_owned();
+    }
+    match found {
+        "unit value" | "null" | "none" | "option" => "null".to_owned(),
+        "map" => "a table".to_owned(),
+        "sequence" => "an array".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// What serde says a field expects (`u32`, `f64`), in a reader's words.
+fn allowed(expected: &str) -> String {
+    match expected {
+        "u32" => format!("a whole number in [0, {}]", u32::MAX),
+        "u64" => format!("a whole number in [0, {}]", u64::MAX),
+        "usize" => format!("a whole number in [0, {}]", usize::MAX),
+        "i32" | "i64" => "a whole number".to_owned(),
+        "f64" | "f32" => "a number".to_owned(),
+        "a boolean" | "bool" => "true or false".to_owned(),
+        "a duration" => "a duration such as \"800ms\", \"30s\", \"2m\" or \"1h 30m\"".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_wording_becomes_found_and_expected() {
+        let none = Document::Unknown;
+        assert_eq!(
+            explain("invalid type: unit value, expected u32", &none, "max"),
+            "found null, expected a whole number in [0, 4294967295]"
+        );
+        assert_eq!(
+            explain("invalid type: string \"x\", expected f64", &none, "k"),
+            "found \"x\", expected a number"
+        );
+        assert_eq!(
+            explain(
+                "invalid value: string \"-5s\", expected a duration",
+                &none,
+                "t"
+            ),
+            "found \"-5s\", expected a duration such as \"800ms\", \"30s\", \"2m\" or \
+             \"1h 30m\"; a duration cannot be negative"
+        );
+        assert_eq!(
+            explain(
+                "invalid type: integer `99999999999999999999` as i128, expected any value",
+                &none,
+                "max"
+            ),
+            "found 99999999999999999999, too large: expected a whole number of at most \
+             18446744073709551615 (and the field's own range)"
+        );
+        assert_eq!(
+            explain("unknown field `backof`, expected one of `a`", &none, "x"),
+            "unknown field `backof`, expected one of `a`"
+        );
+    }
+}

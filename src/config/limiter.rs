@@ -1,0 +1,369 @@
+//! [`LimiterConfig`] (one limiter) and [`LimitersConfig`] (a file of them).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+use super::file::{parse, ConfigFileError, Format};
+use super::paths::located;
+use super::PolicyConfig;
+use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
+use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
+use crate::shards::Sharding;
+use crate::wait::QueueOrder;
+
+/// One limiter: its policy and its own options.
+///
+/// Omitted options take the [`Builder`] defaults: a FIFO queue of 1024
+/// waiters, no maximum wait, dropped permits counted as
+/// [`Outcome::Ignore`].
+///
+/// A probe's timeout is not a limiter option: it is the breaker's
+/// `probe_timeout` (in the `policy` table, 30 s by default), which
+/// [`Limiter::call`] and the tower layer give a call admitted as a probe.
+/// The limiter's old `probe_timeout` key is refused with an error that says
+/// so, rather than ignored.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::config::LimiterConfig;
+///
+/// let config: LimiterConfig = toml::from_str(r#"
+///     max_wait = "250ms"
+///     queue = "lifo"
+///     policy = { policy = "fixed", limit = 8 }
+/// "#)?;
+/// let limiter = config.build("search")?;
+/// assert_eq!(limiter.gate().limit, 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, from = "LimiterFields")]
+pub struct LimiterConfig {
+    /// The order waiters are served in (`"fifo"` or `"lifo"`).
+    #[serde(default)]
+    pub queue: QueueOrder,
+    /// How many callers may wait for a slot, in `[0, 2^20]`.
+    #[serde(default = "default_max_waiters")]
+    pub max_waiters: usize,
+    /// The longest [`Limiter::acquire`] waits; no limit if left out.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_wait: Option<Duration>,
+    /// What a permit dropped without an outcome counts as (`"ignore"`,
+    /// `"overload"` or `"success"`).
+    #[serde(default = "default_on_drop")]
+    pub on_drop: Outcome,
+    /// Whether released slots are parked per core (`"on-contention"`,
+    /// `"off"` or `"always"`); see [`Sharding`].
+    #[serde(default)]
+    pub sharding: Sharding,
+    /// The policy (required).
+    pub policy: PolicyConfig,
+}
+
+/// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
+/// timeout used to be set with, refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimiterFields {
+    #[serde(default)]
+    queue: QueueOrder,
+    #[serde(default = "default_max_waiters")]
+    max_waiters: usize,
+    #[serde(default, with = "humantime_serde::option")]
+    max_wait: Option<Duration>,
+    #[serde(default = "default_on_drop")]
+    on_drop: Outcome,
+    #[serde(default, deserialize_with = "moved_probe_timeout")]
+    #[allow(dead_code, reason = "never set: the key is refused")]
+    probe_timeout: (),
+    #[serde(default)]
+    sharding: Sharding,
+    policy: PolicyConfig,
+}
+
+impl From<LimiterFields> for LimiterConfig {
+    fn from(f: LimiterFields) -> Self {
+        LimiterConfig {
+            queue: f.queue,
+            max_waiters: f.max_waiters,
+            max_wait: f.max_wait,
+            on_drop: f.on_drop,
+            sharding: f.sharding,
+            policy: f.policy,
+        }
+    }
+}
+
+/// Refuse the limiter's `probe_timeout`, which is now the breaker's.
+fn moved_probe_timeout<'de, D: Deserializer<'de>>(_: D) -> Result<(), D::Error> {
+    Err(de::Error::custom(
+        "not a limiter option any more: a probe is given its breaker's \
+         `probe_timeout` (30 s by default), the deadline the breaker holds it to; \
+         set `probe_timeout` in the breaker's `policy` table instead",
+    ))
+}
+
+fn default_max_waiters() -> usize {
+    1024
+}
+
+fn default_on_drop() -> Outcome {
+    Outcome::Ignore
+}
+
+impl LimiterConfig {
+    /// `policy` with the default limiter options.
+    pub fn new(policy: impl Into<PolicyConfig>) -> Self {
+        LimiterConfig {
+            queue: QueueOrder::Fifo,
+            max_waiters: default_max_waiters(),
+            max_wait: None,
+            on_drop: default_on_drop(),
+            sharding: Sharding::OnContention,
+            policy: policy.into(),
+        }
+    }
+
+    /// Check every field.
+    ///
+    /// # Errors
+    ///
+    /// The first field out of range, named as this limiter's table in a
+    /// file writes it: `max_waiters`, `max_wait`, or a policy field as
+    /// [`PolicyConfig::build`] names it, after `policy.`
+    /// (`policy.backoff`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_options()?;
+        self.policy.validate().map_err(|e| located("policy", &e))
+    }
+
+    fn check_options(&self) -> Result<(), ConfigError> {
+        if self.max_waiters > MAX_WAITERS {
+            return Err(ConfigError::new(
+                "max_waiters",
+                self.max_waiters,
+                format!("a whole number in [0, {MAX_WAITERS}]"),
+            ));
+        }
+        if let Some(wait) = self.max_wait {
+            check::duration("max_wait", wait)?;
+        }
+        Ok(())
+    }
+
+    /// A [`Builder`] with this policy and these options, named `name`, to add
+    /// observers or a clock before building.
+    ///
+    /// # Errors
+    ///
+    /// As [`LimiterConfig::validate`].
+    pub fn builder(
+        &self,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> Result<Builder<Box<dyn Algorithm>>, ConfigError> {
+        self.check_options()?;
+        let policy = self.policy.build().map_err(|e| located("policy", &e))?;
+        let mut builder = Limiter::builder(policy)
+            .name(name)
+            .queue(self.queue, self.max_waiters)
+            .on_drop(self.on_drop)
+            .sharding(self.sharding);
+        if let Some(wait) = self.max_wait {
+            builder = builder.max_wait(wait);
+        }
+        Ok(builder)
+    }
+
+    /// Build the limiter, named `name`.
+    ///
+    /// # Errors
+    ///
+    /// As [`LimiterConfig::validate`].
+    pub fn build(
+        &self,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> Result<DynLimiter, ConfigError> {
+        self.builder(name)?.build()
+    }
+}
+
+impl From<PolicyConfig> for LimiterConfig {
+    fn from(policy: PolicyConfig) -> Self {
+        LimiterConfig::new(policy)
+    }
+}
+
+/// A configuration file: one limiter per dependency, by name, and a default.
+///
+/// ```toml
+/// [default.policy]           # for keys not listed (keyed limiters)
+/// policy = "aimd"
+///
+/// [limiters.payments.policy]
+/// policy = "breaker"
+/// ```
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::config::LimitersConfig;
+///
+/// let file = LimitersConfig::from_json(r#"{
+///     "default": { "policy": { "policy": "aimd" } },
+///     "limiters": { "search": { "policy": { "policy": "fixed", "limit": 4 } } }
+/// }"#)?;
+/// assert_eq!(file.build("search")?.gate().limit, 4);
+/// assert_eq!(file.build("anything else")?.snapshot().policy, "aimd");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitersConfig {
+    /// The limiter for any name not listed in `limiters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<LimiterConfig>,
+    /// Limiters by name.
+    #[serde(default)]
+    pub limiters: BTreeMap<String, LimiterConfig>,
+}
+
+impl LimitersConfig {
+    /// Read and check a file written in TOML.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] naming the field, the reason and the line.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigFileError> {
+        let config: Self = parse(text, Format::Toml)?;
+        config.check(text, Format::Toml)?;
+        Ok(config)
+    }
+
+    /// Read and check a file written in JSON.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] naming the field and the reason (and the line
+    /// of a syntax or type error).
+    pub fn from_json(text: &str) -> Result<Self, ConfigFileError> {
+        let config: Self = parse(text, Format::Json)?;
+        config.check(text, Format::Json)?;
+        Ok(config)
+    }
+
+    /// Read and check the file at `path`: JSON if its name ends in `.json`,
+    /// TOML otherwise.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigFileError`] naming the file, and the field, the reason and
+    /// the line; or saying why the file could not be read.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigFileError::unreadable(path, &e))?;
+        let json = path.extension().is_some_and(|e| e == "json");
+        let loaded = if json {
+            Self::from_json(&text)
+        } else {
+            Self::from_toml(&text)
+        };
+        loaded.map_err(|e| e.in_file(path))
+    }
+
+    /// The configuration of the limiter called `name`, or the default.
+    pub fn get(&self, name: &str) -> Option<&LimiterConfig> {
+        self.limiters.get(name).or(self.default.as_ref())
+    }
+
+    /// Build the limiter called `name` (or, if it is not listed, one from
+    /// the default), named `name`.
+    ///
+    /// # Errors
+    ///
+    /// With field `limiters` if `name` is not listed and there is no
+    /// default; otherwise as [`LimiterConfig::validate`], after the
+    /// limiter's place in the file (`limiters.payments.policy.backoff`).
+    pub fn build(&self, name: &str) -> Result<DynLimiter, ConfigError> {
+        self.builder(name)?.build()
+    }
+
+    /// A [`Builder`] for the limiter called `name` (or, if it is not
+    /// listed, one from the default), named `name`, to add observers, metrics
+    /// or tracing before building.
+    ///
+    /// # Errors
+    ///
+    /// As [`LimitersConfig::build`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::config::LimitersConfig;
+    ///
+    /// let file = LimitersConfig::from_toml(r#"
+    ///     [limiters.payments.policy]
+    ///     policy = "aimd"
+    /// "#)?;
+    /// let payments = file.builder("payments")?.build()?;
+    /// assert_eq!(payments.name(), "payments");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(&self, name: &str) -> Result<Builder<Box<dyn Algorithm>>, ConfigError> {
+        let location = if self.limiters.contains_key(name) {
+            format!("limiters.{name}")
+        } else {
+            "default".to_owned()
+        };
+        match self.get(name) {
+            Some(config) => config
+                .builder(name.to_owned())
+                .map_err(|e| located(&location, &e)),
+            None => Err(ConfigError::new(
+                "limiters",
+                format_args!("no limiter `{name}`"),
+                "a listed limiter, or a `default`",
+            )),
+        }
+    }
+
+    /// Check every limiter in the file.
+    ///
+    /// # Errors
+    ///
+    /// The first field out of range, named as a path in the file
+    /// (`limiters.payments.policy.backoff`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (location, config) in self.entries() {
+            config.validate().map_err(|e| located(&location, &e))?;
+        }
+        Ok(())
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (String, &LimiterConfig)> {
+        let default = self.default.iter().map(|c| ("default".to_owned(), c));
+        let named = self
+            .limiters
+            .iter()
+            .map(|(name, c)| (format!("limiters.{name}"), c));
+        default.chain(named)
+    }
+
+    fn check(&self, text: &str, format: Format) -> Result<(), ConfigFileError> {
+        for (location, config) in self.entries() {
+            config
+                .validate()
+                .map_err(|e| ConfigFileError::invalid(text, format, &location, &e))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,80 @@
+//! Policies and limiters from configuration files (TOML or JSON).
+//!
+//! [`PolicyConfig`] names a policy and its parameters, so that swapping AIMD
+//! for a breaker is an edit to a file, not to code. [`LimiterConfig`] adds
+//! the limiter's own options (queue, waits, drop outcome), and
+//! [`LimitersConfig`] is a whole file: one limiter per dependency, plus a
+//! default for [keyed limiters](crate::keyed).
+//!
+//! ```toml
+//! [limiters.payments]
+//! max_wait = "200ms"
+//!
+//! [limiters.payments.policy]
+//! policy = "aimd"        # or "fixed", "vegas", "gradient", "throttle", "breaker", "stack"
+//! backoff = 0.8
+//! timeout = "800ms"      # durations as people write them
+//! ```
+//!
+//! - Every field may be left out and then takes the value of the policy's
+//!   `Default` (`AimdConfig::default()` and so on); only `policy`, a fixed
+//!   bulkhead's `limit` and a stack's `members` are required.
+//! - Durations are strings: `"800ms"`, `"30s"`, `"2m"`, `"1h 30m"`.
+//! - An unknown field is an error, never ignored.
+//! - The breaker's choices are tables named after the choice:
+//!   `window.time = { length = "30s", buckets = 30 }` or
+//!   `window.count = { calls = 20 }`; `cooldown.fixed = "30s"`,
+//!   `cooldown.exponential = { base = "10s", factor = 2.0, cap = "60s" }` or
+//!   `cooldown.proportional = { base = "5s", share = 0.1, cap = "60s" }`;
+//!   `half_open.probes = { probes = 5, close_after = 4 }` or
+//!   `half_open.fraction = { fraction = 0.05, period = "30s", success_rate = 0.8, min_probes = 5 }`.
+//!   Inside a choice every field is required. A rate that is off is `"off"`
+//!   (`failure_rate = "off"`).
+//! - A latency window aggregates by `aggregation = "average"` or
+//!   `aggregation.percentile = 0.99`.
+//!
+//! A file is checked as a whole when it is loaded: a syntax error, an
+//! unknown field, a value of the wrong type and a value out of range are all
+//! a [`ConfigFileError`] naming the field (as a path in the file:
+//! `limiters.payments.policy.backoff`), the reason, and where it can be
+//! found, the line.
+//!
+//! # Examples
+//!
+//! ```
+//! use rheostat::config::{LimitersConfig, PolicyConfig};
+//!
+//! let file = LimitersConfig::from_toml(r#"
+//!     [limiters.payments.policy]
+//!     policy = "breaker"
+//!     failure_rate = 0.4
+//!     cooldown.fixed = "30s"
+//! "#)?;
+//! let payments = file.build("payments")?;
+//! assert_eq!(payments.name(), "payments");
+//! assert_eq!(payments.snapshot().policy, "breaker");
+//!
+//! let err = LimitersConfig::from_toml(r#"
+//!     [limiters.payments.policy]
+//!     policy = "aimd"
+//!     backoff = 1.5
+//! "#).unwrap_err();
+//! assert_eq!(err.field(), "limiters.payments.policy.backoff");
+//! assert_eq!(err.reason(), "found 1.5, expected a number in (0, 1)");
+//! assert_eq!(err.line(), Some(4));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod file;
+mod limiter;
+mod locate;
+mod paths;
+mod policy;
+
+pub use file::ConfigFileError;
+pub use limiter::{LimiterConfig, LimitersConfig};
+pub use policy::PolicyConfig;
+
+pub(crate) use file::{parse, Format};
+pub(crate) use locate::toml_line;
+pub(crate) use paths::join;

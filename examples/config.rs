@@ -5,11 +5,12 @@
 //! cargo run --example config -- my-policies.toml   # or any other file
 //! ```
 //!
-//! Switching a dependency from AIMD to a breaker is an edit to the file. A bad
-//! file is refused with the field, the reason and the line:
+//! Switching a dependency from AIMD to a breaker is a one-word edit to the
+//! file (see its `payments`). A bad file is refused with the field, the
+//! reason and the line (here, `backoff = 1.5` for checkout):
 //!
 //! ```text
-//! examples/policies.toml:22: invalid `limiters.payments.policy.backoff`: found 1.5, expected a number in (0, 1)
+//! examples/policies.toml:28: invalid `limiters.checkout.policy.backoff`: found 1.5, expected a number in (0, 1)
 //! ```
 
 use std::process::ExitCode;

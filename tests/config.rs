@@ -227,6 +227,24 @@ fn switching_aimd_to_a_breaker_is_an_edit_to_the_file() {
     assert_eq!(b.snapshot().policy, "breaker");
 }
 
+/// The shipped example says its `payments` limiter switches policy by
+/// changing one word; it does, for every policy that needs no field.
+#[test]
+fn the_shipped_example_switches_policy_with_one_word() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/policies.toml"
+    ))
+    .unwrap();
+    let aimd = "[limiters.payments.policy]\npolicy = \"aimd\"\n";
+    assert!(text.contains(aimd), "the example's payments table changed");
+    for policy in ["breaker", "gradient", "vegas", "throttle", "aimd"] {
+        let edited = text.replace(aimd, &aimd.replace("aimd", policy));
+        let file = LimitersConfig::from_toml(&edited).unwrap_or_else(|e| panic!("{policy}: {e}"));
+        assert_eq!(file.build("payments").unwrap().snapshot().policy, policy);
+    }
+}
+
 /// `(file body, field, words in the reason, line)`.
 const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     // Unknown fields, at every level.

@@ -12,8 +12,11 @@ pub enum RejectReason {
     /// As many calls are in flight as the gate allows.
     LimitReached,
     /// The gate admits only a fraction of calls, and this one was not among
-    /// them.
+    /// them (client-side throttling, or Vegas or Gradient shedding).
     Throttled,
+    /// A breaker that has just closed admits a growing fraction of calls
+    /// while it ramps back to full traffic, and this one was not among them.
+    Ramping,
     /// The gate is shut (an open breaker), or a half-open breaker has no
     /// probe to spare.
     Open,
@@ -29,6 +32,7 @@ impl RejectReason {
         match self {
             RejectReason::LimitReached => "limit_reached",
             RejectReason::Throttled => "throttled",
+            RejectReason::Ramping => "ramping",
             RejectReason::Open => "open",
             RejectReason::QueueFull => "queue_full",
             RejectReason::TimedOut => "timed_out",
@@ -82,6 +86,7 @@ impl fmt::Display for Rejection {
         let what = match self.reason {
             RejectReason::LimitReached => "concurrency limit reached",
             RejectReason::Throttled => "throttled",
+            RejectReason::Ramping => "ramping up after the circuit closed",
             RejectReason::Open => "circuit open",
             RejectReason::QueueFull => "wait queue full",
             RejectReason::TimedOut => "timed out waiting for a slot",

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, Batching, ConfigError, Feedback, Gate, Outcome, Quiet, Refusal, Sample,
-    Snapshot, Transition,
+    check, Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Outcome, Quiet, Refusal,
+    Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};
@@ -207,7 +207,15 @@ pub struct Builder<A, C = SystemClock> {
     options: Options,
     seed: u64,
     observer: Option<Box<dyn Observer>>,
+    /// Observers made at [`Builder::build`], with the final name and the
+    /// policy's starting breaker state, so that the order of the builder's
+    /// calls does not matter (`.metrics().name("x")` labels `x`).
+    named: Vec<NamedObserver>,
 }
+
+/// Makes an observer from the limiter's name and its policy's breaker state.
+pub(crate) type NamedObserver =
+    Box<dyn FnOnce(&str, Option<BreakerState>) -> Box<dyn Observer> + Send>;
 
 impl<A: Algorithm> Builder<A, SystemClock> {
     fn new(policy: A) -> Self {
@@ -224,6 +232,7 @@ impl<A: Algorithm> Builder<A, SystemClock> {
             },
             seed: 0x0005_EED0_F4E0_57A7,
             observer: None,
+            named: Vec::new(),
         }
     }
 }
@@ -237,6 +246,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             options: self.options,
             seed: self.seed,
             observer: self.observer,
+            named: self.named,
         }
     }
 
@@ -328,34 +338,14 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
-    /// The name given so far.
+    /// Add an observer made at [`Builder::build`] from the limiter's name
+    /// and its policy's starting breaker state, beside any other.
     #[cfg_attr(
         not(any(feature = "metrics", feature = "tracing")),
         allow(dead_code, reason = "used by the optional observers")
     )]
-    pub(crate) fn name_ref(&self) -> &str {
-        &self.options.name
-    }
-
-    /// The policy the limiter will run.
-    #[cfg_attr(
-        not(feature = "metrics"),
-        allow(dead_code, reason = "used by the optional observers")
-    )]
-    pub(crate) fn policy_ref(&self) -> &A {
-        &self.policy
-    }
-
-    /// Add `observer` beside any observer set so far.
-    #[cfg_attr(
-        not(any(feature = "metrics", feature = "tracing")),
-        allow(dead_code, reason = "used by the optional observers")
-    )]
-    pub(crate) fn also_observe(mut self, observer: impl Observer) -> Self {
-        self.observer = Some(match self.observer.take() {
-            Some(previous) => Box::new((previous, observer)),
-            None => Box::new(observer),
-        });
+    pub(crate) fn observe_named(mut self, make: NamedObserver) -> Self {
+        self.named.push(make);
         self
     }
 
@@ -365,7 +355,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     ///
     /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` zero or
     /// above a year.
-    pub fn build(self) -> Result<Limiter<A, C>, ConfigError> {
+    pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if self.options.max_waiters > MAX_WAITERS {
             return Err(ConfigError::new(
                 "limiter.max_waiters",
@@ -378,6 +368,14 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         }
         if let Some(probe) = self.options.active_probe() {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;
+        }
+        let state = self.policy.snapshot().state;
+        for make in std::mem::take(&mut self.named) {
+            let observer = make(&self.options.name, state);
+            self.observer = Some(match self.observer.take() {
+                Some(previous) => Box::new((previous, observer)),
+                None => observer,
+            });
         }
         let epoch = self.clock.now();
         let gate = self.policy.gate();
@@ -998,9 +996,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             None
         };
-        Rejection::new(reason, self.culprit(refusal), retry_after)
+        let policy = self.culprit(refusal);
+        Rejection::new(ramping(reason, policy), policy, retry_after)
     }
 
+    /// The policy whose gate refused, by the kind of refusal.
     fn culprit(&self, refusal: Refusal) -> &'static str {
         let shift = match refusal {
             Refusal::Shut => 0,
@@ -1032,7 +1032,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             RejectReason::Throttled => Refusal::Throttle,
             _ => Refusal::Limit,
         };
-        Rejection::new(reason, self.culprit(refusal), None)
+        let policy = self.culprit(refusal);
+        Rejection::new(ramping(reason, policy), policy, None)
     }
 
     // ----- the locked side ----------------------------------------------
@@ -1410,5 +1411,15 @@ impl<A, C: fmt::Debug> fmt::Debug for Builder<A, C> {
             .field("clock", &self.clock)
             .field("options", &self.options)
             .finish_non_exhaustive()
+    }
+}
+
+/// A fraction refused by a breaker is its ramp after closing, not
+/// throttling: the reason says so.
+fn ramping(reason: RejectReason, policy: &str) -> RejectReason {
+    if reason == RejectReason::Throttled && policy == "breaker" {
+        RejectReason::Ramping
+    } else {
+        reason
     }
 }

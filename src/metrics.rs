@@ -4,16 +4,31 @@
 //!
 //! | metric | kind | labels | meaning |
 //! | --- | --- | --- | --- |
-//! | `rheostat_limit` | gauge | `limiter` | the gate's concurrency limit (2³¹ − 1 when unbounded) |
+//! | `rheostat_limit` | gauge | `limiter` | the gate's concurrency limit (`+Inf` when there is none) |
 //! | `rheostat_in_flight` | gauge | `limiter` | calls in flight |
 //! | `rheostat_admit_probability` | gauge | `limiter` | the gate's admit probability, 0 to 1 |
-//! | `rheostat_breaker_state` | gauge | `limiter` | the breaker's state (see below); set for policies with a breaker |
-//! | `rheostat_calls_total` | counter | `limiter`, `outcome` | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter) |
+//! | `rheostat_breaker_state` | gauge | `limiter` | the breaker's state (see below); only for policies with a breaker |
+//! | `rheostat_calls_total` | counter | `limiter`, `outcome`, (`reason`) | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter, with a `reason`) |
 //! | `rheostat_transitions_total` | counter | `limiter`, `from`, `to` | breaker state changes |
 //! | `rheostat_call_duration_seconds` | histogram | `limiter` | latency of finished calls, in seconds |
 //!
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,
-//! 4 forced closed, 5 disabled, 6 metrics-only ([`state_value`]).
+//! 4 forced closed, 5 disabled, 6 metrics-only ([`state_value`]). A limiter
+//! whose policy has no breaker (a bulkhead, AIMD alone) has no such series,
+//! rather than one that reads "closed".
+//!
+//! A rejection's `reason` is [`RejectReason::as_str`]: `limit_reached`,
+//! `throttled` (client-side throttling, or a shedding Vegas or Gradient),
+//! `ramping` (a breaker's ramp after it closed), `open`, `queue_full`,
+//! `timed_out`. Each is registered when the observer is made, so a rate
+//! over it reads 0, not "no data", until the first rejection.
+//!
+//! `rheostat_limit` is `+Inf` for a gate with no concurrency limit (a
+//! throttle, a breaker alone), which Prometheus exposes as `+Inf`.
+//!
+//! The histogram's buckets are the recorder's to choose; for
+//! `metrics-exporter-prometheus`, buckets around a call's timeout serve
+//! (see the README's "From a file to a tower client").
 //!
 //! Every handle but one is registered once, when the observer is made, with
 //! the recorder installed then; a call costs a few atomic updates and no
@@ -31,10 +46,10 @@
 //! ```
 //! use rheostat::{algorithms::Fixed, Limiter};
 //!
-//! // Labelled `limiter="payments"`: name the limiter before `.metrics()`.
+//! // Labelled `limiter="payments"`, whichever comes first.
 //! let limiter = Limiter::builder(Fixed::new(10)?)
-//!     .name("payments")
 //!     .metrics()
+//!     .name("payments")
 //!     .build()?;
 //! limiter.try_acquire()?.success();
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -42,13 +57,14 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use ::metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
-use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Transition};
+use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Transition, MAX_LIMIT};
 use crate::clock::Clock;
-use crate::error::Rejection;
+use crate::error::{RejectReason, Rejection};
 use crate::limiter::Builder;
 use crate::observe::Observer;
 
@@ -59,13 +75,26 @@ pub struct MetricsObserver {
     limit: Gauge,
     in_flight: Gauge,
     admit_probability: Gauge,
-    breaker_state: Gauge,
+    /// Registered at the first breaker state set: never for a policy
+    /// without a breaker.
+    breaker_state: OnceLock<Gauge>,
     success: Counter,
     overload: Counter,
     ignored: Counter,
-    rejected: Counter,
+    /// By [`REASONS`].
+    rejected: [Counter; REASONS.len()],
     duration: Histogram,
 }
+
+/// Every rejection reason, in the order of [`MetricsObserver::rejected`].
+const REASONS: [RejectReason; 6] = [
+    RejectReason::LimitReached,
+    RejectReason::Throttled,
+    RejectReason::Ramping,
+    RejectReason::Open,
+    RejectReason::QueueFull,
+    RejectReason::TimedOut,
+];
 
 impl MetricsObserver {
     /// An observer whose metrics carry `limiter=<limiter>`, with every
@@ -90,14 +119,18 @@ impl MetricsObserver {
                 "rheostat_admit_probability",
                 "limiter" => limiter.clone()
             ),
-            breaker_state: ::metrics::gauge!(
-                "rheostat_breaker_state",
-                "limiter" => limiter.clone()
-            ),
+            breaker_state: OnceLock::new(),
             success: calls("success"),
             overload: calls("overload"),
             ignored: calls("ignored"),
-            rejected: calls("rejected"),
+            rejected: REASONS.map(|reason| {
+                ::metrics::counter!(
+                    "rheostat_calls_total",
+                    "limiter" => limiter.clone(),
+                    "outcome" => "rejected",
+                    "reason" => reason.as_str()
+                )
+            }),
             duration: ::metrics::histogram!(
                 "rheostat_call_duration_seconds",
                 "limiter" => limiter.clone()
@@ -109,7 +142,11 @@ impl MetricsObserver {
     /// Set `rheostat_breaker_state` (the observer sets it on every
     /// transition; this is for the state a limiter starts in).
     pub fn set_breaker_state(&self, state: BreakerState) {
-        self.breaker_state.set(state_value(state));
+        self.breaker_state
+            .get_or_init(
+                || ::metrics::gauge!("rheostat_breaker_state", "limiter" => self.limiter.clone()),
+            )
+            .set(state_value(state));
     }
 }
 
@@ -162,8 +199,11 @@ impl Observer for MetricsObserver {
         self.in_flight.set(f64::from(in_flight));
     }
 
-    fn rejected(&self, _rejection: &Rejection) {
-        self.rejected.increment(1);
+    fn rejected(&self, rejection: &Rejection) {
+        let reason = rejection.reason();
+        // A reason added later than this list counts as the limit's.
+        let at = REASONS.iter().position(|r| *r == reason).unwrap_or(0);
+        self.rejected[at].increment(1);
     }
 
     fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
@@ -177,7 +217,12 @@ impl Observer for MetricsObserver {
     }
 
     fn gate_changed(&self, gate: &Gate) {
-        self.limit.set(f64::from(gate.limit));
+        let limit = if gate.limit >= MAX_LIMIT {
+            f64::INFINITY
+        } else {
+            f64::from(gate.limit)
+        };
+        self.limit.set(limit);
         self.admit_probability.set(gate.admit_probability);
     }
 
@@ -189,7 +234,7 @@ impl Observer for MetricsObserver {
             "to" => transition.to.as_str()
         )
         .increment(1);
-        self.breaker_state.set(state_value(transition.to));
+        self.set_breaker_state(transition.to);
     }
 }
 
@@ -203,17 +248,19 @@ impl fmt::Debug for MetricsObserver {
 
 impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// Record the limiter's metrics through the `metrics` facade, labelled
-    /// `limiter=<name>` with the name given so far (call
-    /// [`name`](Builder::name) first), beside any observer already set. See
-    /// [`crate::metrics`].
+    /// `limiter=<name>` with the limiter's name (given before or after this
+    /// call), beside any other observer. See [`crate::metrics`].
     ///
-    /// The handles are registered now, with the recorder installed now.
+    /// The handles are registered by [`Builder::build`], with the recorder
+    /// installed then: install it first.
     #[must_use]
     pub fn metrics(self) -> Self {
-        let observer = MetricsObserver::new(self.name_ref().to_owned());
-        if let Some(state) = self.policy_ref().snapshot().state {
-            observer.set_breaker_state(state);
-        }
-        self.also_observe(observer)
+        self.observe_named(Box::new(|name, state| {
+            let observer = MetricsObserver::new(name.to_owned());
+            if let Some(state) = state {
+                observer.set_breaker_state(state);
+            }
+            Box::new(observer)
+        }))
     }
 }

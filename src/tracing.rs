@@ -73,12 +73,13 @@ impl Observer for TracingObserver {
 }
 
 impl<A: Algorithm, C: Clock> Builder<A, C> {
-    /// Log breaker transitions through `tracing`, with the name given so far
-    /// (call [`name`](Builder::name) first), beside any observer already
-    /// set. See [`crate::tracing`].
+    /// Log breaker transitions through `tracing`, with the limiter's name
+    /// (given before or after this call), beside any other observer. See
+    /// [`crate::tracing`].
     #[must_use]
     pub fn tracing(self) -> Self {
-        let observer = TracingObserver::new(self.name_ref().to_owned());
-        self.also_observe(observer)
+        self.observe_named(Box::new(|name, _| {
+            Box::new(TracingObserver::new(name.to_owned()))
+        }))
     }
 }

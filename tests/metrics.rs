@@ -12,7 +12,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
-use rheostat::algorithms::{Fixed, MAX_LIMIT};
+use rheostat::algorithms::Fixed;
 use rheostat::{Limiter, ManualClock};
 
 /// `(kind, name, sorted labels)` → value.
@@ -83,7 +83,6 @@ fn every_metric_is_registered_at_construction_with_the_limiter_label() {
         (MetricKind::Gauge, "rheostat_limit"),
         (MetricKind::Gauge, "rheostat_in_flight"),
         (MetricKind::Gauge, "rheostat_admit_probability"),
-        (MetricKind::Gauge, "rheostat_breaker_state"),
         (MetricKind::Histogram, "rheostat_call_duration_seconds"),
     ] {
         assert!(
@@ -91,13 +90,37 @@ fn every_metric_is_registered_at_construction_with_the_limiter_label() {
             "{name}: {names:?}"
         );
     }
-    for outcome in ["success", "overload", "ignored", "rejected"] {
+    for outcome in ["success", "overload", "ignored"] {
         let l = labels(&[("limiter", "payments"), ("outcome", outcome)]);
         assert!(
             names.contains(&(MetricKind::Counter, "rheostat_calls_total", l)),
             "{outcome}: {names:?}"
         );
     }
+    // Rejections by reason, each registered (at 0) from the start.
+    for reason in [
+        "limit_reached",
+        "throttled",
+        "ramping",
+        "open",
+        "queue_full",
+        "timed_out",
+    ] {
+        let l = labels(&[
+            ("limiter", "payments"),
+            ("outcome", "rejected"),
+            ("reason", reason),
+        ]);
+        assert!(
+            names.contains(&(MetricKind::Counter, "rheostat_calls_total", l)),
+            "{reason}: {names:?}"
+        );
+    }
+    // A bulkhead has no breaker: no state series that would read "closed".
+    assert!(
+        !names.iter().any(|(_, n, _)| *n == "rheostat_breaker_state"),
+        "{names:?}"
+    );
     assert_eq!(gauge(&seen, "rheostat_limit", "payments"), 4.0);
     assert_eq!(gauge(&seen, "rheostat_admit_probability", "payments"), 1.0);
 }
@@ -133,7 +156,15 @@ fn calls_are_counted_by_outcome_and_timed_and_in_flight_follows() {
             calls("success"),
             calls("overload"),
             calls("ignored"),
-            calls("rejected")
+            counter(
+                &seen,
+                "rheostat_calls_total",
+                &[
+                    ("limiter", "search"),
+                    ("outcome", "rejected"),
+                    ("reason", "limit_reached")
+                ]
+            )
         ),
         (2, 1, 1, 1)
     );
@@ -173,10 +204,8 @@ fn breaker_state_limit_and_transitions_follow_the_breaker() {
             .unwrap();
         let seen = read(&recorder);
         assert_eq!(gauge(&seen, "rheostat_breaker_state", "ledger"), 0.0);
-        assert_eq!(
-            gauge(&seen, "rheostat_limit", "ledger"),
-            f64::from(MAX_LIMIT)
-        );
+        // No concurrency limit: +Inf, not 2^31 - 1.
+        assert_eq!(gauge(&seen, "rheostat_limit", "ledger"), f64::INFINITY);
         for _ in 0..10 {
             limiter.try_acquire().unwrap().overload();
         }
@@ -193,7 +222,66 @@ fn breaker_state_limit_and_transitions_follow_the_breaker() {
         assert_eq!(gauge(&seen, "rheostat_breaker_state", "ledger"), 2.0);
         let half = [("limiter", "ledger"), ("from", "open"), ("to", "half_open")];
         assert_eq!(counter(&seen, "rheostat_transitions_total", &half), 1);
+
+        // Probes succeed, the breaker closes and ramps: what it refuses
+        // while ramping is counted as `ramping`, not as throttling.
+        for _ in 0..10 {
+            if let Ok(permit) = limiter.try_acquire() {
+                permit.success();
+            }
+            if limiter.snapshot().state == Some(rheostat::algorithms::BreakerState::Closed) {
+                break;
+            }
+        }
+        assert_eq!(
+            limiter.snapshot().state,
+            Some(rheostat::algorithms::BreakerState::Closed)
+        );
+        let mut refused = 0;
+        for _ in 0..200 {
+            match limiter.try_acquire() {
+                Ok(permit) => permit.success(),
+                Err(rejection) => {
+                    assert_eq!(rejection.reason(), rheostat::RejectReason::Ramping);
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 0, "the ramp refuses some calls");
+        let seen = read(&recorder);
+        let ramping = [
+            ("limiter", "ledger"),
+            ("outcome", "rejected"),
+            ("reason", "ramping"),
+        ];
+        assert_eq!(counter(&seen, "rheostat_calls_total", &ramping), refused);
+        let throttled = [
+            ("limiter", "ledger"),
+            ("outcome", "rejected"),
+            ("reason", "throttled"),
+        ];
+        assert_eq!(counter(&seen, "rheostat_calls_total", &throttled), 0);
     });
+}
+
+#[test]
+fn the_label_is_the_name_whichever_comes_first() {
+    let recorder = DebuggingRecorder::new();
+    let _limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Fixed::new(3).unwrap())
+            .metrics()
+            .name("late")
+            .build()
+            .unwrap()
+    });
+    let seen = read(&recorder);
+    assert_eq!(gauge(&seen, "rheostat_limit", "late"), 3.0);
+    assert!(
+        !seen
+            .keys()
+            .any(|(_, _, l)| l.contains(&("limiter".to_owned(), "default".to_owned()))),
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -227,7 +315,11 @@ fn metrics_sit_beside_another_observer() {
         counter(
             &seen,
             "rheostat_calls_total",
-            &[("limiter", "both"), ("outcome", "rejected")]
+            &[
+                ("limiter", "both"),
+                ("outcome", "rejected"),
+                ("reason", "limit_reached")
+            ]
         ),
         1
     );

@@ -75,6 +75,9 @@ pub use file::ConfigFileError;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
 
+#[cfg(feature = "sim")]
 pub(crate) use file::{parse, Format};
+#[cfg(feature = "sim")]
 pub(crate) use locate::toml_line;
+#[cfg(feature = "sim")]
 pub(crate) use paths::join;

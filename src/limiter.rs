@@ -460,8 +460,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// The gate being enforced now, read without a lock.
+    /// The gate being enforced now, read without a lock: what the next
+    /// admission will be held to. A gate whose time has come (an open
+    /// breaker whose cooldown is over) is re-evaluated first, as an
+    /// admission would, so that it reads half-open with its probe limit, not
+    /// shut with a limit of 0.
+    ///
+    /// The limit binds admissions: no call is admitted that would take the
+    /// calls in flight above the gate it was admitted under. A gate may
+    /// still read below the calls in flight (a limit just cut; a half-open
+    /// breaker whose probes are all out shuts until they answer).
+    ///
+    /// [`Gate::max_in_flight`] is `None` when the gate sets no concurrency
+    /// limit (a throttle, a closed breaker alone).
     pub fn gate(&self) -> Gate {
+        self.refresh_if_due(self.clock.now());
         let packed = self.gate.load();
         let until = match self.until.load(Ordering::SeqCst) {
             u64::MAX => None,

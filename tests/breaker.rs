@@ -82,6 +82,40 @@ fn half_open_admits_capped_probes_marked_on_the_permit_then_closes_and_ramps() {
     assert_eq!(limiter.gate().admit_probability, 1.0);
 }
 
+/// What `gate()` reads is what admission enforces: once the cooldown is
+/// over, the gate reads half-open with its probe limit before any call has
+/// asked (the transition is lazy, made by whoever looks first), so a user
+/// checking in-flight against it never sees a probe admitted over a limit
+/// of 0.
+#[test]
+fn the_gate_read_after_the_cooldown_is_the_one_probes_are_held_to() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    assert_eq!(limiter.gate().max_in_flight(), None, "closed: no limit");
+    trip(&limiter);
+    assert_eq!(limiter.gate().limit, 0);
+    clock.advance(Duration::from_secs(10));
+    let gate = limiter.gate();
+    assert!(gate.probe, "{gate:?}");
+    assert_eq!(gate.max_in_flight(), Some(5), "{gate:?}");
+    // Each admission is held to the gate read just before it. (Once the
+    // allowance is spent the gate shuts with the probes still out: a gate
+    // may fall below the calls in flight, as a cut limit does; it is never
+    // exceeded by an admission.)
+    let mut held = Vec::new();
+    loop {
+        let before = limiter.gate();
+        let Ok(permit) = limiter.try_acquire() else {
+            assert_eq!(before.limit, 0, "refused under {before:?}");
+            break;
+        };
+        assert!(permit.is_probe());
+        held.push(permit);
+        assert!(limiter.in_flight() <= before.limit, "{before:?}");
+    }
+    assert_eq!(held.len(), 5);
+}
+
 #[test]
 fn a_cancelled_probe_gives_its_slot_back() {
     let clock = ManualClock::new();

@@ -267,7 +267,7 @@ async fn the_http_classifier_maps_5xx_4xx_429_slow_errors_and_timeouts() {
     );
     let ms = Duration::from_millis;
     let layer = RheostatLayer::new(Arc::clone(&limiter))
-        .classify(HttpClassifier::new().slow_after(ms(500)))
+        .classify(HttpClassifier::new().slow_after(ms(500)).unwrap())
         .timeout(ms(2000))
         .unwrap();
     let service = layer.layer(Dependency {

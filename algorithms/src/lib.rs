@@ -169,7 +169,8 @@ impl Sample {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gate {
     /// How many calls may be in flight at once; 0 shuts the gate. At most
-    /// [`MAX_LIMIT`].
+    /// [`MAX_LIMIT`], which means no limit ([`Gate::max_in_flight`] reads
+    /// it as `None`).
     pub limit: u32,
     /// The chance, in `[0, 1]`, that a call under the limit is let through.
     pub admit_probability: f64,
@@ -209,6 +210,19 @@ impl Gate {
     /// A gate that admits everything.
     pub fn unlimited() -> Self {
         Gate::limited(MAX_LIMIT)
+    }
+
+    /// How many calls may be in flight at once, or `None` if the gate sets
+    /// no limit (`limit` is [`MAX_LIMIT`]).
+    ///
+    /// ```
+    /// use rheostat_algorithms::Gate;
+    ///
+    /// assert_eq!(Gate::limited(8).max_in_flight(), Some(8));
+    /// assert_eq!(Gate::unlimited().max_in_flight(), None);
+    /// ```
+    pub fn max_in_flight(&self) -> Option<u32> {
+        (self.limit < MAX_LIMIT).then_some(self.limit)
     }
 
     /// A gate that admits nothing until `until` (or until told otherwise).

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use toml::de::{DeArray, DeTable, DeValue};
 
-use super::Format;
+use super::file::Format;
 
 /// A parsed file, kept to answer questions about its fields.
 pub(crate) enum Document<'a> {
@@ -87,6 +87,7 @@ impl<'a> Document<'a> {
 
 /// The line of the deepest part of `field` that the TOML document `text`
 /// holds.
+#[cfg(feature = "sim")]
 pub(crate) fn toml_line(text: &str, field: &str) -> Option<usize> {
     Document::parse(text, Format::Toml).find(field).line
 }

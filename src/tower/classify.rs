@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use crate::algorithms::Outcome;
+#[cfg(feature = "http")]
+use crate::algorithms::{check, ConfigError};
 
 /// Turns the result of a call, and how long it took, into what it says
 /// about the dependency.
@@ -88,7 +90,7 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
 ///
 /// let classify = HttpClassifier::new()
 ///     .too_many_requests(Outcome::Ignore)
-///     .slow_after(Duration::from_secs(2));
+///     .slow_after(Duration::from_secs(2))?;
 /// let response = |status: u16| Ok::<_, std::io::Error>(http::Response::builder().status(status).body(()).unwrap());
 /// let fast = Duration::from_millis(20);
 /// assert_eq!(classify.classify(&response(200), fast), Outcome::Success);
@@ -96,6 +98,7 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
 /// assert_eq!(classify.classify(&response(503), fast), Outcome::Overload);
 /// assert_eq!(classify.classify(&response(404), fast), Outcome::Ignore);
 /// assert_eq!(classify.classify(&response(429), fast), Outcome::Ignore);
+/// # Ok::<(), rheostat::ConfigError>(())
 /// ```
 #[cfg(feature = "http")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,10 +134,22 @@ impl HttpClassifier {
 
     /// Count a successful response that took longer than `threshold` as an
     /// overload (default: never).
-    #[must_use]
-    pub fn slow_after(mut self, threshold: Duration) -> Self {
-        self.slow_after = Some(threshold);
-        self
+    ///
+    /// # Errors
+    ///
+    /// `http.slow_after` of zero (every success would be an overload) or
+    /// over a year, as every duration is checked.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::tower::HttpClassifier;
+    ///
+    /// let err = HttpClassifier::new().slow_after(Duration::ZERO).unwrap_err();
+    /// assert_eq!(err.field(), "http.slow_after");
+    /// ```
+    pub fn slow_after(mut self, threshold: Duration) -> Result<Self, ConfigError> {
+        self.slow_after = Some(check::duration("http.slow_after", threshold)?);
+        Ok(self)
     }
 
     /// What a response with `status`, after `latency`, counts as.

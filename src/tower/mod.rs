@@ -46,7 +46,7 @@
 //! let client = ServiceBuilder::new()
 //!     .layer(
 //!         RheostatLayer::new(Arc::clone(&limiter))
-//!             .classify(HttpClassifier::new().slow_after(Duration::from_secs(2)))
+//!             .classify(HttpClassifier::new().slow_after(Duration::from_secs(2))?)
 //!             .timeout(Duration::from_millis(800))?,
 //!     )
 //!     .service(service_fn(|_req: http::Request<()>| async {

@@ -294,7 +294,9 @@ pub(crate) fn client(
 ) -> Guarded {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let classifier = match slow {
-        Some(threshold) => HttpClassifier::new().slow_after(threshold),
+        Some(threshold) => HttpClassifier::new()
+            .slow_after(threshold)
+            .expect("a valid slow-call threshold"),
         None => HttpClassifier::new(),
     };
     RheostatLayer::new(limiter)

@@ -115,6 +115,10 @@ pub enum CallError<E> {
     Failed(E),
     /// The timeout given was zero or longer than a year.
     InvalidTimeout(ConfigError),
+    /// No limiter could be had for the request's key (the tower feature's
+    /// `KeyedLayer`): the call was never started.
+    #[cfg(feature = "config")]
+    NoLimiter(crate::keyed::KeyedError),
 }
 
 impl<E: fmt::Display> fmt::Display for CallError<E> {
@@ -124,6 +128,8 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
             CallError::TimedOut(after) => write!(f, "call timed out after {after:?}"),
             CallError::Failed(e) => e.fmt(f),
             CallError::InvalidTimeout(e) => e.fmt(f),
+            #[cfg(feature = "config")]
+            CallError::NoLimiter(e) => write!(f, "no limiter for the request: {e}"),
         }
     }
 }
@@ -134,6 +140,8 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
             CallError::Rejected(r) => Some(r),
             CallError::Failed(e) => Some(e),
             CallError::InvalidTimeout(e) => Some(e),
+            #[cfg(feature = "config")]
+            CallError::NoLimiter(e) => Some(e),
             CallError::TimedOut(_) => None,
         }
     }

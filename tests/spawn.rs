@@ -108,3 +108,25 @@ async fn plain_oneshot() {
     assert!(matches!(task.await.unwrap(), Err(CallError::Failed(_))));
     assert_eq!(limiter.in_flight(), 0);
 }
+
+/// The keyed layer, by host, over keyed limiters from a file.
+#[tokio::test]
+async fn the_keyed_layer() {
+    use rheostat::tower::KeyedLayer;
+
+    let file = LimitersConfig::from_toml(FILE).unwrap();
+    let hosts = Arc::new(KeyedBuilder::from_config(&file).unwrap().build().unwrap());
+    let by_host = |r: &Request<Empty<Bytes>>| r.uri().host().unwrap_or_default().to_owned();
+    let service = KeyedLayer::new(Arc::clone(&hosts), by_host)
+        .classify(HttpClassifier::new())
+        .timeout(Duration::from_secs(5))
+        .unwrap()
+        .layer(client());
+    let addr = refusing();
+    let task = tokio::spawn(async move {
+        let answer = service.oneshot(request(addr)).await;
+        matches!(answer, Err(CallError::Failed(_)))
+    });
+    assert!(task.await.unwrap());
+    assert_eq!(hosts.get("127.0.0.1").unwrap().in_flight(), 0);
+}

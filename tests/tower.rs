@@ -382,3 +382,73 @@ async fn the_classifier_is_told_the_latency_even_when_the_policy_ignores_it() {
     assert_eq!(*seen.lock().unwrap(), [ms(30), ms(70)]);
     assert_eq!(limiter.in_flight(), 0);
 }
+
+/// The keyed layer: each host gets its own limiter (from the file, or the
+/// default), named after it; a new host with no room left is refused with
+/// `NoLimiter`, never sent.
+#[tokio::test]
+async fn the_keyed_layer_admits_each_request_through_its_host_s_limiter() {
+    use rheostat::config::LimitersConfig;
+    use rheostat::keyed::{KeyedBuilder, KeyedError};
+    use rheostat::tower::KeyedLayer;
+
+    let file = LimitersConfig::from_toml(
+        r#"
+        [default.policy]
+        policy = "fixed"
+        limit = 1
+        [limiters."b.example".policy]
+        policy = "fixed"
+        limit = 2
+        "#,
+    )
+    .unwrap();
+    let hosts = Arc::new(
+        KeyedBuilder::from_config(&file)
+            .unwrap()
+            .max_keys(2)
+            .build()
+            .unwrap(),
+    );
+    // Each call waits until released, so permits stay held.
+    let (release, released) = tokio::sync::watch::channel(false);
+    let inner = service_fn(move |_: http::Request<()>| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|r| *r).await;
+            Ok::<_, Infallible>(http::Response::new(()))
+        }
+    });
+    let by_host = |r: &http::Request<()>| r.uri().host().unwrap_or("").to_owned();
+    let service = KeyedLayer::new(Arc::clone(&hosts), by_host).layer(inner);
+    let send = |host: &str| {
+        let request = http::Request::get(format!("http://{host}/"))
+            .body(())
+            .unwrap();
+        tokio::spawn(service.clone().oneshot(request))
+    };
+    let a1 = send("a.example");
+    let b1 = send("b.example");
+    let b2 = send("b.example");
+    tokio::task::yield_now().await;
+    // a.example's limit (the default, 1) is taken; b.example has 2.
+    let a2 = send("a.example").await.unwrap();
+    match a2 {
+        Err(CallError::Rejected(r)) => assert_eq!(r.reason(), RejectReason::LimitReached),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(hosts.get("a.example").unwrap().in_flight(), 1);
+    assert_eq!(hosts.get("b.example").unwrap().in_flight(), 2);
+    assert_eq!(hosts.get("b.example").unwrap().name(), "b.example");
+    // Two keys, both in use: a third host has no limiter.
+    match send("c.example").await.unwrap() {
+        Err(CallError::NoLimiter(KeyedError::Full { max_keys: 2 })) => {}
+        other => panic!("{other:?}"),
+    }
+    release.send(true).unwrap();
+    for call in [a1, b1, b2] {
+        assert!(call.await.unwrap().is_ok());
+    }
+    assert_eq!(hosts.get("a.example").unwrap().in_flight(), 0);
+    assert_eq!(hosts.get("b.example").unwrap().in_flight(), 0);
+}

@@ -46,10 +46,18 @@ pin_project! {
             #[pin]
             future: F,
         },
-        Rejected {
-            rejection: Option<Rejection>,
+        Refused {
+            refusal: Option<Refusal>,
         },
     }
+}
+
+/// Why a request was not sent.
+#[derive(Debug)]
+enum Refusal {
+    Rejected(Rejection),
+    #[cfg(feature = "config")]
+    NoLimiter(crate::keyed::KeyedError),
 }
 
 impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
@@ -69,9 +77,19 @@ impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
     }
 
     pub(crate) fn rejected(rejection: Rejection, classifier: K) -> Self {
+        Self::refused(Refusal::Rejected(rejection), classifier)
+    }
+
+    /// No limiter could be had for the request's key.
+    #[cfg(feature = "config")]
+    pub(crate) fn no_limiter(error: crate::keyed::KeyedError, classifier: K) -> Self {
+        Self::refused(Refusal::NoLimiter(error), classifier)
+    }
+
+    fn refused(refusal: Refusal, classifier: K) -> Self {
         ResponseFuture {
-            kind: Kind::Rejected {
-                rejection: Some(rejection),
+            kind: Kind::Refused {
+                refusal: Some(refusal),
             },
             permit: None,
             classifier,
@@ -94,9 +112,14 @@ where
         let this = self.project();
         let future = match this.kind.project() {
             KindProj::Called { future } => future,
-            KindProj::Rejected { rejection } => {
-                let rejection = rejection.take().expect("polled after completion");
-                return Poll::Ready(Err(CallError::Rejected(rejection)));
+            KindProj::Refused { refusal } => {
+                return Poll::Ready(Err(
+                    match refusal.take().expect("polled after completion") {
+                        Refusal::Rejected(rejection) => CallError::Rejected(rejection),
+                        #[cfg(feature = "config")]
+                        Refusal::NoLimiter(error) => CallError::NoLimiter(error),
+                    },
+                ));
             }
         };
         if let Poll::Ready(result) = future.poll(cx) {

@@ -2,7 +2,10 @@
 //! client service, so hyper, tonic or axum clients use it without glue.
 //!
 //! [`RheostatLayer`] wraps a service in a [`Rheostat`], whose calls return a
-//! [`future::ResponseFuture`]. For each request the service:
+//! [`future::ResponseFuture`]. (With the `config` feature, `KeyedLayer`
+//! picks the limiter per request instead, by a key taken from the request,
+//! from `KeyedLimiters`.) For each request
+//! the service:
 //!
 //! 1. asks the limiter for a slot — failing fast with
 //!    [`CallError::Rejected`](crate::CallError::Rejected), which carries the
@@ -64,11 +67,15 @@
 
 mod classify;
 pub mod future;
+#[cfg(feature = "config")]
+mod keyed;
 mod layer;
 mod service;
 
 #[cfg(feature = "http")]
 pub use classify::HttpClassifier;
 pub use classify::{Classify, ClassifyFn, ResultClassifier};
+#[cfg(feature = "config")]
+pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
 pub use service::Rheostat;

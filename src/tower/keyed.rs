@@ -1,0 +1,240 @@
+//! A layer that picks the limiter per request, by a key taken from the
+//! request (its host, its route, a tenant), from [`KeyedLimiters`].
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::classify::{Classify, ResultClassifier};
+use super::future::ResponseFuture;
+use crate::algorithms::{check, ConfigError};
+use crate::clock::{Clock, SystemClock};
+use crate::keyed::KeyedLimiters;
+
+/// Wraps a service in a [`KeyedRheostat`], which admits each request
+/// through the limiter of the request's key: `key` maps a request to it
+/// (its host, its route), and [`KeyedLimiters`] hands out that key's
+/// limiter, made from its configuration (or the default) the first time
+/// the key is seen.
+///
+/// It fails fast (there is no slot to wait for before the request, and so
+/// its key, is known): `poll_ready` is the inner service's readiness, and a
+/// refused request ends with [`CallError::Rejected`](crate::CallError::Rejected),
+/// or with [`CallError::NoLimiter`](crate::CallError::NoLimiter) if no
+/// limiter could be had for a new key (the cap on keys is reached by
+/// limiters in use). Outcomes, timeouts and probes are as for
+/// [`RheostatLayer`](super::RheostatLayer).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use rheostat::config::LimitersConfig;
+/// use rheostat::keyed::KeyedBuilder;
+/// use rheostat::tower::{HttpClassifier, KeyedLayer};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// let file = LimitersConfig::from_toml(r#"
+///     [default.policy]
+///     policy = "aimd"
+///     [limiters."api.payments.example".policy]
+///     policy = "fixed"
+///     limit = 8
+/// "#)?;
+/// let hosts = Arc::new(KeyedBuilder::from_config(&file)?.build()?);
+/// let by_host = |request: &http::Request<()>| request.uri().host().unwrap_or("").to_owned();
+/// let client = KeyedLayer::new(Arc::clone(&hosts), by_host)
+///     .classify(HttpClassifier::new())
+///     .timeout(Duration::from_millis(800))?
+///     .layer(service_fn(|_: http::Request<()>| async {
+///         Ok::<_, std::io::Error>(http::Response::new("ok"))
+///     }));
+///
+/// let request = http::Request::get("https://api.payments.example/charge").body(())?;
+/// client.oneshot(request).await?;
+/// assert_eq!(hosts.get("api.payments.example")?.gate().limit, 8);
+/// # Ok(())
+/// # }
+/// ```
+pub struct KeyedLayer<F, K = ResultClassifier, Key = String, C = SystemClock> {
+    limiters: Arc<KeyedLimiters<Key, C>>,
+    key: F,
+    classifier: K,
+    timeout: Option<Duration>,
+}
+
+impl<F, Key, C> KeyedLayer<F, ResultClassifier, Key, C> {
+    /// Admit each request through the limiter `limiters` holds for
+    /// `key(&request)`, counting a response as a success and an error as an
+    /// overload, with no timeout of its own.
+    pub fn new(limiters: Arc<KeyedLimiters<Key, C>>, key: F) -> Self {
+        KeyedLayer {
+            limiters,
+            key,
+            classifier: ResultClassifier,
+            timeout: None,
+        }
+    }
+}
+
+impl<F, K, Key, C> KeyedLayer<F, K, Key, C> {
+    /// Classify results with `classifier`, as
+    /// [`RheostatLayer::classify`](super::RheostatLayer::classify).
+    pub fn classify<K2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C> {
+        KeyedLayer {
+            limiters: self.limiters,
+            key: self.key,
+            classifier,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Give each call at most `timeout`, as
+    /// [`RheostatLayer::timeout`](super::RheostatLayer::timeout).
+    ///
+    /// # Errors
+    ///
+    /// `tower.timeout` zero or above a year.
+    pub fn timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        self.timeout = Some(check::duration("tower.timeout", timeout)?);
+        Ok(self)
+    }
+
+    /// The limiters.
+    pub fn limiters(&self) -> &Arc<KeyedLimiters<Key, C>> {
+        &self.limiters
+    }
+}
+
+impl<S, F: Clone, K: Clone, Key, C> Layer<S> for KeyedLayer<F, K, Key, C> {
+    type Service = KeyedRheostat<S, F, K, Key, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedRheostat {
+            inner,
+            limiters: Arc::clone(&self.limiters),
+            key: self.key.clone(),
+            classifier: self.classifier.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl<F: Clone, K: Clone, Key, C> Clone for KeyedLayer<F, K, Key, C> {
+    fn clone(&self) -> Self {
+        KeyedLayer {
+            limiters: Arc::clone(&self.limiters),
+            key: self.key.clone(),
+            classifier: self.classifier.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl<F, K: fmt::Debug, Key, C> fmt::Debug for KeyedLayer<F, K, Key, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLayer")
+            .field("classifier", &self.classifier)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A service that admits each request through the limiter of its key. Made
+/// by [`KeyedLayer`].
+pub struct KeyedRheostat<S, F, K = ResultClassifier, Key = String, C = SystemClock> {
+    inner: S,
+    limiters: Arc<KeyedLimiters<Key, C>>,
+    key: F,
+    classifier: K,
+    timeout: Option<Duration>,
+}
+
+impl<S, F, K, Key, C> KeyedRheostat<S, F, K, Key, C> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, Req, F, K, Key, C> Service<Req> for KeyedRheostat<S, F, K, Key, C>
+where
+    S: Service<Req>,
+    F: Fn(&Req) -> Key,
+    K: Classify<S::Response, S::Error> + Clone,
+    Key: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+    C: Clock,
+{
+    type Response = S::Response;
+    type Error = crate::CallError<S::Error>;
+    type Future = ResponseFuture<S::Future, K>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(crate::CallError::Failed)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let key = (self.key)(&request);
+        let limiter = match self.limiters.get(&key) {
+            Ok(limiter) => limiter,
+            Err(error) => return ResponseFuture::no_limiter(error, self.classifier.clone()),
+        };
+        let permit = match limiter.try_acquire_timed() {
+            Ok(permit) => permit.into_owned(Arc::clone(&limiter)),
+            Err(rejection) => {
+                return ResponseFuture::rejected(rejection, self.classifier.clone());
+            }
+        };
+        let timeout = if permit.is_probe() {
+            limiter.probe_timeout().or(self.timeout)
+        } else {
+            self.timeout
+        };
+        ResponseFuture::new(
+            self.inner.call(request),
+            permit,
+            self.classifier.clone(),
+            timeout,
+        )
+    }
+}
+
+impl<S: Clone, F: Clone, K: Clone, Key, C> Clone for KeyedRheostat<S, F, K, Key, C> {
+    fn clone(&self) -> Self {
+        KeyedRheostat {
+            inner: self.inner.clone(),
+            limiters: Arc::clone(&self.limiters),
+            key: self.key.clone(),
+            classifier: self.classifier.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl<S: fmt::Debug, F, K: fmt::Debug, Key, C> fmt::Debug for KeyedRheostat<S, F, K, Key, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedRheostat")
+            .field("inner", &self.inner)
+            .field("classifier", &self.classifier)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}

@@ -48,6 +48,7 @@
 //! simulation. Waiting for a slot and per-call timeouts use Tokio's timer.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 #[cfg(feature = "config")]

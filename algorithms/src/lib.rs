@@ -30,6 +30,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::borrow::Cow;
 use std::fmt;

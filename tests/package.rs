@@ -1,3 +1,5 @@
+//! What publishing the two crates relies on.
+//!
 //! The declared minimum Rust version (`rust-version` in `Cargo.toml`) holds
 //! for everything the committed lockfile builds: no locked package, for any
 //! target, declares a newer one. The workspace uses cargo's MSRV-aware
@@ -5,6 +7,10 @@
 //! catches a lockfile refreshed another way, or a `rust-version` lowered
 //! below a dependency's. Newer standard-library items in our own code are
 //! caught by clippy's `incompatible_msrv` lint, which CI denies.
+//!
+//! The READMEs crates.io shows link only inside their crate or by absolute
+//! address, and docs.rs builds every feature with each item badged with
+//! the feature it needs. (`.ci/package` builds the packaged crates.)
 
 #![allow(
     clippy::unwrap_used,
@@ -70,4 +76,44 @@ fn the_readme_states_the_declared_version() {
         readme.contains(&format!("Rust {declared} or newer")),
         "README.md should say \"Rust {declared} or newer\""
     );
+}
+
+/// The workspace's files, by path from its root.
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn readmes_link_nowhere_outside_their_crate() {
+    for readme in ["README.md", "algorithms/README.md"] {
+        let text = read(readme);
+        assert!(
+            !text.contains("](../"),
+            "{readme} links out of its crate, which breaks on crates.io"
+        );
+    }
+}
+
+#[test]
+fn docs_rs_builds_every_feature_with_badges() {
+    for (manifest, lib) in [
+        ("Cargo.toml", "src/lib.rs"),
+        ("algorithms/Cargo.toml", "algorithms/src/lib.rs"),
+    ] {
+        let manifest_text = read(manifest);
+        let table = manifest_text
+            .split("[package.metadata.docs.rs]")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{manifest} has no docs.rs metadata"));
+        let table = table.split("\n[").next().unwrap_or_default();
+        assert!(table.contains("all-features = true"), "{manifest}");
+        assert!(
+            table.contains(r#"rustdoc-args = ["--cfg", "docsrs"]"#),
+            "{manifest}"
+        );
+        assert!(
+            read(lib).contains("#![cfg_attr(docsrs, feature(doc_cfg))]"),
+            "{lib} does not badge items with their features on docs.rs"
+        );
+    }
 }

@@ -54,16 +54,12 @@ mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod error;
-mod gate;
 #[cfg(feature = "config")]
 pub mod keyed;
 mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod observe;
-mod permit;
-mod ready;
-mod shards;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod sync;
@@ -71,19 +67,17 @@ mod sync;
 pub mod tower;
 #[cfg(feature = "tracing")]
 pub mod tracing;
-mod wait;
 
 pub use rheostat_algorithms as algorithms;
 
 pub use algorithms::{Algorithm, ConfigError, Outcome};
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
-pub use limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
+pub use limiter::{
+    Builder, DynLimiter, Limiter, OwnedPermit, Permit, QueueOrder, Readiness, Sharding,
+    MAX_WAITERS, PARK_PER_SHARD,
+};
 pub use observe::Observer;
-pub use permit::{OwnedPermit, Permit};
-pub use ready::Readiness;
-pub use shards::{Sharding, PARK_PER_SHARD};
-pub use wait::QueueOrder;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

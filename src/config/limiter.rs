@@ -11,9 +11,9 @@ use super::file::{parse, ConfigFileError, Format};
 use super::paths::located;
 use super::PolicyConfig;
 use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
+use crate::limiter::QueueOrder;
+use crate::limiter::Sharding;
 use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
-use crate::shards::Sharding;
-use crate::wait::QueueOrder;
 
 /// One limiter: its policy and its own options.
 ///

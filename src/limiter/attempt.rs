@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::algorithms::{Algorithm, Feedback, Outcome};
 use crate::clock::Clock;
+use crate::limiter::permit::Ticket;
 use crate::limiter::Limiter;
-use crate::permit::Ticket;
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// One attempt of a call ended with `outcome` and the call keeps its

@@ -13,7 +13,7 @@ use super::classify::Classify;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, Rejection};
-use crate::permit::OwnedPermit;
+use crate::limiter::OwnedPermit;
 
 pin_project! {
     /// The response of a [`Rheostat`](super::Rheostat) service: the inner

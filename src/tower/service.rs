@@ -15,7 +15,7 @@ use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{CallError, Rejection};
 use crate::limiter::Limiter;
-use crate::permit::OwnedPermit;
+use crate::limiter::OwnedPermit;
 
 type Acquire<A, C> =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;

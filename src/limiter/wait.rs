@@ -21,8 +21,8 @@ use std::time::Duration;
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
+use crate::limiter::permit::{Permit, Ticket};
 use crate::limiter::Limiter;
-use crate::permit::{Permit, Ticket};
 use crate::sync::{Arc, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError};
 
 /// The order in which waiters are served.

@@ -1,0 +1,199 @@
+//! Admission: the gate's limit, its admit probability, probes, and the
+//! rejection that says why not.
+use std::time::{Duration, Instant};
+
+use super::*;
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    #[inline]
+    pub(super) fn draw(&self) -> u32 {
+        // splitmix64 over an atomic counter: lock-free and, for one caller,
+        // reproducible from the seed.
+        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut z = self
+            .rng
+            .fetch_add(GAMMA, Ordering::Relaxed)
+            .wrapping_add(GAMMA);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        #[allow(clippy::cast_possible_truncation, reason = "take the high half")]
+        let high = (z >> 32) as u32;
+        high
+    }
+
+    /// Admit one call at `now` or say why not. `draw` is false for a waiter
+    /// being handed a slot: it was already drawn for when it arrived.
+    /// `prober` is true only for the limiter's own active probe.
+    #[inline]
+    pub(crate) fn admit(
+        &self,
+        now: Instant,
+        draw: bool,
+        prober: bool,
+    ) -> Result<Ticket, Rejection> {
+        self.refresh_if_due(now);
+        let gate = self.gate.load();
+        if gate.limit() == 0 {
+            return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
+        }
+        if gate.probe() {
+            return self.admit_probe(now, draw, prober);
+        }
+        if draw && gate.admit() != ALWAYS && self.draw() >= gate.admit() {
+            return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
+        }
+        match self.take_slot(gate.limit()) {
+            Some(in_flight) => Ok(Ticket::new(Some(now), in_flight, false, self.generation())),
+            None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
+        }
+    }
+
+    /// [`Limiter::admit`] without reading the clock, for a policy that does
+    /// not time calls. Falls back to the timed path for anything that needs
+    /// the time: a gate that expires, a shut gate (its retry-after), a probe.
+    #[inline]
+    pub(super) fn admit_untimed(&self) -> Result<Ticket, Rejection> {
+        let gate = self.gate.load();
+        if gate.limit() == 0 || gate.probe() || self.until.load(Ordering::SeqCst) != u64::MAX {
+            return self.admit(self.clock.now(), true, false);
+        }
+        if gate.admit() != ALWAYS && self.draw() >= gate.admit() {
+            return Err(self.rejection(RejectReason::Throttled));
+        }
+        match self.take_slot(gate.limit()) {
+            Some(in_flight) => Ok(Ticket::new(None, in_flight, false, self.generation())),
+            None => Err(self.rejection(RejectReason::LimitReached)),
+        }
+    }
+
+    /// [`Limiter::try_acquire`] with the admission time always read, for
+    /// callers that measure latency themselves (the tower layer's
+    /// classifier).
+    #[cfg_attr(
+        not(feature = "tower"),
+        allow(dead_code, reason = "used by the tower layer")
+    )]
+    pub(crate) fn try_acquire_timed(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        self.permit(self.admit(self.clock.now(), true, false))
+    }
+
+    /// A probe gate: every admission is counted by the policy under its lock.
+    #[cold]
+    pub(super) fn admit_probe(
+        &self,
+        now: Instant,
+        draw: bool,
+        prober: bool,
+    ) -> Result<Ticket, Rejection> {
+        if self.options.active_probe().is_some() && !prober {
+            // The health check probes; user calls are not gambled.
+            return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
+        }
+        let mut policy = self.lock();
+        let gate = self.gate.load();
+        if gate.limit() == 0 {
+            drop(policy);
+            return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
+        }
+        if draw && gate.admit() != ALWAYS && self.draw() >= gate.admit() {
+            drop(policy);
+            return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
+        }
+        let Some(in_flight) = self.take_slot(gate.limit()) else {
+            drop(policy);
+            return Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now));
+        };
+        let probe = gate.probe();
+        if !policy.on_admit(now) {
+            self.slots.fetch_sub(1, Ordering::SeqCst);
+            let transitions = self.drain(&mut policy);
+            self.publish(&policy);
+            drop(policy);
+            self.report(transitions);
+            return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
+        }
+        let transitions = self.drain(&mut policy);
+        self.publish(&policy);
+        drop(policy);
+        self.report(transitions);
+        Ok(Ticket::new(Some(now), in_flight, probe, self.generation()))
+    }
+
+    pub(super) fn reject(&self, reason: RejectReason, refusal: Refusal, now: Instant) -> Rejection {
+        let retry_after = if reason == RejectReason::Open {
+            match self.until.load(Ordering::SeqCst) {
+                u64::MAX => None,
+                until => Some(Duration::from_nanos(until.saturating_sub(self.nanos(now)))),
+            }
+        } else {
+            None
+        };
+        let policy = self.culprit(refusal);
+        Rejection::new(ramping(reason, policy), policy, retry_after)
+    }
+
+    /// The policy whose gate refused, by the kind of refusal.
+    pub(super) fn culprit(&self, refusal: Refusal) -> &'static str {
+        let shift = match refusal {
+            Refusal::Shut => 0,
+            Refusal::Limit => 16,
+            Refusal::Throttle => 32,
+            Refusal::Probe => 48,
+        };
+        let index = usize::from(((self.culprits.load(Ordering::Relaxed) >> shift) & 0xFFFF) as u16);
+        self.members.get(index).copied().unwrap_or("unknown")
+    }
+
+    pub(crate) fn count_rejection(&self, rejection: &Rejection) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        if let Some(observer) = &self.observer {
+            observer.rejected(rejection);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn observe_admit(&self, ticket: &Ticket) {
+        if let Some(observer) = &self.observer {
+            observer.admitted(ticket.in_flight(), ticket.probe());
+        }
+    }
+
+    pub(crate) fn rejection(&self, reason: RejectReason) -> Rejection {
+        let refusal = match reason {
+            RejectReason::Open => Refusal::Shut,
+            RejectReason::Throttled => Refusal::Throttle,
+            _ => Refusal::Limit,
+        };
+        let policy = self.culprit(refusal);
+        Rejection::new(ramping(reason, policy), policy, None)
+    }
+
+    pub(crate) fn active_probe(&self) -> Option<ActiveProbe> {
+        self.options.active_probe().cloned()
+    }
+
+    /// Take a probe slot for the limiter's own active probe.
+    pub(crate) fn try_acquire_probe(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        let now = self.clock.now();
+        match self.admit(now, false, true) {
+            Ok(ticket) if ticket.probe() => Ok(Permit::new(self, ticket)),
+            Ok(ticket) => {
+                // The gate stopped probing in the meantime: not a probe.
+                Permit::new(self, ticket).ignore();
+                Err(self.rejection(RejectReason::Open))
+            }
+            Err(rejection) => Err(rejection),
+        }
+    }
+}
+
+/// A fraction refused by a breaker is its ramp after closing, not
+/// throttling: the reason says so.
+pub(super) fn ramping(reason: RejectReason, policy: &str) -> RejectReason {
+    if reason == RejectReason::Throttled && policy == "breaker" {
+        RejectReason::Ramping
+    } else {
+        reason
+    }
+}

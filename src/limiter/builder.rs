@@ -1,0 +1,311 @@
+//! Building a limiter: its options and the builder.
+
+use std::time::Duration;
+
+use super::*;
+
+pub(super) type TransitionHook = Box<dyn Fn(&Transition) + Send + Sync>;
+
+/// How a [`Limiter`] queues, waits and treats unrecorded permits.
+#[derive(Debug)]
+pub(super) struct Options {
+    pub(super) name: Cow<'static, str>,
+    pub(super) order: QueueOrder,
+    pub(super) max_waiters: usize,
+    pub(super) on_drop: Outcome,
+    pub(super) sharding: Sharding,
+    /// Options most limiters leave unset, out of line: a limiter that sets
+    /// none of them does not carry their space.
+    pub(super) rare: Option<Box<Rare>>,
+}
+
+#[derive(Default)]
+pub(super) struct Rare {
+    pub(super) max_wait: Option<Duration>,
+    pub(super) active_probe: Option<ActiveProbe>,
+    pub(super) on_transition: Option<TransitionHook>,
+}
+
+impl Options {
+    pub(super) fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    pub(super) fn max_wait(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|r| r.max_wait)
+    }
+
+    pub(super) fn active_probe(&self) -> Option<&ActiveProbe> {
+        self.rare.as_ref().and_then(|r| r.active_probe.as_ref())
+    }
+
+    pub(super) fn on_transition(&self) -> Option<&TransitionHook> {
+        self.rare.as_ref().and_then(|r| r.on_transition.as_ref())
+    }
+}
+
+impl fmt::Debug for Rare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rare")
+            .field("max_wait", &self.max_wait)
+            .field("active_probe", &self.active_probe)
+            .field("on_transition", &self.on_transition.is_some())
+            .finish()
+    }
+}
+
+/// Builds a [`Limiter`] with non-default options.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat::{algorithms::{Aimd, AimdConfig}, Limiter, Outcome, QueueOrder};
+///
+/// let limiter = Limiter::builder(Aimd::new(AimdConfig::default())?)
+///     .name("payments")
+///     .queue(QueueOrder::Lifo, 64)
+///     .max_wait(Duration::from_millis(200))
+///     .on_drop(Outcome::Ignore)
+///     .build()?;
+/// assert_eq!(limiter.name(), "payments");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Builder<A, C = SystemClock> {
+    policy: A,
+    clock: C,
+    options: Options,
+    seed: u64,
+    observer: Option<Box<dyn Observer>>,
+    /// Observers made at [`Builder::build`], with the final name and the
+    /// policy's starting breaker state, so that the order of the builder's
+    /// calls does not matter (`.metrics().name("x")` labels `x`).
+    named: Vec<NamedObserver>,
+}
+
+/// Makes an observer from the limiter's name and its policy's breaker state.
+pub(crate) type NamedObserver =
+    Box<dyn FnOnce(&str, Option<BreakerState>) -> Box<dyn Observer> + Send>;
+
+impl<A: Algorithm> Builder<A, SystemClock> {
+    pub(super) fn new(policy: A) -> Self {
+        Builder {
+            policy,
+            clock: SystemClock,
+            options: Options {
+                name: Cow::Borrowed("default"),
+                order: QueueOrder::Fifo,
+                max_waiters: 1024,
+                on_drop: Outcome::Ignore,
+                sharding: Sharding::OnContention,
+                rare: None,
+            },
+            seed: 0x0005_EED0_F4E0_57A7,
+            observer: None,
+            named: Vec::new(),
+        }
+    }
+}
+
+impl<A: Algorithm, C: Clock> Builder<A, C> {
+    /// Read time from `clock` instead of the system clock.
+    pub fn clock<D: Clock>(self, clock: D) -> Builder<A, D> {
+        Builder {
+            policy: self.policy,
+            clock,
+            options: self.options,
+            seed: self.seed,
+            observer: self.observer,
+            named: self.named,
+        }
+    }
+
+    /// A name for logs and metric labels (default `"default"`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.options.name = name.into();
+        self
+    }
+
+    /// The order in which waiters are served and how many may wait
+    /// (default FIFO, 1024). With 0, [`Limiter::acquire`] never waits.
+    #[must_use]
+    pub fn queue(mut self, order: QueueOrder, max_waiters: usize) -> Self {
+        self.options.order = order;
+        self.options.max_waiters = max_waiters;
+        self
+    }
+
+    /// The longest [`Limiter::acquire`] waits for a slot (default: no limit).
+    #[must_use]
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.options.rare_mut().max_wait = Some(max_wait);
+        self
+    }
+
+    /// What a permit dropped without a recorded outcome counts as (default
+    /// [`Outcome::Ignore`]: a cancelled call is not evidence about the
+    /// dependency). Choose [`Outcome::Overload`] if your callers drop permits
+    /// only when they give up on a hung call.
+    #[must_use]
+    pub fn on_drop(mut self, outcome: Outcome) -> Self {
+        self.options.on_drop = outcome;
+        self
+    }
+
+    /// Whether released slots are parked per core (default
+    /// [`Sharding::OnContention`]): on many threads, calls then stop all
+    /// writing one shared word. See [`Sharding`].
+    #[must_use]
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.options.sharding = sharding;
+        self
+    }
+
+    /// While the gate is half-open, run `check` as the probe instead of
+    /// gambling user calls: user calls are refused as
+    /// [`RejectReason::Open`] until the breaker decides, and `check` is run
+    /// (with at most `timeout`) by [`Limiter::wait_ready`] callers or by
+    /// [`Limiter::drive`]. Its outcome is recorded as the probe's.
+    #[must_use]
+    pub fn active_probe<F, Fut>(mut self, timeout: Duration, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        self.options.rare_mut().active_probe = Some(ActiveProbe::new(timeout, check));
+        self
+    }
+
+    /// Seed for the draw against the admit probability, so a run in virtual
+    /// time is reproducible.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Call `hook` on every state transition the policy reports (a breaker
+    /// opening, closing, …), outside the policy's lock.
+    #[must_use]
+    pub fn on_transition(mut self, hook: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
+        self.options.rare_mut().on_transition = Some(Box::new(hook));
+        self
+    }
+
+    pub(super) fn default_build(self) -> Limiter<A, C> {
+        match self.build() {
+            Ok(limiter) => limiter,
+            Err(_) => unreachable!("default limiter options are valid"),
+        }
+    }
+
+    /// Tell `observer` about every admission, rejection, finished call, gate
+    /// change and transition (metrics, logs, traces).
+    #[must_use]
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// Add an observer made at [`Builder::build`] from the limiter's name
+    /// and its policy's starting breaker state, beside any other.
+    #[cfg_attr(
+        not(any(feature = "metrics", feature = "tracing")),
+        allow(dead_code, reason = "used by the optional observers")
+    )]
+    pub(crate) fn observe_named(mut self, make: NamedObserver) -> Self {
+        self.named.push(make);
+        self
+    }
+
+    /// Build the limiter.
+    ///
+    /// # Errors
+    ///
+    /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` zero or
+    /// above a year.
+    pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
+        if self.options.max_waiters > MAX_WAITERS {
+            return Err(ConfigError::new(
+                "limiter.max_waiters",
+                self.options.max_waiters,
+                format!("a whole number in [0, {MAX_WAITERS}]"),
+            ));
+        }
+        if let Some(wait) = self.options.max_wait() {
+            check::duration("limiter.max_wait", wait)?;
+        }
+        if let Some(probe) = self.options.active_probe() {
+            check::duration("limiter.active_probe.timeout", probe.timeout)?;
+        }
+        let state = self.policy.snapshot().state;
+        for make in std::mem::take(&mut self.named) {
+            let observer = make(&self.options.name, state);
+            self.observer = Some(match self.observer.take() {
+                Some(previous) => Box::new((previous, observer)),
+                None => observer,
+            });
+        }
+        let epoch = self.clock.now();
+        let gate = self.policy.gate();
+        let members = self.policy.members().into_boxed_slice();
+        let limiter = Limiter {
+            gate: AtomicGate::new(&gate),
+            slots: Line(Slots {
+                word: AtomicU64::new(0),
+                shards: match self.options.sharding {
+                    Sharding::Always => OnceLock::from(Shards::new(Sharding::Always)),
+                    _ => OnceLock::new(),
+                },
+            }),
+            batch_until: AtomicU64::new(0),
+            quiet: AtomicU64::new(0),
+            feedback: AtomicU8::new(Feedback::Timed as u8),
+            generation: AtomicU32::new(0),
+            until: AtomicU64::new(u64::MAX),
+            rejected: AtomicU64::new(0),
+            culprits: AtomicU64::new(0),
+            rng: AtomicU64::new(self.seed),
+            waiters: WaitQueue::new(self.options.order),
+            changed: tokio::sync::Notify::new(),
+            ready_waiters: AtomicUsize::new(0),
+            probing: AtomicBool::new(false),
+            policy: Line(Mutex::new(self.policy)),
+            clock: self.clock,
+            epoch,
+            members,
+            options: self.options,
+            observer: self.observer,
+        };
+        {
+            let policy = limiter.lock();
+            limiter.publish(&policy);
+            if let Some(observer) = &limiter.observer {
+                observer.gate_changed(&policy.gate().sanitized());
+            }
+        }
+        Ok(limiter)
+    }
+}
+
+impl<A: Algorithm> Limiter<A, SystemClock> {
+    /// A limiter with `policy`, the system clock and default options.
+    pub fn new(policy: A) -> Self {
+        Limiter::builder(policy).default_build()
+    }
+
+    /// Start building a limiter with `policy`.
+    pub fn builder(policy: A) -> Builder<A, SystemClock> {
+        Builder::new(policy)
+    }
+}
+
+impl<A, C: fmt::Debug> fmt::Debug for Builder<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("clock", &self.clock)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}

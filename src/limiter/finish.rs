@@ -1,0 +1,201 @@
+//! A call's end: its slot given back, and what the policy learns from it
+//! (nothing, a batched success, a quiet success, or a sample under its
+//! lock).
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// Batched successes at which the finishing call hands them over itself.
+pub(super) const BATCH_FLUSH: u64 = 1 << 31;
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// Record the end of an admitted call and release its slot. What needs
+    /// no clock is done here, inline; the rest in
+    /// [`Limiter::finish_timed`].
+    #[inline(always)]
+    pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
+        let feedback = self.feedback();
+        if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
+            // The policy learns nothing from it, and no observer is set (an
+            // observer raises the feedback to `Timed`).
+            self.release_slot();
+            return;
+        }
+        let batchable = outcome == Outcome::Success
+            && ticket.start.is_none()
+            && !ticket.probe()
+            && ticket.generation == self.generation();
+        let batch_until = if batchable {
+            self.batch_until.load(Ordering::SeqCst)
+        } else {
+            0
+        };
+        if batch_until == u64::MAX {
+            // Batched whenever it finishes: no need to know when.
+            self.finish_batched();
+            return;
+        }
+        self.finish_timed(ticket, outcome, feedback, batch_until);
+    }
+
+    /// [`Limiter::finish`] for a call the policy may learn from: read the
+    /// clock, then batch it, let it pass as quiet, or hand it over.
+    #[inline(never)]
+    pub(super) fn finish_timed(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        feedback: Feedback,
+        batch_until: u64,
+    ) {
+        let now = self.clock.now();
+        if batch_until != 0 && self.nanos(now) < batch_until {
+            self.finish_batched();
+            return;
+        }
+        let latency = ticket
+            .start
+            .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
+        let quiet = self.quiet.load(Ordering::SeqCst);
+        if outcome == Outcome::Success
+            && !ticket.probe()
+            && u64::from(ticket.in_flight()) <= quiet >> 32
+        {
+            // Rounded up, against a bound rounded down: never quiet by
+            // rounding.
+            let micros = latency
+                .as_secs()
+                .saturating_mul(1_000_000)
+                .saturating_add(u64::from(latency.subsec_nanos().div_ceil(1_000)));
+            if micros <= quiet & 0xFFFF_FFFF {
+                // It would change nothing: the policy is not told.
+                self.release_slot();
+                if let Some(observer) = &self.observer {
+                    observer.finished(outcome, latency, self.in_flight());
+                }
+                return;
+            }
+        }
+        self.finish_locked(ticket, outcome, latency, feedback, now);
+    }
+
+    /// Hand a finished call to the policy, under its lock.
+    #[inline(never)]
+    pub(super) fn finish_locked(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        latency: Duration,
+        feedback: Feedback,
+        now: Instant,
+    ) {
+        // Admitted untimed, and the policy has come to need latency since (a
+        // policy swapped by `update`): not evidence.
+        let outcome = if ticket.start.is_none() && feedback == Feedback::Timed {
+            Outcome::Ignore
+        } else {
+            outcome
+        };
+        let transitions = self.learn(ticket, outcome, latency, now);
+        self.release_slot();
+        if let Some(observer) = &self.observer {
+            observer.finished(outcome, latency, self.in_flight());
+        }
+        self.report(transitions);
+    }
+
+    /// Tell the policy how one call (or one attempt of it) went, under its
+    /// lock, and publish what it makes of it.
+    pub(super) fn learn(
+        &self,
+        ticket: &Ticket,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+    ) -> Vec<Transition> {
+        let sample = Sample::new(outcome, latency, ticket.in_flight())
+            // Counted as at admission (slots parked on other cores
+            // included): one load, not a walk over the shards.
+            .with_in_flight_at_finish(slots_of(self.slots.load(Ordering::Relaxed)))
+            .with_probe(ticket.probe())
+            .with_stale(ticket.generation != self.generation());
+        let mut policy = self.lock();
+        self.catch_up(&mut policy, now);
+        policy.on_sample(now, &sample);
+        let mut due = policy.poll_timeout();
+        if due.is_some_and(|t| t <= now) {
+            policy.handle_timeout(now);
+            due = policy.poll_timeout();
+        }
+        let transitions = self.drain(&mut policy);
+        self.publish_with(&policy, due);
+        transitions
+    }
+
+    /// Give back the slot of a success the policy lets us count for it
+    /// without its lock.
+    #[inline]
+    pub(super) fn finish_batched(&self) {
+        // Only an untimed call is batched, and no call is untimed while an
+        // observer is set: there is no one to tell.
+        let batched = if let Some(parked) = self.park(1) {
+            self.after_parking(&parked);
+            parked.batched
+        } else {
+            let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
+            self.wake_waiters();
+            before >> 32
+        };
+        if batched >= BATCH_FLUSH {
+            // Hand the batch over long before the count could overflow.
+            self.update(|_| ());
+        }
+    }
+
+    /// Give back a slot without a sample (a waiter that was handed a slot and
+    /// then cancelled, or a probe the policy refused).
+    #[inline]
+    pub(crate) fn release_slot(&self) {
+        if let Some(parked) = self.park(0) {
+            self.after_parking(&parked);
+            return;
+        }
+        self.slots.fetch_sub(1, Ordering::SeqCst);
+        self.wake_waiters();
+    }
+
+    pub(super) fn after_parking(&self, parked: &Parked<'_>) {
+        if !self.waiters.is_empty() {
+            // A waiter may have looked for parked slots before this one was
+            // parked: it goes back to the shared count, for the waiters to
+            // be served from.
+            let slots = parked.unpark_all();
+            if slots != 0 {
+                self.slots.fetch_sub(u64::from(slots), Ordering::SeqCst);
+            }
+            self.wake_waiters();
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wake_waiters(&self) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        self.serve_waiters();
+    }
+
+    #[cold]
+    pub(super) fn serve_waiters(&self) {
+        let now = self.clock.now();
+        self.waiters.serve(|| self.admit(now, false, false));
+    }
+
+    pub(crate) fn on_drop_outcome(&self) -> Outcome {
+        self.options.on_drop
+    }
+
+    pub(crate) fn max_waiters(&self) -> usize {
+        self.options.max_waiters
+    }
+}

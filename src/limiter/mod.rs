@@ -1,0 +1,495 @@
+//! The `Limiter`: one gate in front of one dependency.
+
+mod admit;
+mod attempt;
+mod builder;
+mod finish;
+mod gate;
+mod permit;
+mod published;
+mod ready;
+mod shards;
+mod slots;
+mod wait;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::algorithms::{
+    check, Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Outcome, Quiet, Refusal,
+    Sample, Snapshot, Transition,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{CallError, RejectReason, Rejection};
+use crate::observe::Observer;
+use crate::sync::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
+    PoisonError,
+};
+use gate::{AtomicGate, Packed, ALWAYS};
+use shards::{slots_of, Parked, Shards, ONE_BATCHED, SLOTS};
+use wait::WaitQueue;
+
+pub use builder::Builder;
+use builder::Options;
+pub(crate) use permit::Ticket;
+pub use permit::{OwnedPermit, Permit};
+pub(crate) use ready::ActiveProbe;
+pub use ready::Readiness;
+pub use shards::{Sharding, PARK_PER_SHARD};
+use slots::{Line, Slots};
+pub use wait::QueueOrder;
+
+/// Most waiters a queue may be configured to hold.
+pub const MAX_WAITERS: usize = 1 << 20;
+
+/// A limiter that chooses its policy at run time.
+pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
+
+/// One gate in front of one dependency: decides, call by call, whether a call
+/// may go, and learns from how each call ends.
+///
+/// The policy `A` (a [`Fixed`](crate::algorithms::Fixed) bulkhead, an
+/// [`Aimd`](crate::algorithms::Aimd) limit, or a `Box<dyn Algorithm>` chosen at
+/// run time) publishes a [`Gate`]; the limiter enforces it without taking a
+/// lock — an atomic in-flight count against the published limit, and a fast
+/// random draw against the admit probability. Only recording a finished call
+/// locks the policy, and only if the policy learns from it: the limiter
+/// reads the clock and takes the lock no more than the policy's
+/// [`Feedback`] asks (a [`Fixed`](crate::algorithms::Fixed) bulkhead needs
+/// neither).
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::{algorithms::Fixed, Limiter};
+///
+/// let limiter = Limiter::new(Fixed::new(2)?);
+/// let a = limiter.try_acquire()?;
+/// let b = limiter.try_acquire()?;
+/// assert!(limiter.try_acquire().is_err()); // two in flight: the third is refused
+/// a.success();
+/// b.overload();
+/// assert_eq!(limiter.in_flight(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
+    gate: AtomicGate,
+    /// Calls in flight (the low 32 bits) and, above them, successes counted
+    /// for the policy but not yet handed over: one word, so that a batched
+    /// success gives back its slot and counts itself in one atomic step.
+    slots: Line<Slots>,
+    /// Successes finishing before this many nanoseconds after `epoch` may be
+    /// batched: 0 for none, `u64::MAX` for all.
+    batch_until: AtomicU64,
+    /// The policy's [`Quiet`] successes in one word: the most calls in
+    /// flight at admission (the high 32 bits; 0 for none) and the longest
+    /// latency in whole microseconds (rounded down, at most `u32::MAX`).
+    quiet: AtomicU64,
+    /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
+    /// observer is set.
+    feedback: AtomicU8,
+    /// Counts the events at which the policy reported transitions; a call
+    /// admitted before the latest is stale when it finishes.
+    generation: AtomicU32,
+    /// Nanoseconds after `epoch` at which the gate must be re-evaluated;
+    /// `u64::MAX` for never.
+    until: AtomicU64,
+    /// Local rejections not yet told to the policy.
+    rejected: AtomicU64,
+    /// Four 16-bit indices into `members`, one per [`Refusal`].
+    culprits: AtomicU64,
+    rng: AtomicU64,
+    policy: Line<Mutex<A>>,
+    clock: C,
+    epoch: Instant,
+    members: Box<[&'static str]>,
+    waiters: WaitQueue,
+    /// Notified when the published gate changes while someone waits for
+    /// readiness.
+    changed: tokio::sync::Notify,
+    ready_waiters: AtomicUsize,
+    /// Set while an active probe is running.
+    probing: AtomicBool,
+    options: Options,
+    observer: Option<Box<dyn Observer>>,
+}
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// A limiter with `policy`, reading time from `clock`, with default
+    /// options.
+    pub fn with_clock(policy: A, clock: C) -> Self {
+        Builder::new(policy).clock(clock).default_build()
+    }
+
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
+    /// The clock the limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Calls in flight now. With slots parked per core (see [`Sharding`]),
+    /// it is read from more than one word: while other threads start and
+    /// finish calls, it may count a call that finished, or miss one that
+    /// started, while it reads.
+    pub fn in_flight(&self) -> u32 {
+        let taken = slots_of(self.slots.load(Ordering::SeqCst));
+        match self.slots.shards.get() {
+            Some(shards) => taken.saturating_sub(shards.parked()),
+            None => taken,
+        }
+    }
+
+    /// The gate being enforced now, read without a lock: what the next
+    /// admission will be held to. A gate whose time has come (an open
+    /// breaker whose cooldown is over) is re-evaluated first, as an
+    /// admission would, so that it reads half-open with its probe limit, not
+    /// shut with a limit of 0.
+    ///
+    /// The limit binds admissions: no call is admitted that would take the
+    /// calls in flight above the gate it was admitted under. A gate may
+    /// still read below the calls in flight (a limit just cut; a half-open
+    /// breaker whose probes are all out shuts until they answer).
+    ///
+    /// [`Gate::max_in_flight`] is `None` when the gate sets no concurrency
+    /// limit (a throttle, a closed breaker alone).
+    pub fn gate(&self) -> Gate {
+        self.refresh_if_due(self.clock.now());
+        let packed = self.gate.load();
+        let until = match self.until.load(Ordering::SeqCst) {
+            u64::MAX => None,
+            n => self.epoch.checked_add(Duration::from_nanos(n)),
+        };
+        Gate {
+            limit: packed.limit(),
+            admit_probability: packed.admit_probability(),
+            probe: packed.probe(),
+            until,
+        }
+    }
+
+    /// A view of the policy (locks it briefly, first handing it any
+    /// successes counted for it without its lock).
+    pub fn snapshot(&self) -> Snapshot {
+        self.update(|policy| policy.snapshot())
+    }
+
+    /// Run `f` on the policy — to change a fixed limit, force a breaker
+    /// open, swap a boxed policy — then publish its new gate and wake any
+    /// waiter it lets through. Calls already in flight finish normally and are
+    /// reported to the policy as it is when they finish.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(1)?);
+    /// limiter.update(|fixed| fixed.set_limit(3))?;
+    /// assert_eq!(limiter.gate().limit, 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update<R>(&self, f: impl FnOnce(&mut A) -> R) -> R {
+        self.update_at(self.clock.now(), f)
+    }
+
+    fn update_at<R>(&self, now: Instant, f: impl FnOnce(&mut A) -> R) -> R {
+        let (result, transitions) = {
+            let mut policy = self.lock();
+            self.catch_up(&mut policy, now);
+            let result = f(&mut policy);
+            let transitions = self.drain(&mut policy);
+            self.publish(&policy);
+            (result, transitions)
+        };
+        self.report(transitions);
+        self.wake_waiters();
+        result
+    }
+
+    /// The attempt timeout a call admitted as a probe is given: the
+    /// policy's [`Algorithm::probe_timeout`] (a breaker's
+    /// [`probe_timeout`](crate::algorithms::breaker::BreakerConfig::probe_timeout),
+    /// 30 s by default, after which it counts an unreported probe as
+    /// failed); `None` if the policy never probes. [`Limiter::call`], the
+    /// tower layer and [`Permit::timeout`] give it to probes in place of the
+    /// caller's ordinary timeout, so that a dependency coming back slowly
+    /// is not shut out by a probe held to the ordinary short timeout.
+    /// Takes the policy's lock briefly.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let breaker = Limiter::new(Breaker::new(BreakerConfig::default())?);
+    /// assert_eq!(breaker.probe_timeout(), Some(Duration::from_secs(30)));
+    /// assert_eq!(Limiter::new(Fixed::new(8)?).probe_timeout(), None);
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    pub fn probe_timeout(&self) -> Option<Duration> {
+        self.lock().probe_timeout()
+    }
+
+    /// The next instant at which the gate changes by itself (an open
+    /// breaker's cooldown ending), if any. [`Limiter::try_acquire`] applies
+    /// such changes lazily; a driver that wants them applied with no traffic
+    /// calls [`Limiter::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.gate().until
+    }
+
+    /// Apply the policy's time-driven changes due by now.
+    pub fn handle_timeout(&self) {
+        let now = self.clock.now();
+        self.refresh(now);
+    }
+
+    /// Take a slot now or fail at once with the reason.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`],
+    /// [`RejectReason::Throttled`] or [`RejectReason::Open`] (with the time
+    /// until the next probe, where known).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::{algorithms::Fixed, Limiter, RejectReason};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(1)?);
+    /// let permit = limiter.try_acquire()?;
+    /// let refused = limiter.try_acquire().unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::LimitReached);
+    /// drop(permit);
+    /// assert!(limiter.try_acquire().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        let admitted = if self.feedback() == Feedback::Timed {
+            self.admit(self.clock.now(), true, false)
+        } else {
+            self.admit_untimed()
+        };
+        self.permit(admitted)
+    }
+
+    /// The permit for an admission, or the rejection, counted.
+    #[inline]
+    fn permit(&self, admitted: Result<Ticket, Rejection>) -> Result<Permit<'_, A, C>, Rejection> {
+        match admitted {
+            Ok(ticket) => Ok(Permit::new(self, ticket)),
+            Err(rejection) => {
+                self.count_rejection(&rejection);
+                Err(rejection)
+            }
+        }
+    }
+
+    /// [`Limiter::try_acquire`], with a permit that owns a handle to the
+    /// limiter, for spawned tasks.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::try_acquire`].
+    pub fn try_acquire_owned(self: &Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
+        self.try_acquire()
+            .map(|permit| permit.into_owned(Arc::clone(self)))
+    }
+
+    /// Take a slot, waiting in the queue up to the configured maximum wait if
+    /// the limit is reached.
+    ///
+    /// A throttled call and an open gate are refused at once, never queued:
+    /// waiting would hold the caller's worker for a dependency that has said
+    /// it cannot serve. (A bulk consumer that wants to pause instead uses the
+    /// breaker's readiness wait.)
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropping the future leaves the queue; a slot handed to it
+    /// in the meantime goes back to the limiter and to the next waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::QueueFull`] at once if the queue is full,
+    /// [`RejectReason::TimedOut`] if no slot came free in time, or any
+    /// rejection of [`Limiter::try_acquire`] other than the limit.
+    ///
+    /// # Panics
+    ///
+    /// If a maximum wait is configured and this is polled outside a Tokio
+    /// runtime with the time driver enabled (as `tokio::time::sleep` does).
+    pub async fn acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        self.wait_for_slot(self.options.max_wait()).await
+    }
+
+    /// [`Limiter::acquire`], waiting at most `max_wait` (0: do not wait).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter, RejectReason};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(1)?);
+    /// let held = limiter.acquire().await?;
+    /// let waited = limiter.acquire_timeout(Duration::from_millis(10)).await;
+    /// assert_eq!(waited.unwrap_err().reason(), RejectReason::TimedOut);
+    /// held.success();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_timeout(&self, max_wait: Duration) -> Result<Permit<'_, A, C>, Rejection> {
+        self.wait_for_slot(Some(max_wait)).await
+    }
+
+    /// [`Limiter::acquire`], with an owned permit for spawned tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::acquire`].
+    pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
+        let ticket = self.wait_for_slot(self.options.max_wait()).await?.detach();
+        Ok(OwnedPermit::new(self, ticket))
+    }
+
+    /// [`Limiter::acquire_timeout`], with an owned permit for spawned tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::acquire_timeout`].
+    pub async fn acquire_timeout_owned(
+        self: Arc<Self>,
+        max_wait: Duration,
+    ) -> Result<OwnedPermit<A, C>, Rejection> {
+        let ticket = self.wait_for_slot(Some(max_wait)).await?.detach();
+        Ok(OwnedPermit::new(self, ticket))
+    }
+
+    /// Run `call` under a permit taken with [`Limiter::try_acquire`], give it
+    /// at most `timeout`, and record its outcome as `classify` says. A call
+    /// that runs out of time is recorded as [`Outcome::Overload`]. A call
+    /// admitted as a probe is given the [probe
+    /// timeout](Limiter::probe_timeout) instead (see [`Permit::timeout`]);
+    /// to choose a probe's timeout yourself, take the permit with
+    /// [`Limiter::try_acquire`] and use [`Permit::run`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the permit, which records the limiter's
+    /// drop outcome (by default [`Outcome::Ignore`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] if refused, [`CallError::TimedOut`],
+    /// [`CallError::Failed`] with the call's own error, or
+    /// [`CallError::InvalidTimeout`] for a zero or over-a-year timeout.
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, CallError, Limiter, Outcome};
+    ///
+    /// #[derive(Debug)]
+    /// enum HttpError { Status(u16) }
+    ///
+    /// // 5xx is the dependency's fault; 4xx is ours and teaches nothing.
+    /// let classify = |r: &Result<&str, HttpError>| match r {
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(HttpError::Status(s)) if *s >= 500 => Outcome::Overload,
+    ///     Err(_) => Outcome::Ignore,
+    /// };
+    /// let limiter = Limiter::new(Fixed::new(10).unwrap());
+    /// let body = limiter
+    ///     .call(Duration::from_secs(1), classify, async { Ok("hello") })
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(body, "hello");
+    ///
+    /// let hung = limiter
+    ///     .call(Duration::from_millis(5), classify, std::future::pending())
+    ///     .await;
+    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
+    /// # }
+    /// ```
+    pub async fn call<F, T, E, K>(
+        &self,
+        timeout: Duration,
+        classify: K,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        let permit = self.try_acquire().map_err(CallError::Rejected)?;
+        let timeout = permit.timeout(timeout);
+        permit.run(timeout, classify, call).await
+    }
+
+    fn lock(&self) -> MutexGuard<'_, A> {
+        // A policy that panicked mid-update is still the best information we
+        // have; a poisoned lock must not take the caller down with it.
+        self.policy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<A, C> fmt::Debug for Limiter<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("name", &self.options.name)
+            .field("in_flight", &slots_of(self.slots.load(Ordering::Relaxed)))
+            .field("limit", &self.gate.load().limit())
+            .field("admit_probability", &self.gate.load().admit_probability())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,159 @@
+//! What the policy published, copied into atomics the hot path reads
+//! without a lock: the gate, when to re-evaluate it, how calls are to be
+//! reported; and the re-evaluation, the transitions and their report.
+use std::time::Instant;
+
+use super::*;
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    #[inline]
+    pub(super) fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// How many times the policy has reported transitions (wrapping).
+    #[inline]
+    pub(super) fn generation(&self) -> u32 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    #[inline]
+    pub(super) fn feedback(&self) -> Feedback {
+        match self.feedback.load(Ordering::Relaxed) {
+            0 => Feedback::Nothing,
+            1 => Feedback::Outcomes,
+            _ => Feedback::Timed,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn refresh_if_due(&self, now: Instant) {
+        let until = self.until.load(Ordering::SeqCst);
+        // Most gates never expire: skip the clock arithmetic for them.
+        if until != u64::MAX && self.nanos(now) >= until {
+            self.refresh(now);
+        }
+    }
+
+    /// Re-evaluate a gate whose `until` has passed.
+    #[cold]
+    pub(super) fn refresh(&self, now: Instant) {
+        let transitions = {
+            let mut policy = self.lock();
+            self.catch_up(&mut policy, now);
+            if policy.poll_timeout().is_some_and(|t| t <= now) {
+                policy.handle_timeout(now);
+            }
+            let transitions = self.drain(&mut policy);
+            self.publish(&policy);
+            transitions
+        };
+        self.report(transitions);
+        // A waiter may be admissible under the new gate; don't serve waiters
+        // from inside an admission (the queue may be locked by our caller).
+    }
+
+    /// Before any event reaches the policy: hand over the successes batched
+    /// for it, then the rejections counted since it last heard.
+    pub(super) fn catch_up(&self, policy: &mut A, now: Instant) {
+        let mut batched = 0;
+        if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
+            batched = self.slots.fetch_and(SLOTS, Ordering::SeqCst) >> 32;
+        }
+        if let Some(shards) = self.slots.shards.get() {
+            batched += shards.take_batched();
+        }
+        if batched > 0 {
+            policy.on_successes(now, batched);
+        }
+        if self.rejected.load(Ordering::Relaxed) > 0 {
+            let count = self.rejected.swap(0, Ordering::Relaxed);
+            if count > 0 {
+                policy.on_rejected(now, count);
+            }
+        }
+    }
+
+    pub(super) fn publish(&self, policy: &A) {
+        self.publish_with(policy, policy.poll_timeout());
+    }
+
+    pub(super) fn publish_with(&self, policy: &A, due: Option<Instant>) {
+        let feedback = if self.observer.is_some() {
+            Feedback::Timed
+        } else {
+            policy.feedback()
+        } as u8;
+        if self.feedback.load(Ordering::Relaxed) != feedback {
+            self.feedback.store(feedback, Ordering::Relaxed);
+        }
+        let batch_until = match policy.batching() {
+            Batching::Never => 0,
+            Batching::Until(t) => self.nanos(t),
+            Batching::Always => u64::MAX,
+        };
+        if self.batch_until.load(Ordering::Relaxed) != batch_until {
+            self.batch_until.store(batch_until, Ordering::SeqCst);
+        }
+        let quiet = match policy.quiet() {
+            Some(Quiet {
+                max_latency,
+                max_in_flight,
+            }) => {
+                let micros = u32::try_from(max_latency.as_micros()).unwrap_or(u32::MAX);
+                (u64::from(max_in_flight) << 32) | u64::from(micros)
+            }
+            None => 0,
+        };
+        if self.quiet.load(Ordering::Relaxed) != quiet {
+            self.quiet.store(quiet, Ordering::SeqCst);
+        }
+        let gate = policy.gate();
+        if self.gate.store(Packed::new(&gate)) {
+            if self.ready_waiters.load(Ordering::SeqCst) > 0 {
+                self.changed.notify_waiters();
+            }
+            if let Some(observer) = &self.observer {
+                observer.gate_changed(&gate.sanitized());
+            }
+        }
+        let until = due.map_or(u64::MAX, |t| self.nanos(t));
+        if self.until.load(Ordering::Relaxed) != until {
+            self.until.store(until, Ordering::SeqCst);
+        }
+        if self.members.len() > 1 {
+            let index = |r| (policy.refused_by(r).min(0xFFFF)) as u64;
+            let packed = index(Refusal::Shut)
+                | (index(Refusal::Limit) << 16)
+                | (index(Refusal::Throttle) << 32)
+                | (index(Refusal::Probe) << 48);
+            if self.culprits.load(Ordering::Relaxed) != packed {
+                self.culprits.store(packed, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Take the policy's transitions; count them into the generation, so
+    /// that calls admitted before them are marked stale when they finish.
+    pub(super) fn drain(&self, policy: &mut A) -> Vec<Transition> {
+        let mut out = Vec::new();
+        while let Some(t) = policy.poll_transition() {
+            out.push(t);
+        }
+        if !out.is_empty() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    }
+
+    pub(super) fn report(&self, transitions: Vec<Transition>) {
+        for t in &transitions {
+            if let Some(hook) = self.options.on_transition() {
+                hook(t);
+            }
+            if let Some(observer) = &self.observer {
+                observer.transition(t);
+            }
+        }
+    }
+}

@@ -82,3 +82,7 @@ pub use observe::Observer;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/design.md")]
+struct DesignDoctests;

@@ -134,14 +134,17 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
     }
 }
 
+/// Transparent: the message is the inner error's (or says what happened),
+/// so the source is the inner error's own source, never the inner error
+/// again (a reporter walking the chain would print it twice).
 impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CallError::Rejected(r) => Some(r),
-            CallError::Failed(e) => Some(e),
-            CallError::InvalidTimeout(e) => Some(e),
+            CallError::Rejected(r) => r.source(),
+            CallError::Failed(e) => e.source(),
+            CallError::InvalidTimeout(e) => e.source(),
             #[cfg(feature = "config")]
-            CallError::NoLimiter(e) => Some(e),
+            CallError::NoLimiter(e) => e.source(),
             CallError::TimedOut(_) => None,
         }
     }

@@ -120,14 +120,9 @@ impl fmt::Display for KeyedError {
     }
 }
 
-impl std::error::Error for KeyedError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            KeyedError::Config(e) => Some(e),
-            KeyedError::Full { .. } => None,
-        }
-    }
-}
+/// A configuration error's message is this error's: it has no source of its
+/// own to add.
+impl std::error::Error for KeyedError {}
 
 impl From<ConfigError> for KeyedError {
     fn from(e: ConfigError) -> Self {

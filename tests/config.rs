@@ -288,7 +288,7 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"sometimes\"", "limiters.p.policy.failure_rate", "a rate in (0, 1] or \"off\"", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.exponential = { base = \"90s\", factor = 2.0, cap = \"60s\" }", "limiters.p.policy.cooldown.exponential.base", "at most `cooldown.exponential.cap` (60s)", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown.fixed = \"0ms\"", "limiters.p.policy.cooldown.fixed", "above 0", 3),
-    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.time = { length = \"30s\", buckets = 0 }", "limiters.p.policy.window.time.buckets", "[1, 1000]", 3),
+    ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.time = { length = \"30s\", buckets = 0 }", "limiters.p.policy.window.time.buckets", "[1, 10000]", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nwindow.count = { calls = 10 }", "limiters.p.policy.min_calls", "at most `window.count.calls` (10)", 1),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nhalf_open.probes = { probes = 3, close_after = 4 }", "limiters.p.policy.half_open.probes.close_after", "at most `half_open.probes.probes` (3)", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\ncooldown_jitter = inf", "limiters.p.policy.cooldown_jitter", "found inf", 3),
@@ -377,7 +377,9 @@ fn a_syntax_error_gives_the_line_and_a_range_error_its_source() {
         err.config_error().unwrap().field(),
         "limiters.p.policy.backoff"
     );
-    assert!(std::error::Error::source(&err).is_some());
+    // The message says it all: the range error is handed out typed, not
+    // as a source a reporter would print a second time.
+    assert!(std::error::Error::source(&err).is_none());
 }
 
 #[test]
@@ -561,4 +563,53 @@ fn bad_values_are_reported_as_written() {
     let e = json("{\"policy\": \"aimd\",\n \"backoff\": 1.5}");
     assert_eq!((e.field(), e.line()), ("backoff", Some(2)), "{e}");
     assert_eq!(e.reason(), "found 1.5, expected a number in (0, 1)");
+}
+
+/// No error both shows an inner error in its message and returns it as its
+/// source: a reporter walking the chain would print it twice.
+#[test]
+fn no_error_repeats_its_source_in_its_message() {
+    use std::error::Error;
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("the request failed")
+        }
+    }
+    impl Error for Outer {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    let limiter = rheostat::Limiter::new(rheostat::algorithms::Fixed::new(1).unwrap());
+    let _held = limiter.try_acquire().unwrap();
+    let rejection = limiter.try_acquire().unwrap_err();
+    let file =
+        rheostat::config::PolicyConfig::from_toml("policy = \"aimd\"\nbackoff = 2.0").unwrap_err();
+    let errors: Vec<Box<dyn Error>> = vec![
+        Box::new(rheostat::CallError::Failed(Outer(std::io::Error::other(
+            "reset",
+        )))),
+        Box::new(rheostat::CallError::<std::io::Error>::Rejected(rejection)),
+        Box::new(rheostat::CallError::<std::io::Error>::TimedOut(
+            std::time::Duration::from_secs(1),
+        )),
+        Box::new(rheostat::CallError::<std::io::Error>::NoLimiter(
+            rheostat::keyed::KeyedError::Config(rheostat::ConfigError::new("x", 1, "2")),
+        )),
+        Box::new(file),
+    ];
+    for error in errors {
+        let mut current: &dyn Error = &*error;
+        while let Some(source) = current.source() {
+            assert!(
+                !current.to_string().contains(&source.to_string()),
+                "{current} repeats its source {source}"
+            );
+            current = source;
+        }
+    }
 }

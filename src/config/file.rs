@@ -23,8 +23,9 @@ pub(crate) enum Format {
 /// says what is allowed, and gives the line (in TOML and in JSON). A value
 /// the file left out, whose default another field's value makes invalid, is
 /// said to be the default. A value out of range also carries the
-/// [`ConfigError`] (as [`ConfigFileError::config_error`] and as the error's
-/// source), whose field is the same path.
+/// [`ConfigError`], whose field is the same path
+/// ([`ConfigFileError::config_error`]; not the error's source, since the
+/// message already says what it says).
 ///
 /// # Examples
 ///
@@ -158,14 +159,9 @@ impl fmt::Display for ConfigFileError {
     }
 }
 
-impl std::error::Error for ConfigFileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.details
-            .invalid
-            .as_ref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+/// The message says everything (the range error's too, which
+/// [`ConfigFileError::config_error`] hands out typed): no source.
+impl std::error::Error for ConfigFileError {}
 
 /// Parse `text`, naming the field of the first error by its path.
 pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {

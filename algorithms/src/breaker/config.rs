@@ -8,11 +8,12 @@ use crate::{check, ConfigError, MAX_DURATION};
 /// The most calls a count window may hold.
 pub const MAX_WINDOW_CALLS: u32 = 100_000;
 
-/// The most buckets a time window may be divided into.
-pub const MAX_WINDOW_BUCKETS: u32 = 1_000;
+/// The most buckets a time window may be divided into: the bucket ring's
+/// own cap, which the window is kept in.
+pub const MAX_WINDOW_BUCKETS: u32 = crate::buckets::MAX_BUCKETS;
 
-/// The shortest bucket a time window may use.
-pub const MIN_BUCKET_WIDTH: Duration = Duration::from_millis(1);
+/// The shortest bucket a time window may use: the bucket ring's.
+pub use crate::buckets::MIN_BUCKET_WIDTH;
 
 /// The most probes a half-open cycle may be configured with.
 pub const MAX_PROBES: u32 = 10_000;

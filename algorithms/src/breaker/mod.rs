@@ -41,6 +41,7 @@
 mod config;
 mod policy;
 mod settings;
+mod state;
 mod stats;
 
 pub use config::{
@@ -48,4 +49,5 @@ pub use config::{
     MAX_PROBES, MAX_WINDOW_BUCKETS, MAX_WINDOW_CALLS, MIN_BUCKET_WIDTH,
 };
 pub use policy::Breaker;
+pub use state::{BreakerState, Transition};
 pub use stats::WindowStats;

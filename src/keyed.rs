@@ -1,7 +1,7 @@
 //! One limiter per key — per dependency, route, tenant or model — created
 //! from configuration on first use.
 //!
-//! [`KeyedLimiters`] hands out an `Arc<DynLimiter>` per key, building it the
+//! [`KeyedLimiters`] hands out an `Arc<DynLimiter<C>>` per key, building it the
 //! first time the key is asked for from the key's own [`LimiterConfig`] or
 //! the default, and named after the key (so its metrics are labelled with
 //! it). The number of keys is capped; limiters left idle are evicted to make
@@ -65,8 +65,9 @@ type Configure<K> =
 /// One limiter per key, created on first use; see the [module
 /// documentation](self).
 ///
-/// The clock `C` is read only to tell how long a limiter has been idle (the
-/// limiters themselves use the system clock).
+/// The clock `C` is every limiter's clock and tells how long a limiter has
+/// been idle: with a [`ManualClock`](crate::ManualClock), keyed limiters run
+/// in virtual time.
 pub struct KeyedLimiters<K, C = SystemClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
@@ -74,11 +75,11 @@ pub struct KeyedLimiters<K, C = SystemClock> {
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
-    entries: Mutex<HashMap<K, Entry>>,
+    entries: Mutex<HashMap<K, Entry<C>>>,
 }
 
-struct Entry {
-    limiter: Arc<DynLimiter>,
+struct Entry<C> {
+    limiter: Arc<DynLimiter<C>>,
     last_used: Instant,
 }
 
@@ -244,8 +245,9 @@ where
         self
     }
 
-    /// Read idle time from `clock` instead of the system clock.
-    pub fn clock<D: Clock>(self, clock: D) -> KeyedBuilder<K, D> {
+    /// Read time from `clock` instead of the system clock: each limiter's
+    /// clock, and the one idle time is told by.
+    pub fn clock<D: Clock + Clone>(self, clock: D) -> KeyedBuilder<K, D> {
         KeyedBuilder {
             default: self.default,
             overrides: self.overrides,
@@ -291,7 +293,7 @@ where
 impl<K, C> KeyedLimiters<K, C>
 where
     K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
-    C: Clock,
+    C: Clock + Clone,
 {
     /// The limiter for `key`, built on first use.
     ///
@@ -300,7 +302,7 @@ where
     /// [`KeyedError::Full`] if `key` is new and, after evicting idle
     /// limiters, the cap is still reached; [`KeyedError::Config`] if the
     /// limiter cannot be built.
-    pub fn get<Q>(&self, key: &Q) -> Result<Arc<DynLimiter>, KeyedError>
+    pub fn get<Q>(&self, key: &Q) -> Result<Arc<DynLimiter<C>>, KeyedError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -325,7 +327,7 @@ where
         if let Some(configure) = &self.configure {
             builder = configure(&key, builder);
         }
-        let limiter = Arc::new(builder.build()?);
+        let limiter = Arc::new(builder.clock(self.clock.clone()).build()?);
         entries.insert(
             key,
             Entry {
@@ -368,13 +370,13 @@ where
         self.max_keys
     }
 
-    fn evict(&self, entries: &mut HashMap<K, Entry>, now: Instant) -> usize {
+    fn evict(&self, entries: &mut HashMap<K, Entry<C>>, now: Instant) -> usize {
         let before = entries.len();
         entries.retain(|_, entry| !self.evictable(entry, now));
         before - entries.len()
     }
 
-    fn evictable(&self, entry: &Entry, now: Instant) -> bool {
+    fn evictable(&self, entry: &Entry<C>, now: Instant) -> bool {
         let limiter = &entry.limiter;
         // Held elsewhere: a caller, an owned permit or a service still uses
         // it. New handles are only made under the map's lock, which is held.
@@ -393,7 +395,7 @@ where
         !kept && limiter.gate().limit > 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry<C>>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -164,3 +164,26 @@ fn many_threads_asking_for_the_same_keys_share_one_limiter_each() {
         assert_eq!(run, &seen[0]);
     }
 }
+
+/// Keyed limiters read the keyed clock: with a manual one, a key's breaker
+/// cools down in virtual time, and its retry-after is counted on it.
+#[test]
+fn keyed_limiters_run_in_the_keyed_clock_s_time() {
+    let clock = ManualClock::new();
+    let keyed = limiters(2, &clock);
+    let ledger = keyed.get("ledger").unwrap();
+    for _ in 0..10 {
+        ledger.try_acquire().unwrap().overload();
+    }
+    clock.advance(Duration::from_secs(600));
+    // A cooldown of an hour (with its jitter), 10 minutes of it gone.
+    let after = ledger.try_acquire().unwrap_err().retry_after().unwrap();
+    assert!(
+        after <= Duration::from_secs(3000) && after > Duration::from_secs(2000),
+        "{after:?}"
+    );
+    clock.advance(after);
+    let probe = ledger.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    assert_eq!(ledger.snapshot().state, Some(BreakerState::HalfOpen));
+}

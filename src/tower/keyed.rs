@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use super::classify::{Classify, ResultClassifier};
 use super::future::ResponseFuture;
-use crate::algorithms::{check, ConfigError};
+use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, SystemClock};
 use crate::keyed::KeyedLimiters;
 
@@ -181,11 +181,11 @@ where
     F: Fn(&Req) -> Key,
     K: Classify<S::Response, S::Error> + Clone,
     Key: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
-    C: Clock,
+    C: Clock + Clone,
 {
     type Response = S::Response;
     type Error = crate::CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K>;
+    type Future = ResponseFuture<S::Future, K, Box<dyn Algorithm>, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(crate::CallError::Failed)

@@ -60,8 +60,6 @@ mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod observe;
-#[cfg(feature = "sim")]
-pub mod sim;
 mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;

@@ -85,7 +85,7 @@ fn read(path: &str) -> String {
 
 #[test]
 fn readmes_link_nowhere_outside_their_crate() {
-    for readme in ["README.md", "algorithms/README.md"] {
+    for readme in ["README.md", "algorithms/README.md", "sim/README.md"] {
         let text = read(readme);
         assert!(
             !text.contains("](../"),
@@ -99,6 +99,7 @@ fn docs_rs_builds_every_feature_with_badges() {
     for (manifest, lib) in [
         ("Cargo.toml", "src/lib.rs"),
         ("algorithms/Cargo.toml", "algorithms/src/lib.rs"),
+        ("sim/Cargo.toml", "sim/src/lib.rs"),
     ] {
         let manifest_text = read(manifest);
         let table = manifest_text

@@ -85,13 +85,6 @@ impl<'a> Document<'a> {
     }
 }
 
-/// The line of the deepest part of `field` that the TOML document `text`
-/// holds.
-#[cfg(feature = "sim")]
-pub(crate) fn toml_line(text: &str, field: &str) -> Option<usize> {
-    Document::parse(text, Format::Toml).find(field).line
-}
-
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]

@@ -75,9 +75,46 @@ pub use file::ConfigFileError;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
 
-#[cfg(feature = "sim")]
-pub(crate) use file::{parse, Format};
-#[cfg(feature = "sim")]
-pub(crate) use locate::toml_line;
-#[cfg(feature = "sim")]
-pub(crate) use paths::join;
+use file::Format;
+
+/// Read any type serde reads from TOML, with this module's errors: the
+/// field's path, the value as written, what is allowed, and the line. For
+/// a service's own configuration file that embeds limiters (or anything
+/// else).
+///
+/// # Errors
+///
+/// A [`ConfigFileError`] for a syntax error or a field serde refuses.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::config::{parse_toml, PolicyConfig};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Service {
+///     port: u16,
+///     payments: PolicyConfig,
+/// }
+///
+/// let err = parse_toml::<Service>("port = 8080\n[payments]\npolicy = \"aimd\"\nbackof = 0.5")
+///     .err()
+///     .unwrap();
+/// assert_eq!((err.field(), err.line()), ("payments.backof", Some(4)));
+/// ```
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigFileError> {
+    file::parse(text, Format::Toml)
+}
+
+/// The line (from 1) of the deepest part of `field` (a dotted path, `[i]`
+/// for an array element) that the TOML document `text` holds; `None` if
+/// none of it is there or the text does not parse. For errors of one's own
+/// that name a field of a file, with its line.
+///
+/// ```
+/// let text = "[limiters.payments.policy]\npolicy = \"aimd\"\nbackoff = 0.5\n";
+/// assert_eq!(rheostat::config::toml_line(text, "limiters.payments.policy.backoff"), Some(3));
+/// ```
+pub fn toml_line(text: &str, field: &str) -> Option<usize> {
+    locate::Document::parse(text, Format::Toml).find(field).line
+}

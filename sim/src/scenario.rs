@@ -406,37 +406,31 @@ impl<'de> Deserialize<'de> for Fraction {
 
 /// The scenarios shipped in `scenarios/`, in the order they are compared.
 const BUILTIN: [(&str, &str); 10] = [
-    (
-        "brownout.toml",
-        include_str!("../../scenarios/brownout.toml"),
-    ),
-    ("pileup.toml", include_str!("../../scenarios/pileup.toml")),
+    ("brownout.toml", include_str!("../scenarios/brownout.toml")),
+    ("pileup.toml", include_str!("../scenarios/pileup.toml")),
     (
         "retry-storm.toml",
-        include_str!("../../scenarios/retry-storm.toml"),
+        include_str!("../scenarios/retry-storm.toml"),
     ),
     (
         "cold-start.toml",
-        include_str!("../../scenarios/cold-start.toml"),
+        include_str!("../scenarios/cold-start.toml"),
     ),
-    ("fleet.toml", include_str!("../../scenarios/fleet.toml")),
+    ("fleet.toml", include_str!("../scenarios/fleet.toml")),
     (
         "low-traffic.toml",
-        include_str!("../../scenarios/low-traffic.toml"),
+        include_str!("../scenarios/low-traffic.toml"),
     ),
     (
         "client-errors.toml",
-        include_str!("../../scenarios/client-errors.toml"),
+        include_str!("../scenarios/client-errors.toml"),
     ),
     (
         "slow-success.toml",
-        include_str!("../../scenarios/slow-success.toml"),
+        include_str!("../scenarios/slow-success.toml"),
     ),
-    (
-        "flapping.toml",
-        include_str!("../../scenarios/flapping.toml"),
-    ),
-    ("bulk.toml", include_str!("../../scenarios/bulk.toml")),
+    ("flapping.toml", include_str!("../scenarios/flapping.toml")),
+    ("bulk.toml", include_str!("../scenarios/bulk.toml")),
 ];
 
 /// The longest run a scenario may ask for.
@@ -455,7 +449,7 @@ impl Scenario {
     /// end of the run, a ramp that ends before it starts, or a policy
     /// override with a bad value.
     pub fn from_toml(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = crate::config::parse(text, crate::config::Format::Toml)
+        let scenario: Scenario = rheostat::config::parse_toml(text)
             .map_err(|e| ScenarioError::from_config(origin, &e))?;
         let mut checks = Checks::new(origin, text);
         scenario.validate(&mut checks);

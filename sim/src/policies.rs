@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::scenario::Scenario;
-use crate::algorithms::breaker::{Breaker, BreakerConfig};
-use crate::algorithms::{
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Sample, Stack,
     Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
 };

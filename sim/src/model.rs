@@ -9,7 +9,7 @@ use rand_distr::{Distribution, LogNormal};
 use rand_pcg::Pcg64Mcg;
 
 use super::scenario::{Cold, Dependency, Flap, Latency, Outage, Phase};
-use crate::algorithms::Outcome;
+use rheostat::algorithms::Outcome;
 
 /// What happens to a request that reaches the dependency.
 #[derive(Clone, Copy, Debug, PartialEq)]

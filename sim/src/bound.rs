@@ -199,7 +199,7 @@ pub(crate) fn bound(scenario: &Scenario, arrivals: &[u32], items: &[u32]) -> Bou
     // The dependency at every step, and what an attempt is worth there.
     let traffic = scenario.traffic.as_ref();
     // A probe may wait for the recommended breaker's probe timeout.
-    let probe = crate::algorithms::breaker::BreakerConfig::recommended().probe_timeout;
+    let probe = rheostat::algorithms::breaker::BreakerConfig::recommended().probe_timeout;
     let patience = traffic.map_or(0.0, |t| t.timeout.min(t.deadline).max(probe).as_secs_f64());
     let mut states = Vec::with_capacity(steps);
     let mut credit = vec![0.0; steps];

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use rheostat::config::PolicyConfig;
-use rheostat::sim::{compare, PolicyKind, Recovery, Scenario, Span};
+use rheostat_sim::{compare, PolicyKind, Recovery, Scenario, Span};
 
 fn scenario(text: &str) -> Scenario {
     Scenario::from_toml("test", text).unwrap()
@@ -526,7 +526,7 @@ fn a_scenario_may_replace_any_rows_policy() {
     );
 }
 
-fn error_of(text: &str) -> rheostat::sim::ScenarioError {
+fn error_of(text: &str) -> rheostat_sim::ScenarioError {
     Scenario::from_toml("bad.toml", text).unwrap_err()
 }
 
@@ -819,7 +819,7 @@ fn headline_claims_hold() {
 
 mod bad_input {
     use proptest::prelude::*;
-    use rheostat::sim::{compare, PolicyKind, Scenario};
+    use rheostat_sim::{compare, PolicyKind, Scenario};
 
     fn duration() -> impl Strategy<Value = String> {
         prop_oneof![

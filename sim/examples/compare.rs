@@ -14,7 +14,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rheostat::sim::{compare, svg, PolicyKind, Scenario};
+use rheostat_sim::{compare, svg, PolicyKind, Scenario};
 
 struct Args {
     scenarios: Vec<String>,

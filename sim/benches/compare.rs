@@ -2,7 +2,7 @@
 //! runs every shipped scenario against every policy and prints the tables and
 //! the simulator's speed, exactly as `cargo run --release --example compare`.
 
-use rheostat::sim::{compare, PolicyKind, Scenario};
+use rheostat_sim::{compare, PolicyKind, Scenario};
 
 fn main() {
     let scenarios = match Scenario::builtin() {

@@ -1,4 +1,4 @@
-//! A deterministic simulator that runs the real [`Limiter`](crate::Limiter)
+//! A deterministic simulator that runs the real [`Limiter`](rheostat::Limiter)
 //! against a modelled dependency, in virtual time.
 //!
 //! A [`Scenario`] describes the dependency — workers, a service-time
@@ -11,7 +11,7 @@
 //! refusals that cost time and may be retried; retries under a sliding
 //! window budget (or none); and bulk queue consumers that dead-letter an
 //! item after its attempts. Every event moves a
-//! [`ManualClock`](crate::ManualClock); the limiters are the ones users
+//! [`ManualClock`](rheostat::ManualClock); the limiters are the ones users
 //! run. The same seed gives the same run, byte for byte.
 //!
 //! [`compare`] runs scenarios against every [`PolicyKind`] and measures
@@ -19,12 +19,13 @@
 //! to the offered load (the `bound` module's docs say how it is built), so
 //! no policy can read above 1.00.
 //!
-//! Enabled by the `sim` feature.
+//! It uses `rheostat` through its public API only: what it measures is
+//! what a user's service would get.
 //!
 //! # Examples
 //!
 //! ```
-//! use rheostat::sim::{compare, PolicyKind, Scenario};
+//! use rheostat_sim::{compare, PolicyKind, Scenario};
 //!
 //! let scenario = Scenario::from_toml("inline", r#"
 //!     name = "tiny"
@@ -43,6 +44,9 @@
 //! assert!(aimd.goodput_vs_bound.unwrap() <= 1.0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod bound;
 mod budget;
@@ -73,8 +77,8 @@ pub use scenario::{
     Scenario, Span, Traffic,
 };
 
-use crate::algorithms::ConfigError;
 use engine::RunResult;
+use rheostat::algorithms::ConfigError;
 
 /// One finished run, for progress reports.
 #[derive(Clone, Copy, Debug)]

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::scenario::{Fraction, Latency};
-use crate::config::ConfigFileError;
+use rheostat::config::ConfigFileError;
 
 const WEEK: Duration = Duration::from_secs(7 * 86_400);
 
@@ -104,7 +104,7 @@ impl<'a> Checks<'a> {
                 origin: self.origin.to_owned(),
                 field: field.to_owned(),
                 reason: reason.into(),
-                line: crate::config::toml_line(self.text, field),
+                line: rheostat::config::toml_line(self.text, field),
             });
         }
     }

@@ -17,8 +17,8 @@ use super::budget::Account;
 use super::model::{Accept, Model};
 use super::policies::{self, PolicyKind};
 use super::scenario::Scenario;
-use crate::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
-use crate::{Clock, Limiter, ManualClock, Permit, Readiness};
+use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
+use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness};
 
 type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
 

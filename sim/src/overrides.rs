@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::Checks;
 use super::policies::PolicyKind;
-use crate::config::PolicyConfig;
+use rheostat::config::PolicyConfig;
 
 /// How the compared policies are set up for a scenario.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -55,7 +55,7 @@ impl PolicyParams {
             if let Err(e) = config.validate() {
                 let table = format!("policies.{name}");
                 c.fail(
-                    &crate::config::join(&table, e.field()),
+                    &join(&table, e.field()),
                     format!("found {}, expected {}", e.found(), e.allowed()),
                 );
             }
@@ -123,5 +123,16 @@ impl Serialize for PolicyParams {
             map.serialize_entry(name, config)?;
         }
         map.end()
+    }
+}
+
+/// `table.field`, or `table` alone for a fault of the whole table.
+fn join(table: &str, field: &str) -> String {
+    if field.is_empty() {
+        table.to_owned()
+    } else if field.starts_with('[') {
+        format!("{table}{field}")
+    } else {
+        format!("{table}.{field}")
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use latency::Rounds;
 
+use crate::latency::secs_to_duration;
 use crate::window::WindowConfig;
 use crate::{check, Algorithm, ConfigError, Gate, Outcome, Quiet, Sample, Snapshot, MAX_LIMIT};
 
@@ -180,13 +181,7 @@ impl AimdConfig {
         check::open_unit("aimd.backoff", self.backoff, 0.0, 1.0)?;
         check::duration("aimd.timeout", self.timeout)?;
         check::closed("aimd.noise", self.noise, 0.0, 10.0)?;
-        if !(self.loss_tolerance >= 0.0 && self.loss_tolerance < 1.0) {
-            return Err(ConfigError::new(
-                "aimd.loss_tolerance",
-                self.loss_tolerance,
-                "a number in [0, 1)",
-            ));
-        }
+        crate::latency::check_loss_tolerance("aimd.loss_tolerance", self.loss_tolerance)?;
         self.window.validate().map_err(|e| e.within("aimd"))
     }
 }
@@ -266,7 +261,7 @@ impl AimdConfig {
 ///   sign of queueing or a drop that is not a fast failure. Slow failures
 ///   with nothing served (every call timing out) cut as drops do, but no
 ///   lower than half the limit the episode began with, a floor halving
-///   every 10 s they go on (see `crate::outage`); once calls succeed again
+///   every 10 s they go on (see `crate::latency::outage`); once calls succeed again
 ///   the limit regrows, doubling, to where the episode began. So no outage
 ///   pins the limit at its floor.
 ///
@@ -430,10 +425,6 @@ impl Core {
         self.set_limit(self.limit * self.config.backoff);
         self.last_backoff = Some(now);
     }
-}
-
-fn secs_to_duration(secs: f64) -> Duration {
-    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 impl Algorithm for Aimd {

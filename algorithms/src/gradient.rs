@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::outage::{Failing, Outage};
-use crate::window::{Recent, Window, WindowConfig, WindowSummary};
+use crate::latency::outage::{Failing, Outage};
+use crate::latency::recent::Recent;
+use crate::latency::secs_to_duration;
+use crate::latency::window::{Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
@@ -163,13 +165,7 @@ impl GradientConfig {
                 "a number in (0, 1]",
             ));
         }
-        if !(self.loss_tolerance >= 0.0 && self.loss_tolerance < 1.0) {
-            return Err(ConfigError::new(
-                "gradient.loss_tolerance",
-                self.loss_tolerance,
-                "a number in [0, 1)",
-            ));
-        }
+        crate::latency::check_loss_tolerance("gradient.loss_tolerance", self.loss_tolerance)?;
         self.window.validate().map_err(|e| e.within("gradient"))
     }
 }
@@ -476,10 +472,6 @@ impl Gradient {
             self.limit = next.clamp(min, max);
         }
     }
-}
-
-fn secs_to_duration(secs: f64) -> Duration {
-    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 impl Algorithm for Gradient {

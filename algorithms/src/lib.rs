@@ -41,15 +41,14 @@ pub mod breaker;
 pub mod buckets;
 pub mod fixed;
 pub mod gradient;
-mod missing;
-mod outage;
+pub mod latency;
 mod rng;
 #[cfg(feature = "serde")]
 mod serde_rate;
 pub mod stack;
 pub mod throttle;
 pub mod vegas;
-pub mod window;
+pub use latency::window;
 
 pub use aimd::{Aimd, AimdConfig, AimdMode};
 pub use breaker::{Breaker, BreakerConfig, BreakerState, Transition};

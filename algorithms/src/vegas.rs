@@ -3,9 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::outage::{Failing, Outage};
+use crate::latency::outage::{Failing, Outage};
+use crate::latency::recent::Recent;
+use crate::latency::secs_to_duration;
+use crate::latency::window::{Window, WindowConfig, WindowSummary};
 use crate::rng::SplitMix64;
-use crate::window::{Recent, Window, WindowConfig, WindowSummary};
 use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
@@ -163,13 +165,7 @@ impl VegasConfig {
             ));
         }
         check::closed("vegas.noise", self.noise, 0.0, 10.0)?;
-        if !(self.loss_tolerance >= 0.0 && self.loss_tolerance < 1.0) {
-            return Err(ConfigError::new(
-                "vegas.loss_tolerance",
-                self.loss_tolerance,
-                "a number in [0, 1)",
-            ));
-        }
+        crate::latency::check_loss_tolerance("vegas.loss_tolerance", self.loss_tolerance)?;
         self.window.validate().map_err(|e| e.within("vegas"))
     }
 }
@@ -423,7 +419,7 @@ impl Vegas {
             self.baseline = Some(upper);
         }
         // A cohort that held nothing but failures met a dependency that is
-        // down: the windows around it decide (see `crate::outage`).
+        // down: the windows around it decide (see `crate::latency::outage`).
         if summary.successes() > 0 && self.congested(summary) {
             self.cut(now, f64::from(self.config.min));
         }
@@ -565,10 +561,6 @@ fn log10_step(limit: f64) -> f64 {
 fn probe_gap(rng: &mut SplitMix64, interval: u32) -> u32 {
     let gap = (0.5 + 0.5 * rng.next_f64()) * f64::from(interval);
     to_u32(gap.ceil()).max(1)
-}
-
-fn secs_to_duration(secs: f64) -> Duration {
-    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 /// An f64 in `[0, u32::MAX]` rounded down to a u32; NaN becomes 0.

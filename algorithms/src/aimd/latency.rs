@@ -3,9 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::{secs_to_duration, AimdConfig, Core};
-use crate::outage::Episode;
-use crate::window::{Recent, Window, WindowSummary};
+use super::{AimdConfig, Core};
+use crate::latency::outage::Episode;
+use crate::latency::recent::Recent;
+use crate::latency::secs_to_duration;
+use crate::latency::window::{Window, WindowSummary};
 use crate::{ConfigError, Outcome, Sample};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
@@ -85,7 +87,7 @@ pub(super) struct Rounds {
     rise: Option<(u32, f64)>,
     /// Since a window held nothing but failures: while it lasts, fast
     /// failures hold the limit and slow ones cut it no lower than a
-    /// decaying floor (see `crate::outage`, which Vegas and Gradient follow).
+    /// decaying floor (see `crate::latency::outage`, which Vegas and Gradient follow).
     episode: Episode,
     /// The latest growths of the limit: when, and the limit before (at most
     /// [`GROWTHS_KEPT`]).
@@ -354,7 +356,7 @@ impl Rounds {
         if !current || !reached {
             return;
         }
-        if let Some(served) = crate::missing::served_when_calls_go_missing(summary) {
+        if let Some(served) = crate::latency::missing::served_when_calls_go_missing(summary) {
             // Far fewer calls served than were in flight: calls are stuck
             // (dropped, to time out later). Not a time for more, and a slow
             // start's doubling would only add to them: back to twice what

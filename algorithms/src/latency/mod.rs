@@ -1,0 +1,38 @@
+//! The machinery every latency-driven policy ([`crate::Aimd`] in its
+//! latency mode, [`crate::Vegas`], [`crate::Gradient`]) shares:
+//!
+//! - [`window`]: finished calls gathered into windows, each closed into one
+//!   summary (count, drops, in-flight, aggregate latency and its spread);
+//! - `recent`: the recent latency blended from those windows, its standard
+//!   error, and the recent drop rate — what "a rise beyond the noise" is
+//!   measured against;
+//! - `missing`: Little's law over a window, which tells calls that are stuck
+//!   (and will time out later) from calls that are served;
+//! - `outage`: an outage's episode, which keeps a dependency that is down
+//!   from pinning a limit at its floor;
+//! - the checks their configurations share.
+
+pub(crate) mod missing;
+pub(crate) mod outage;
+pub(crate) mod recent;
+pub mod window;
+
+use std::time::Duration;
+
+use crate::ConfigError;
+
+/// Seconds as a duration; what no duration can hold (too large, negative,
+/// NaN) is the largest.
+pub(crate) fn secs_to_duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+}
+
+/// A policy's `loss_tolerance`: the share of recent calls that may drop
+/// before a drop cuts the limit, in `[0, 1)`.
+pub(crate) fn check_loss_tolerance(field: &'static str, value: f64) -> Result<f64, ConfigError> {
+    if (0.0..1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, value, "a number in [0, 1)"))
+    }
+}

@@ -120,6 +120,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(Ticket::new(Some(now), in_flight, probe, self.generation()))
     }
 
+    #[inline]
     pub(super) fn reject(&self, reason: RejectReason, refusal: Refusal, now: Instant) -> Rejection {
         let retry_after = if reason == RejectReason::Open {
             match self.until.load(Ordering::SeqCst) {
@@ -134,6 +135,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// The policy whose gate refused, by the kind of refusal.
+    #[inline]
     pub(super) fn culprit(&self, refusal: Refusal) -> &'static str {
         let shift = match refusal {
             Refusal::Shut => 0,
@@ -145,6 +147,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.members.get(index).copied().unwrap_or("unknown")
     }
 
+    #[inline]
     pub(crate) fn count_rejection(&self, rejection: &Rejection) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
         if let Some(observer) = &self.observer {
@@ -159,6 +162,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    #[inline]
     pub(crate) fn rejection(&self, reason: RejectReason) -> Rejection {
         let refusal = match reason {
             RejectReason::Open => Refusal::Shut,
@@ -190,6 +194,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
 /// A fraction refused by a breaker is its ramp after closing, not
 /// throttling: the reason says so.
+#[inline]
 pub(super) fn ramping(reason: RejectReason, policy: &str) -> RejectReason {
     if reason == RejectReason::Throttled && policy == "breaker" {
         RejectReason::Ramping

@@ -106,6 +106,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Tell the policy how one call (or one attempt of it) went, under its
     /// lock, and publish what it makes of it.
+    #[inline]
     pub(super) fn learn(
         &self,
         ticket: &Ticket,

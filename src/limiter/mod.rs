@@ -476,6 +476,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         permit.run(timeout, classify, call).await
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, A> {
         // A policy that panicked mid-update is still the best information we
         // have; a poisoned lock must not take the caller down with it.

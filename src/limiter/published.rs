@@ -55,6 +55,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Before any event reaches the policy: hand over the successes batched
     /// for it, then the rejections counted since it last heard.
+    #[inline]
     pub(super) fn catch_up(&self, policy: &mut A, now: Instant) {
         let mut batched = 0;
         if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
@@ -74,10 +75,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    #[inline]
     pub(super) fn publish(&self, policy: &A) {
         self.publish_with(policy, policy.poll_timeout());
     }
 
+    #[inline]
     pub(super) fn publish_with(&self, policy: &A, due: Option<Instant>) {
         let feedback = if self.observer.is_some() {
             Feedback::Timed
@@ -135,6 +138,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Take the policy's transitions; count them into the generation, so
     /// that calls admitted before them are marked stale when they finish.
+    #[inline]
     pub(super) fn drain(&self, policy: &mut A) -> Vec<Transition> {
         let mut out = Vec::new();
         while let Some(t) = policy.poll_transition() {
@@ -146,6 +150,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         out
     }
 
+    #[inline]
     pub(super) fn report(&self, transitions: Vec<Transition>) {
         for t in &transitions {
             if let Some(hook) = self.options.on_transition() {

@@ -154,29 +154,11 @@ impl Recent {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     use super::*;
-    use crate::latency::window::{Window, WindowConfig};
+    use crate::latency::window::tests::{ms, ok, window};
     use crate::{Outcome, Sample};
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn ok(latency: Duration, in_flight: u32) -> Sample {
-        Sample::new(Outcome::Success, latency, in_flight)
-    }
-
-    fn window(min_duration: u64, max_duration: u64, min_samples: u32) -> Window {
-        Window::new(WindowConfig {
-            min_duration: ms(min_duration),
-            max_duration: ms(max_duration),
-            min_samples,
-            ..WindowConfig::default()
-        })
-        .expect("valid config")
-    }
 
     fn summary_of(latencies_ms: &[u64], drops: u32) -> WindowSummary {
         let t0 = Instant::now();

@@ -571,18 +571,19 @@ impl Window {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
+    pub(crate) fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
-    fn ok(latency: Duration, in_flight: u32) -> Sample {
+    pub(crate) fn ok(latency: Duration, in_flight: u32) -> Sample {
         Sample::new(Outcome::Success, latency, in_flight)
     }
 
-    fn window(min_duration: u64, max_duration: u64, min_samples: u32) -> Window {
+    /// A window of the given durations (ms) and minimum count.
+    pub(crate) fn window(min_duration: u64, max_duration: u64, min_samples: u32) -> Window {
         Window::new(WindowConfig {
             min_duration: ms(min_duration),
             max_duration: ms(max_duration),

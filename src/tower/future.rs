@@ -61,12 +61,20 @@ enum Refusal {
 }
 
 impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
+    /// The call admitted under `permit`, given at most the layer's
+    /// `timeout`, or, if it is a probe, the limiter's probe timeout (with or
+    /// without a timeout of the layer's own).
     pub(crate) fn new(
         future: F,
         permit: OwnedPermit<A, C>,
         classifier: K,
         timeout: Option<Duration>,
     ) -> Self {
+        let timeout = if permit.is_probe() {
+            permit.limiter().probe_timeout().or(timeout)
+        } else {
+            timeout
+        };
         ResponseFuture {
             kind: Kind::Called { future },
             permit: Some(permit),

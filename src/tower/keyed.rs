@@ -203,16 +203,11 @@ where
                 return ResponseFuture::rejected(rejection, self.classifier.clone());
             }
         };
-        let timeout = if permit.is_probe() {
-            limiter.probe_timeout().or(self.timeout)
-        } else {
-            self.timeout
-        };
         ResponseFuture::new(
             self.inner.call(request),
             permit,
             self.classifier.clone(),
-            timeout,
+            self.timeout,
         )
     }
 }

@@ -134,18 +134,11 @@ where
             Ok(permit) => permit,
             Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
         };
-        // A probe is given the probe timeout, with or without a timeout of
-        // the layer's own.
-        let timeout = if permit.is_probe() {
-            self.limiter.probe_timeout().or(self.timeout)
-        } else {
-            self.timeout
-        };
         ResponseFuture::new(
             self.inner.call(request),
             permit,
             self.classifier.clone(),
-            timeout,
+            self.timeout,
         )
     }
 }

@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown};
 use rheostat::algorithms::{
-    Algorithm, Batching, Feedback, Gate, Refusal, Sample, Snapshot, Throttle, ThrottleConfig,
-    Transition,
+    Algorithm, Batching, Published, Sample, Snapshot, Throttle, ThrottleConfig, Transition,
 };
 use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason, Sharding};
 
@@ -26,8 +25,9 @@ impl<P: Algorithm> Algorithm for Unbatched<P> {
     fn name(&self) -> &'static str {
         self.0.name()
     }
-    fn gate(&self) -> Gate {
-        self.0.gate()
+    fn publish(&self) -> Published {
+        let inner = self.0.publish();
+        inner.with_hints(inner.hints.with_batching(Batching::Never))
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.0.on_sample(now, sample);
@@ -38,15 +38,6 @@ impl<P: Algorithm> Algorithm for Unbatched<P> {
     fn on_rejected(&mut self, now: Instant, count: u64) {
         self.0.on_rejected(now, count);
     }
-    fn feedback(&self) -> Feedback {
-        self.0.feedback()
-    }
-    fn batching(&self) -> Batching {
-        Batching::Never
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.0.poll_timeout()
-    }
     fn handle_timeout(&mut self, now: Instant) {
         self.0.handle_timeout(now);
     }
@@ -55,9 +46,6 @@ impl<P: Algorithm> Algorithm for Unbatched<P> {
     }
     fn poll_transition(&mut self) -> Option<Transition> {
         self.0.poll_transition()
-    }
-    fn refused_by(&self, refusal: Refusal) -> usize {
-        self.0.refused_by(refusal)
     }
 }
 
@@ -322,8 +310,8 @@ impl Algorithm for Counted {
     fn name(&self) -> &'static str {
         "counted"
     }
-    fn gate(&self) -> Gate {
-        self.breaker.gate()
+    fn publish(&self) -> Published {
+        self.breaker.publish()
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -332,19 +320,10 @@ impl Algorithm for Counted {
     fn on_admit(&mut self, now: Instant) -> bool {
         self.breaker.on_admit(now)
     }
-    fn feedback(&self) -> Feedback {
-        self.breaker.feedback()
-    }
-    fn batching(&self) -> Batching {
-        self.breaker.batching()
-    }
     fn on_successes(&mut self, now: Instant, count: u64) {
         self.told
             .fetch_add(count, std::sync::atomic::Ordering::SeqCst);
         self.breaker.on_successes(now, count);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.breaker.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
         self.breaker.handle_timeout(now);
@@ -530,9 +509,12 @@ fn a_throttle_batches_only_while_no_success_could_make_it_reject() {
         limiter.try_acquire().unwrap().overload();
     }
     assert!(matches!(
-        limiter.update(|t| t.batching()),
+        limiter.update(|t| t.publish().hints.batching),
         Batching::Until(_)
     ));
     limiter.try_acquire().unwrap().overload();
-    assert_eq!(limiter.update(|t| t.batching()), Batching::Never);
+    assert_eq!(
+        limiter.update(|t| t.publish().hints.batching),
+        Batching::Never
+    );
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::window::WindowConfig;
 use rheostat::algorithms::{
-    Aimd, AimdConfig, Algorithm, BreakerState, ConfigError, Fixed, Gradient, GradientConfig, Stack,
-    Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_DURATION, MAX_LIMIT,
+    Aimd, AimdConfig, Algorithm, BreakerState, ConfigError, Fixed, Gradient, GradientConfig,
+    Published, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_DURATION, MAX_LIMIT,
 };
 use rheostat::{
     CallError, Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome, RejectReason,
@@ -113,7 +113,7 @@ fn every_policy() -> Vec<Box<dyn Algorithm>> {
 /// No NaN, a limit within `MAX_LIMIT`, and an adaptive limit (published and
 /// unrounded) within its bounds.
 fn assert_sane(policy: &dyn Algorithm) {
-    let gate = policy.gate();
+    let gate = policy.publish().gate;
     let p = gate.admit_probability;
     assert!(
         (0.0..=1.0).contains(&p),
@@ -636,8 +636,8 @@ impl Algorithm for Counting {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
-    fn gate(&self) -> rheostat::algorithms::Gate {
-        self.inner.gate()
+    fn publish(&self) -> Published {
+        Published::new(self.inner.publish().gate)
     }
     fn on_sample(&mut self, now: std::time::Instant, sample: &rheostat::algorithms::Sample) {
         self.samples.fetch_add(1, Ordering::SeqCst);

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::{
-    Aimd, AimdConfig, Algorithm, Feedback, Fixed, Gate, Sample, Stack, Throttle, ThrottleConfig,
+    Aimd, AimdConfig, Algorithm, Feedback, Fixed, Gate, Hints, Published, Sample, Stack, Throttle,
+    ThrottleConfig,
 };
 use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome};
 
@@ -56,14 +57,11 @@ impl Algorithm for Claims {
     fn name(&self) -> &'static str {
         "claims"
     }
-    fn gate(&self) -> Gate {
-        Gate::limited(10)
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(10)).with_hints(Hints::default().with_feedback(self.feedback))
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
         self.samples.lock().unwrap().push(*sample);
-    }
-    fn feedback(&self) -> Feedback {
-        self.feedback
     }
 }
 
@@ -131,7 +129,9 @@ fn a_stack_needs_the_most_any_member_needs() {
             .fold(Stack::builder(), |b, m| b.push_boxed(m))
             .build()
             .unwrap()
-            .feedback()
+            .publish()
+            .hints
+            .feedback
     };
     assert_eq!(stack(vec![fixed()]), Feedback::Nothing);
     assert_eq!(stack(vec![fixed(), throttle()]), Feedback::Outcomes);
@@ -217,8 +217,8 @@ impl Algorithm for Flips {
     fn name(&self) -> &'static str {
         "flips"
     }
-    fn gate(&self) -> Gate {
-        Gate::limited(10)
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(10))
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
         self.samples.lock().unwrap().push(*sample);
@@ -269,17 +269,16 @@ impl Algorithm for Hushed {
     fn name(&self) -> &'static str {
         "hushed"
     }
-    fn gate(&self) -> Gate {
-        Gate::limited(10)
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(10)).with_hints(Hints::default().with_quiet(Some(
+            rheostat::algorithms::Quiet {
+                max_latency: Duration::from_millis(10),
+                max_in_flight: 3,
+            },
+        )))
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
         self.samples.lock().unwrap().push(*sample);
-    }
-    fn quiet(&self) -> Option<rheostat::algorithms::Quiet> {
-        Some(rheostat::algorithms::Quiet {
-            max_latency: Duration::from_millis(10),
-            max_in_flight: 3,
-        })
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Gate, Sample};
+use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Gate, Published, Sample};
 use rheostat::{CallError, Clock, DynLimiter, Limiter, ManualClock, Outcome, RejectReason};
 
 /// A fixed limit that remembers every sample it was given.
@@ -39,8 +39,8 @@ impl Algorithm for Recorder {
     fn name(&self) -> &'static str {
         "recorder"
     }
-    fn gate(&self) -> Gate {
-        Gate::limited(self.limit)
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(self.limit))
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
         self.samples.lock().unwrap().push(*sample);
@@ -220,11 +220,11 @@ fn a_gate_with_a_probability_admits_about_that_fraction() {
         fn name(&self) -> &'static str {
             "half"
         }
-        fn gate(&self) -> Gate {
-            Gate {
+        fn publish(&self) -> Published {
+            Published::new(Gate {
                 admit_probability: 0.5,
                 ..Gate::unlimited()
-            }
+            })
         }
         fn on_sample(&mut self, _: Instant, _: &Sample) {}
     }
@@ -250,8 +250,8 @@ fn local_rejections_are_told_to_the_policy() {
         fn name(&self) -> &'static str {
             "counts"
         }
-        fn gate(&self) -> Gate {
-            Gate::limited(1)
+        fn publish(&self) -> Published {
+            Published::new(Gate::limited(1))
         }
         fn on_sample(&mut self, _: Instant, _: &Sample) {}
         fn on_rejected(&mut self, _: Instant, count: u64) {
@@ -275,8 +275,8 @@ fn a_shut_gate_rejects_as_open_with_the_time_until_it_reopens() {
         fn name(&self) -> &'static str {
             "shut"
         }
-        fn gate(&self) -> Gate {
-            Gate::shut(Some(self.0))
+        fn publish(&self) -> Published {
+            Published::new(Gate::shut(Some(self.0)))
         }
         fn on_sample(&mut self, _: Instant, _: &Sample) {}
         fn handle_timeout(&mut self, now: Instant) {
@@ -576,11 +576,11 @@ fn a_probe_s_first_recorded_attempt_answers_for_it_and_its_retries_are_ordinary(
         fn name(&self) -> &'static str {
             "probing"
         }
-        fn gate(&self) -> Gate {
-            Gate {
+        fn publish(&self) -> Published {
+            Published::new(Gate {
                 probe: true,
                 ..Gate::limited(1)
-            }
+            })
         }
         fn on_sample(&mut self, _now: Instant, sample: &Sample) {
             self.0.lock().unwrap().push(sample.probe);

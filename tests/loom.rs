@@ -153,8 +153,9 @@ impl Algorithm for Watched {
     fn name(&self) -> &'static str {
         self.breaker.name()
     }
-    fn gate(&self) -> Gate {
-        self.breaker.gate()
+    fn publish(&self) -> Published {
+        let breaker = self.breaker.publish();
+        Published::new(breaker.gate).with_wake_at(breaker.wake_at)
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.breaker.on_sample(now, sample);
@@ -164,9 +165,6 @@ impl Algorithm for Watched {
         let admitted = self.breaker.on_admit(now);
         self.note();
         admitted
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.breaker.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
         self.breaker.handle_timeout(now);
@@ -336,8 +334,12 @@ impl Algorithm for Tally {
     fn name(&self) -> &'static str {
         "tally"
     }
-    fn gate(&self) -> Gate {
-        Gate::limited(3)
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(3)).with_hints(
+            Hints::default()
+                .with_feedback(Feedback::Outcomes)
+                .with_batching(Batching::Always),
+        )
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
         match sample.outcome {
@@ -345,12 +347,6 @@ impl Algorithm for Tally {
             Outcome::Overload => self.failures.fetch_add(1, Ordering::SeqCst),
             Outcome::Ignore => 0,
         };
-    }
-    fn feedback(&self) -> Feedback {
-        Feedback::Outcomes
-    }
-    fn batching(&self) -> Batching {
-        Batching::Always
     }
     fn on_successes(&mut self, _now: Instant, count: u64) {
         self.successes.fetch_add(count, Ordering::SeqCst);

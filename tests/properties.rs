@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Gate, Sample};
+use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Published, Sample};
 use rheostat::{Limiter, ManualClock, Outcome, RejectReason, Sharding};
 
 /// A policy whose limit is either fixed-and-settable or AIMD, and which counts
@@ -29,11 +29,11 @@ impl Algorithm for Counted {
     fn name(&self) -> &'static str {
         "counted"
     }
-    fn gate(&self) -> Gate {
-        match &self.inner {
-            Inner::Fixed(f) => f.gate(),
-            Inner::Aimd(a) => a.gate(),
-        }
+    fn publish(&self) -> Published {
+        Published::new(match &self.inner {
+            Inner::Fixed(f) => f.publish().gate,
+            Inner::Aimd(a) => a.publish().gate,
+        })
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.samples.fetch_add(1, Ordering::SeqCst);

@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::{
-    Aimd, AimdConfig, Algorithm, Fixed, Gate, Gradient, GradientConfig, Sample, Snapshot, Stack,
-    Throttle, ThrottleConfig, Transition, Vegas, VegasConfig,
+    Aimd, AimdConfig, Algorithm, Fixed, Gate, Gradient, GradientConfig, Published, Sample,
+    Snapshot, Stack, Throttle, ThrottleConfig, Transition, Vegas, VegasConfig,
 };
 use rheostat::{
     CallError, Limiter, Observer, Outcome, OwnedPermit, Permit, QueueOrder, RejectReason,
@@ -325,8 +325,9 @@ struct Checked {
 impl Checked {
     fn meet(&self) -> Gate {
         self.breaker
-            .gate()
-            .meet(self.inner.get().gate())
+            .publish()
+            .gate
+            .meet(self.inner.get().publish().gate)
             .sanitized()
     }
 }
@@ -335,7 +336,7 @@ impl Algorithm for Checked {
     fn name(&self) -> &'static str {
         "checked"
     }
-    fn gate(&self) -> Gate {
+    fn publish(&self) -> Published {
         let gate = self.meet();
         if admits_non_probes(&gate) {
             let mut closed = self.checker.closed.lock().unwrap();
@@ -346,7 +347,14 @@ impl Algorithm for Checked {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        gate
+        let wake_at = match (
+            self.breaker.publish().wake_at,
+            self.inner.get().publish().wake_at,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Published::new(gate).with_wake_at(wake_at)
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.checker.samples.fetch_add(1, Ordering::Relaxed);
@@ -354,21 +362,15 @@ impl Algorithm for Checked {
         self.inner.get_mut().on_sample(now, sample);
     }
     fn on_admit(&mut self, now: Instant) -> bool {
-        if self.breaker.gate().probe && !self.breaker.on_admit(now) {
+        if self.breaker.publish().gate.probe && !self.breaker.on_admit(now) {
             return false;
         }
         let inner = self.inner.get_mut();
-        !inner.gate().probe || inner.on_admit(now)
+        !inner.publish().gate.probe || inner.on_admit(now)
     }
     fn on_rejected(&mut self, now: Instant, count: u64) {
         self.breaker.on_rejected(now, count);
         self.inner.get_mut().on_rejected(now, count);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        match (self.breaker.poll_timeout(), self.inner.get().poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
     }
     fn handle_timeout(&mut self, now: Instant) {
         self.breaker.handle_timeout(now);

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rheostat::algorithms::{Algorithm, Fixed, Gate, Sample};
+use rheostat::algorithms::{Algorithm, Fixed, Gate, Published, Sample};
 use rheostat::{Limiter, QueueOrder, RejectReason, TokioClock};
 
 type Fixed1 = Arc<Limiter<Fixed, TokioClock>>;
@@ -198,12 +198,12 @@ async fn waiters_are_refused_at_once_when_the_gate_shuts() {
         fn name(&self) -> &'static str {
             "switch"
         }
-        fn gate(&self) -> Gate {
-            if self.0 {
+        fn publish(&self) -> Published {
+            Published::new(if self.0 {
                 Gate::shut(None)
             } else {
                 Gate::limited(1)
-            }
+            })
         }
         fn on_sample(&mut self, _: Instant, _: &Sample) {}
     }

@@ -11,7 +11,10 @@ use latency::Rounds;
 
 use crate::latency::secs_to_duration;
 use crate::window::WindowConfig;
-use crate::{check, Algorithm, ConfigError, Gate, Outcome, Quiet, Sample, Snapshot, MAX_LIMIT};
+use crate::{
+    check, Algorithm, ConfigError, Gate, Hints, Outcome, Published, Quiet, Sample, Snapshot,
+    MAX_LIMIT,
+};
 
 /// Which rule set an [`Aimd`] follows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -265,7 +268,7 @@ impl AimdConfig {
 ///   the limit regrows, doubling, to where the episode began. So no outage
 ///   pins the limit at its floor.
 ///
-/// Every success is data here, so [`Algorithm::quiet`] is `None`.
+/// Every success is data here, so [`Hints::quiet`](crate::Hints::quiet) is `None`.
 ///
 /// What it cannot do: a caller that idles and then sends a burst starts a
 /// new flow without knowing it, and the burst's first windows, reading low,
@@ -305,14 +308,14 @@ impl AimdConfig {
 /// // in use, adds one.
 /// aimd.on_sample(t0, &Sample::new(Outcome::Success, ms(20), 10));
 /// aimd.on_sample(t0 + ms(100), &Sample::new(Outcome::Success, ms(20), 10));
-/// assert_eq!((aimd.gate().limit, aimd.baseline()), (11, Some(ms(20))));
+/// assert_eq!((aimd.publish().gate.limit, aimd.baseline()), (11, Some(ms(20))));
 /// // Successes admitted at 11 in flight take 30 ms: queueing. × 0.9.
 /// aimd.on_sample(t0 + ms(200), &Sample::new(Outcome::Success, ms(30), 11));
 /// aimd.on_sample(t0 + ms(300), &Sample::new(Outcome::Success, ms(30), 11));
-/// assert_eq!(aimd.gate().limit, 9);
+/// assert_eq!(aimd.publish().gate.limit, 9);
 /// // A drop cuts at once.
 /// aimd.on_sample(t0 + ms(400), &Sample::new(Outcome::Overload, ms(30), 9));
-/// assert_eq!(aimd.gate().limit, 8);
+/// assert_eq!(aimd.publish().gate.limit, 8);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -382,10 +385,11 @@ impl Aimd {
 
     /// The Netflix mode: one decision per call.
     fn on_sample_netflix(&mut self, now: Instant, sample: &Sample) {
-        let core = &mut self.core;
         if sample.outcome == Outcome::Ignore {
             return;
         }
+        let quiet_up_to = self.quiet().map_or(0, |q| q.max_in_flight);
+        let core = &mut self.core;
         if core.is_drop(sample) {
             if core.config.one_backoff_per_flight {
                 if let Some(cut) = core.last_backoff {
@@ -395,7 +399,7 @@ impl Aimd {
                 }
             }
             core.back_off(now);
-        } else if f64::from(sample.in_flight) * 2.0 >= core.limit {
+        } else if sample.in_flight > quiet_up_to {
             core.set_limit(core.limit + 1.0);
         }
     }
@@ -427,40 +431,11 @@ impl Core {
     }
 }
 
-impl Algorithm for Aimd {
-    fn name(&self) -> &'static str {
-        "aimd"
-    }
-
-    fn gate(&self) -> Gate {
-        self.core.gate()
-    }
-
-    fn on_sample(&mut self, now: Instant, sample: &Sample) {
-        match self.rounds.as_deref_mut() {
-            Some(rounds) => rounds.on_sample(&mut self.core, now, sample),
-            None => self.on_sample_netflix(now, sample),
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.rounds.as_ref().and_then(|r| r.window.deadline())
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        if let Some(rounds) = self.rounds.as_deref_mut() {
-            rounds.handle_timeout(&mut self.core, now);
-        }
-    }
-
-    fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.name(), self.gate()).with_raw_limit(self.core.limit)
-    }
-
-    /// The latency mode learns from every call: none is quiet. In the
-    /// Netflix mode a success within the timeout changes nothing while
-    /// fewer than half of the limit's calls were in flight when it was
-    /// admitted, or once the limit is at its maximum.
+impl Aimd {
+    /// The Netflix mode's quiet successes: within the timeout, admitted
+    /// with fewer than half of the limit's calls in flight, or any once the
+    /// limit is at its maximum. The limit grows on
+    /// exactly the other successes, by this same rule (`on_sample`).
     fn quiet(&self) -> Option<Quiet> {
         if self.rounds.is_some() {
             return None;
@@ -482,6 +457,39 @@ impl Algorithm for Aimd {
             max_latency: config.timeout,
             max_in_flight,
         })
+    }
+}
+
+impl Algorithm for Aimd {
+    fn name(&self) -> &'static str {
+        "aimd"
+    }
+
+    /// The latency mode hears every call, timed, and wakes when its round
+    /// is due; the Netflix mode skips its quiet successes.
+    fn publish(&self) -> Published {
+        let published = Published::new(self.core.gate());
+        match &self.rounds {
+            Some(rounds) => published.with_wake_at(rounds.window.deadline()),
+            None => published.with_hints(Hints::default().with_quiet(self.quiet())),
+        }
+    }
+
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        match self.rounds.as_deref_mut() {
+            Some(rounds) => rounds.on_sample(&mut self.core, now, sample),
+            None => self.on_sample_netflix(now, sample),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(rounds) = self.rounds.as_deref_mut() {
+            rounds.handle_timeout(&mut self.core, now);
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.name(), self.core.gate()).with_raw_limit(self.core.limit)
     }
 }
 
@@ -523,7 +531,7 @@ mod tests {
         assert_eq!(a.raw_limit(), 11.0);
         a.on_sample(t0, &ok(6));
         assert_eq!(a.raw_limit(), 12.0);
-        assert_eq!(a.gate().limit, 12);
+        assert_eq!(a.publish().gate.limit, 12);
         // Under half: holds.
         a.on_sample(t0, &ok(5));
         assert_eq!(a.raw_limit(), 12.0);
@@ -537,7 +545,7 @@ mod tests {
         assert_eq!(a.raw_limit(), 18.0);
         a.on_sample(t0, &drop_(18));
         assert!((a.raw_limit() - 16.2).abs() < 1e-9);
-        assert_eq!(a.gate().limit, 16);
+        assert_eq!(a.publish().gate.limit, 16);
     }
 
     #[test]
@@ -567,7 +575,7 @@ mod tests {
         a.on_sample(t0, &ok(4));
         a.on_sample(t0, &ok(4));
         assert_eq!(a.raw_limit(), 4.0);
-        assert_eq!(a.gate().limit, 4);
+        assert_eq!(a.publish().gate.limit, 4);
     }
 
     #[test]
@@ -579,7 +587,7 @@ mod tests {
         assert_eq!(a.raw_limit(), 10.0);
         let mut a = latency_mode(10, 0.0, &mut t);
         a.on_sample(t, &ignored);
-        assert_eq!((a.raw_limit(), a.poll_timeout()), (10.0, None));
+        assert_eq!((a.raw_limit(), a.publish().wake_at), (10.0, None));
     }
 
     #[test]

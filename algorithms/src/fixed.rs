@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::{check, Algorithm, ConfigError, Feedback, Gate, Sample};
+use crate::{check, Algorithm, ConfigError, Gate, Hints, Published, Sample};
 
 /// A bounded concurrency limit that never moves by itself: at most `limit`
 /// calls to one dependency in flight, so a slow dependency can hold that many
@@ -14,9 +14,9 @@ use crate::{check, Algorithm, ConfigError, Feedback, Gate, Sample};
 /// use rheostat_algorithms::{Algorithm, Fixed};
 ///
 /// let mut bulkhead = Fixed::new(20)?;
-/// assert_eq!(bulkhead.gate().limit, 20);
+/// assert_eq!(bulkhead.publish().gate.limit, 20);
 /// bulkhead.set_limit(5)?;
-/// assert_eq!(bulkhead.gate().limit, 5);
+/// assert_eq!(bulkhead.publish().gate.limit, 5);
 /// assert!(bulkhead.set_limit(0).is_err());
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
@@ -60,15 +60,12 @@ impl Algorithm for Fixed {
         "fixed"
     }
 
-    fn gate(&self) -> Gate {
-        Gate::limited(self.limit)
+    /// The limit, learning nothing from calls.
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(self.limit)).with_hints(Hints::IGNORES_CALLS)
     }
 
     fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
-
-    fn feedback(&self) -> Feedback {
-        Feedback::Nothing
-    }
 }
 
 #[cfg(test)]

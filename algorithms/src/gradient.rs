@@ -7,7 +7,7 @@ use crate::latency::outage::{Failing, Outage};
 use crate::latency::recent::Recent;
 use crate::latency::secs_to_duration;
 use crate::latency::window::{Window, WindowConfig, WindowSummary};
-use crate::{check, Algorithm, ConfigError, Gate, Sample, Snapshot};
+use crate::{check, Algorithm, ConfigError, Gate, Published, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
 /// zero latency is read as this, so ratios stay finite.
@@ -264,7 +264,7 @@ impl GradientConfig {
 /// gradient.handle_timeout(t0 + ms(2000));
 /// assert_eq!(gradient.long_rtt(), Some(ms(30)));
 /// assert!((gradient.raw_limit() - 48.45).abs() < 1e-9);
-/// assert_eq!(gradient.gate().limit, 48);
+/// assert_eq!(gradient.publish().gate.limit, 48);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -474,23 +474,26 @@ impl Gradient {
     }
 }
 
+impl Gradient {
+    fn gate(&self) -> Gate {
+        Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
+    }
+}
+
 impl Algorithm for Gradient {
     fn name(&self) -> &'static str {
         "gradient"
     }
 
-    fn gate(&self) -> Gate {
-        Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
+    /// Every call, timed; wakes when the current window is due.
+    fn publish(&self) -> Published {
+        Published::new(self.gate()).with_wake_at(self.window.deadline())
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         if let Some(summary) = self.window.record(now, sample) {
             self.on_window(now, &summary);
         }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.window.deadline()
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::{Algorithm, ConfigError, Feedback, Gate, Refusal, Sample, Snapshot, Transition};
+use crate::{Algorithm, ConfigError, Gate, Published, Refusal, Sample, Snapshot, Transition};
 
 /// Any number of policies behaving as one.
 ///
@@ -21,8 +21,10 @@ use crate::{Algorithm, ConfigError, Feedback, Gate, Refusal, Sample, Snapshot, T
 ///   they recover that allowance only through their own probe timeout. Put
 ///   the member most likely to refuse first (the outer breaker).
 /// - [`Algorithm::members`] lists the members' own members, flattened, so a
-///   stack inside a stack reads as one list; [`Algorithm::refused_by`] returns
-///   an index into that list.
+///   stack inside a stack reads as one list; [`Published::refusers`] index
+///   that list.
+/// - The answer is the [meet](Published::meet) of the members' answers,
+///   hints included: the stack asks for the most any member needs.
 ///
 /// # Examples
 ///
@@ -35,13 +37,14 @@ use crate::{Algorithm, ConfigError, Feedback, Gate, Refusal, Sample, Snapshot, T
 ///     .push(Throttle::new(ThrottleConfig { min_requests: 0, ..Default::default() })?)
 ///     .build()?;
 /// assert_eq!(stack.members(), ["fixed", "throttle"]);
-/// assert_eq!(stack.gate().limit, 10);
+/// assert_eq!(stack.publish().gate.limit, 10);
 ///
 /// // A failure reaches the throttle, which starts rejecting.
 /// stack.on_sample(Instant::now(), &Sample::new(Outcome::Overload, Duration::from_millis(5), 1));
-/// assert!(stack.gate().admit_probability < 1.0);
-/// assert_eq!(stack.refused_by(Refusal::Throttle), 1);
-/// assert_eq!(stack.refused_by(Refusal::Limit), 0);
+/// let published = stack.publish();
+/// assert!(published.gate.admit_probability < 1.0);
+/// assert_eq!(published.refusers.get(Refusal::Throttle), 1);
+/// assert_eq!(published.refusers.get(Refusal::Limit), 0);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 pub struct Stack {
@@ -67,7 +70,7 @@ impl Stack {
     /// use rheostat_algorithms::{Algorithm, Fixed, Stack};
     ///
     /// let stack = Stack::new(vec![Box::new(Fixed::new(8)?), Box::new(Fixed::new(3)?)])?;
-    /// assert_eq!(stack.gate().limit, 3);
+    /// assert_eq!(stack.publish().gate.limit, 3);
     ///
     /// let err = Stack::new(Vec::new()).expect_err("a stack needs a member");
     /// assert_eq!(err.field(), "stack.members");
@@ -138,56 +141,6 @@ impl Stack {
     pub fn member_mut(&mut self, index: usize) -> Option<&mut (dyn Algorithm + 'static)> {
         self.members.get_mut(index).map(|m| &mut **m)
     }
-
-    /// The direct member responsible for refusing a call for `refusal`.
-    fn culprit(&self, refusal: Refusal) -> usize {
-        match refusal {
-            Refusal::Shut => self
-                .position(|g| g.is_shut())
-                .unwrap_or_else(|| self.smallest_limit()),
-            Refusal::Limit => self.smallest_limit(),
-            Refusal::Throttle => self.argmin(|g| g.admit_probability),
-            Refusal::Probe => self
-                .probe_refused_by
-                .filter(|&i| i < self.members.len())
-                .or_else(|| self.position(|g| g.probe))
-                .unwrap_or(0),
-        }
-    }
-
-    fn position(&self, pred: impl Fn(&Gate) -> bool) -> Option<usize> {
-        self.members
-            .iter()
-            .position(|m| pred(&m.gate().sanitized()))
-    }
-
-    fn smallest_limit(&self) -> usize {
-        self.argmin(|g| f64::from(g.limit))
-    }
-
-    /// The first member whose sanitized gate minimises `key`.
-    fn argmin(&self, key: impl Fn(&Gate) -> f64) -> usize {
-        let mut best = (0, f64::INFINITY);
-        for (i, m) in self.members.iter().enumerate() {
-            let k = key(&m.gate().sanitized());
-            if k < best.1 {
-                best = (i, k);
-            }
-        }
-        best.0
-    }
-
-    /// The flattened index of `member`'s own culprit for `refusal`.
-    fn flatten(&self, member: usize, refusal: Refusal) -> usize {
-        let start = self.offsets.get(member).copied().unwrap_or(0);
-        let end = self
-            .offsets
-            .get(member + 1)
-            .copied()
-            .unwrap_or(self.names.len());
-        let inner = self.members[member].refused_by(refusal);
-        start + inner.min(end.saturating_sub(start + 1))
-    }
 }
 
 impl Algorithm for Stack {
@@ -195,12 +148,34 @@ impl Algorithm for Stack {
         "stack"
     }
 
-    fn gate(&self) -> Gate {
-        self.members
-            .iter()
-            .map(|m| m.gate().sanitized())
-            .fold(Gate::unlimited(), Gate::meet)
-            .sanitized()
+    /// The [meet](Published::meet) of the members' answers, outermost
+    /// first, each member's refusers shifted to its place in
+    /// [`Algorithm::members`]; a probe refused in the latest
+    /// [`Algorithm::on_admit`] is laid on the member that refused it.
+    fn publish(&self) -> Published {
+        let mut published = None::<Published>;
+        let mut probe_refuser = None;
+        for (i, member) in self.members.iter().enumerate() {
+            let start = self.offsets[i];
+            let end = self.offsets.get(i + 1).copied().unwrap_or(self.names.len());
+            let mut own = member.publish();
+            own.refusers = own.refusers.shifted(start, end - start);
+            if self.probe_refused_by == Some(i) {
+                probe_refuser = Some(own.refusers.get(Refusal::Probe));
+            }
+            published = Some(match published {
+                None => Published {
+                    gate: own.gate.sanitized(),
+                    ..own
+                },
+                Some(outer) => outer.meet(own),
+            });
+        }
+        let published = published.unwrap_or_else(|| Published::new(Gate::unlimited()));
+        match probe_refuser {
+            Some(index) => published.with_refusers(published.refusers.with(Refusal::Probe, index)),
+            None => published,
+        }
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
@@ -212,7 +187,7 @@ impl Algorithm for Stack {
     fn on_admit(&mut self, now: Instant) -> bool {
         self.probe_refused_by = None;
         for (i, m) in self.members.iter_mut().enumerate() {
-            if m.gate().probe && !m.on_admit(now) {
+            if m.publish().gate.probe && !m.on_admit(now) {
                 self.probe_refused_by = Some(i);
                 return false;
             }
@@ -226,17 +201,11 @@ impl Algorithm for Stack {
         }
     }
 
-    /// The most any member needs.
-    fn feedback(&self) -> Feedback {
-        self.members
-            .iter()
-            .map(|m| m.feedback())
-            .max()
-            .unwrap_or(Feedback::Nothing)
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.members.iter().filter_map(|m| m.poll_timeout()).min()
+    /// Hands the batch to every member: each counts it, or replays it.
+    fn on_successes(&mut self, now: Instant, count: u64) {
+        for m in &mut self.members {
+            m.on_successes(now, count);
+        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -249,11 +218,17 @@ impl Algorithm for Stack {
     /// unrounded limit of the member holding the smallest limit, if it keeps
     /// one.
     fn snapshot(&self) -> Snapshot {
-        let mut snapshot = Snapshot::new(self.name(), self.gate());
+        let published = self.publish();
+        let mut snapshot = Snapshot::new(self.name(), published.gate);
         if let Some(state) = self.members.iter().find_map(|m| m.snapshot().state) {
             snapshot = snapshot.with_state(state);
         }
-        if let Some(raw) = self.members[self.smallest_limit()].snapshot().raw_limit {
+        let smallest = self
+            .offsets
+            .iter()
+            .rposition(|&start| start <= published.refusers.get(Refusal::Limit))
+            .unwrap_or(0);
+        if let Some(raw) = self.members[smallest].snapshot().raw_limit {
             snapshot = snapshot.with_raw_limit(raw);
         }
         snapshot
@@ -272,26 +247,13 @@ impl Algorithm for Stack {
     fn members(&self) -> Vec<&'static str> {
         self.names.clone()
     }
-
-    /// - [`Refusal::Shut`]: the first member whose gate is shut (if none is,
-    ///   the product of probabilities reached 0 and the member with the
-    ///   smallest limit is named);
-    /// - [`Refusal::Limit`]: the member with the smallest limit;
-    /// - [`Refusal::Throttle`]: the member with the lowest admit probability;
-    /// - [`Refusal::Probe`]: the member that refused the latest
-    ///   [`Algorithm::on_admit`], or else the first probe-gated member.
-    ///
-    /// Ties go to the outermost member; a nested stack names its own member.
-    fn refused_by(&self, refusal: Refusal) -> usize {
-        self.flatten(self.culprit(refusal), refusal)
-    }
 }
 
 impl fmt::Debug for Stack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stack")
             .field("members", &self.names)
-            .field("gate", &self.gate())
+            .field("gate", &self.publish().gate)
             .finish_non_exhaustive()
     }
 }
@@ -309,7 +271,7 @@ impl fmt::Debug for Stack {
 ///     .build()?;
 /// assert_eq!(stack.members(), ["fixed", "aimd"]);
 /// // Aimd starts at 10 and doubles from there: the tighter gate binds.
-/// assert_eq!(stack.gate().limit, 10);
+/// assert_eq!(stack.publish().gate.limit, 10);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[must_use]

@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use crate::buckets::{self, BucketRing, Tally};
 use crate::{
-    check, Algorithm, Batching, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot, MAX_LIMIT,
+    check, Algorithm, Batching, ConfigError, Feedback, Gate, Hints, Outcome, Published, Sample,
+    Snapshot, MAX_LIMIT,
 };
 
 /// The largest `K` [`ThrottleConfig::validate`] accepts. At `K = 100` the
@@ -245,7 +246,7 @@ impl Tally for ThrottleCounts {
 ///     throttle.on_sample(t0 + ms(i), &Sample::new(outcome, ms(20), 1));
 /// }
 /// // ...so at K = 1, four in ten are rejected.
-/// let gate = throttle.gate();
+/// let gate = throttle.publish().gate;
 /// assert!((gate.admit_probability - 0.6).abs() < 1e-12);
 /// // It asks to be woken when the next one-second bucket begins.
 /// assert_eq!(gate.until, Some(t0 + Duration::from_secs(1)));
@@ -315,11 +316,7 @@ impl Throttle {
     }
 }
 
-impl Algorithm for Throttle {
-    fn name(&self) -> &'static str {
-        "throttle"
-    }
-
+impl Throttle {
     fn gate(&self) -> Gate {
         Gate {
             limit: MAX_LIMIT,
@@ -331,6 +328,50 @@ impl Algorithm for Throttle {
                 None
             },
         }
+    }
+
+    /// Successes may be batched while no number of them could make the
+    /// throttle reject, until the current bucket ends.
+    ///
+    /// A success adds one request and one accept, so it changes
+    /// `requests − K·accepts` by `1 − K`, which is never positive (`K ≥ 1`):
+    /// once that excess is below zero it stays there, and with it the
+    /// rejection probability at zero. That holds from an excess of −1 down
+    /// (a margin wider than any rounding of counts below 2^52), or while
+    /// every request in the window was accepted. Batches reach the throttle
+    /// before its next event; those counted before the bucket ends belong
+    /// to the current bucket, where `on_successes` adds them.
+    fn batching(&self) -> Batching {
+        let counts = self.ring.total();
+        let requests = counts.requests(self.config.count_rejected);
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "counts above 2^52 lose nothing a margin of one misses"
+        )]
+        let far_below = requests as f64 - self.config.k * counts.accepted as f64 <= -1.0;
+        if requests <= counts.accepted || far_below {
+            self.ring
+                .next_boundary()
+                .map_or(Batching::Never, Batching::Until)
+        } else {
+            Batching::Never
+        }
+    }
+}
+
+impl Algorithm for Throttle {
+    fn name(&self) -> &'static str {
+        "throttle"
+    }
+
+    /// Outcomes only (the throttle never looks at latency), successes
+    /// batched while none could make it reject.
+    fn publish(&self) -> Published {
+        Published::new(self.gate()).with_hints(
+            Hints::default()
+                .with_feedback(Feedback::Outcomes)
+                .with_batching(self.batching()),
+        )
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
@@ -351,39 +392,6 @@ impl Algorithm for Throttle {
                 rejected: 0,
             },
         );
-    }
-
-    /// Outcomes only: the throttle never looks at latency.
-    fn feedback(&self) -> Feedback {
-        Feedback::Outcomes
-    }
-
-    /// Successes may be batched while no number of them could make the
-    /// throttle reject, until the current bucket ends.
-    ///
-    /// A success adds one request and one accept, so it changes
-    /// `requests − K·accepts` by `1 − K`, which is never positive (`K ≥ 1`):
-    /// once that excess is below zero it stays there, and with it the
-    /// rejection probability at zero. That holds from an excess of −1 down
-    /// (a margin wider than any rounding of counts below 2^52), or while
-    /// every request in the window was accepted. Batches reach the throttle
-    /// before its next event; those counted before the bucket ends belong
-    /// to the current bucket, where [`Algorithm::on_successes`] adds them.
-    fn batching(&self) -> Batching {
-        let counts = self.ring.total();
-        let requests = counts.requests(self.config.count_rejected);
-        #[allow(
-            clippy::cast_precision_loss,
-            reason = "counts above 2^52 lose nothing a margin of one misses"
-        )]
-        let far_below = requests as f64 - self.config.k * counts.accepted as f64 <= -1.0;
-        if requests <= counts.accepted || far_below {
-            self.ring
-                .next_boundary()
-                .map_or(Batching::Never, Batching::Until)
-        } else {
-            Batching::Never
-        }
     }
 
     fn on_successes(&mut self, _now: Instant, count: u64) {
@@ -442,7 +450,7 @@ mod tests {
     fn an_empty_throttle_admits_everything_and_wants_no_timer() {
         let t = throttle(2.0);
         assert_eq!(t.gate(), Gate::unlimited());
-        assert_eq!(t.poll_timeout(), None);
+        assert_eq!(t.publish().wake_at, None);
         assert_eq!(t.reject_probability(), 0.0);
     }
 
@@ -547,9 +555,9 @@ mod tests {
         t.on_sample(t0, &sample(Outcome::Overload));
         assert_eq!(t.gate().until, Some(t0 + ms(1_000)));
         t.on_sample(t0 + ms(1_500), &sample(Outcome::Overload));
-        assert_eq!(t.poll_timeout(), Some(t0 + ms(2_000)));
+        assert_eq!(t.publish().wake_at, Some(t0 + ms(2_000)));
         t.handle_timeout(t0 + ms(2_000));
-        assert_eq!(t.poll_timeout(), Some(t0 + ms(3_000)));
+        assert_eq!(t.publish().wake_at, Some(t0 + ms(3_000)));
     }
 
     #[test]
@@ -562,7 +570,7 @@ mod tests {
         assert_eq!(t.reject_probability(), 0.9);
         // Follow the timers the throttle asks for, with no traffic at all.
         let mut wakes = 0;
-        while let Some(at) = t.poll_timeout() {
+        while let Some(at) = t.publish().wake_at {
             t.handle_timeout(at);
             wakes += 1;
             assert!(wakes <= 200, "the throttle never stopped asking");

@@ -8,7 +8,7 @@ use crate::latency::recent::Recent;
 use crate::latency::secs_to_duration;
 use crate::latency::window::{Window, WindowConfig, WindowSummary};
 use crate::rng::SplitMix64;
-use crate::{check, Algorithm, ConfigError, Gate, Outcome, Sample, Snapshot};
+use crate::{check, Algorithm, ConfigError, Gate, Outcome, Published, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
 /// zero latency is read as this, so ratios stay finite.
@@ -243,14 +243,14 @@ impl VegasConfig {
 /// // The first window measures the baseline; slow start doubles the limit.
 /// vegas.on_sample(t0, &Sample::new(Outcome::Success, ms(20), 10));
 /// vegas.on_sample(t0 + ms(250), &Sample::new(Outcome::Success, ms(20), 10));
-/// assert_eq!(vegas.gate().limit, 20);
+/// assert_eq!(vegas.publish().gate.limit, 20);
 /// assert_eq!(vegas.baseline(), Some(ms(20)));
 /// // Latency doubles at a limit of 20: ten calls are queued. When the window
 /// // times out, slow start ends and the estimated queue is shed.
 /// vegas.on_sample(t0 + ms(500), &Sample::new(Outcome::Success, ms(40), 20));
-/// assert_eq!(vegas.poll_timeout(), Some(t0 + ms(1500)));
+/// assert_eq!(vegas.publish().wake_at, Some(t0 + ms(1500)));
 /// vegas.handle_timeout(t0 + ms(1500));
-/// assert_eq!(vegas.gate().limit, 10);
+/// assert_eq!(vegas.publish().gate.limit, 10);
 /// assert!(!vegas.in_slow_start());
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
@@ -574,11 +574,7 @@ fn to_u32(x: f64) -> u32 {
     n
 }
 
-impl Algorithm for Vegas {
-    fn name(&self) -> &'static str {
-        "vegas"
-    }
-
+impl Vegas {
     fn gate(&self) -> Gate {
         let learnt = if self.is_probing() {
             self.limit * self.config.probe_factor
@@ -586,6 +582,29 @@ impl Algorithm for Vegas {
             self.limit
         };
         Gate::from_raw_limit(learnt, self.config.min, self.config.max)
+    }
+
+    /// When the current window, or the probe's, is due.
+    fn wake_at(&self) -> Option<Instant> {
+        let probe = self.probe.and_then(|p| match p.settled_at {
+            None => self.probe_window.deadline(),
+            Some(at) => Some(at),
+        });
+        match (self.window.deadline(), probe) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl Algorithm for Vegas {
+    fn name(&self) -> &'static str {
+        "vegas"
+    }
+
+    /// Every call, timed; wakes when a window is due.
+    fn publish(&self) -> Published {
+        Published::new(self.gate()).with_wake_at(self.wake_at())
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
@@ -610,17 +629,6 @@ impl Algorithm for Vegas {
             self.on_window(now, &summary);
         }
         self.advance_probe(now);
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        let probe = self.probe.and_then(|p| match p.settled_at {
-            None => self.probe_window.deadline(),
-            Some(at) => Some(at),
-        });
-        match (self.window.deadline(), probe) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -894,7 +902,7 @@ mod tests {
         v.on_sample(probe_start + ms(40), &ok(30, 30));
         assert!(v.is_probing());
         let restored = probe_start + ms(50);
-        assert_eq!(v.poll_timeout(), Some(restored));
+        assert_eq!(v.publish().wake_at, Some(restored));
         v.handle_timeout(restored);
         assert!(!v.is_probing());
         assert_eq!(v.gate().limit, to_u32(learnt));
@@ -905,7 +913,7 @@ mod tests {
         v.on_sample(restored + ms(20), &ok(50, 30));
         v.on_sample(restored + ms(21), &ok(1, 60));
         let mut settled = restored;
-        while let Some(deadline) = v.poll_timeout() {
+        while let Some(deadline) = v.publish().wake_at {
             settled = deadline;
             v.handle_timeout(deadline);
         }
@@ -1075,11 +1083,11 @@ mod tests {
     fn the_gate_asks_to_be_woken_when_the_window_times_out() {
         let t0 = Instant::now();
         let mut v = vegas(50);
-        assert_eq!(v.poll_timeout(), None);
+        assert_eq!(v.publish().wake_at, None);
         v.on_sample(t0, &ok(20, 50));
-        assert_eq!(v.poll_timeout(), Some(t0 + ms(10)));
+        assert_eq!(v.publish().wake_at, Some(t0 + ms(10)));
         v.handle_timeout(t0 + ms(10));
-        assert_eq!(v.poll_timeout(), None);
+        assert_eq!(v.publish().wake_at, None);
         assert_eq!(v.snapshot().raw_limit, Some(56.0));
     }
 

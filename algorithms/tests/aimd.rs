@@ -51,7 +51,7 @@ fn on_sample(aimd: &mut Aimd, rtt: Duration, inflight: u32, did_drop: bool) {
 #[test]
 fn netflix_default() {
     let limiter = netflix(10);
-    assert_eq!(limiter.gate().limit, 10);
+    assert_eq!(limiter.publish().gate.limit, 10);
 }
 
 // AIMDLimitTest.increaseOnSuccess
@@ -59,7 +59,7 @@ fn netflix_default() {
 fn netflix_increase_on_success() {
     let mut limiter = netflix(20);
     on_sample(&mut limiter, ms(1), 10, false);
-    assert_eq!(limiter.gate().limit, 21);
+    assert_eq!(limiter.publish().gate.limit, 21);
 }
 
 // AIMDLimitTest.decreaseOnDrops
@@ -67,7 +67,7 @@ fn netflix_increase_on_success() {
 fn netflix_decrease_on_drops() {
     let mut limiter = netflix(30);
     on_sample(&mut limiter, Duration::ZERO, 0, true);
-    assert_eq!(limiter.gate().limit, 27);
+    assert_eq!(limiter.publish().gate.limit, 27);
 }
 
 /// The rest of `AIMDLimit._update`, beyond what its test checks: a success
@@ -78,21 +78,21 @@ fn netflix_rules_beyond_its_test() {
     let mut limiter = netflix(20);
     on_sample(&mut limiter, Duration::from_secs(5) + ms(1), 20, false);
     // Floored at min = 20.
-    assert_eq!(limiter.gate().limit, 20);
+    assert_eq!(limiter.publish().gate.limit, 20);
     on_sample(&mut limiter, ms(1), 9, false);
     assert_eq!(limiter.raw_limit(), 20.0, "under half the limit in use");
     let mut limiter = netflix(100);
     on_sample(&mut limiter, Duration::from_secs(5) + ms(1), 100, false);
-    assert_eq!(limiter.gate().limit, 90);
+    assert_eq!(limiter.publish().gate.limit, 90);
     // Exactly at the timeout is not slow.
     on_sample(&mut limiter, Duration::from_secs(5), 45, false);
-    assert_eq!(limiter.gate().limit, 91);
+    assert_eq!(limiter.publish().gate.limit, 91);
     let mut limiter = netflix(200);
     on_sample(&mut limiter, ms(1), 200, false);
-    assert_eq!(limiter.gate().limit, 200, "capped at max");
+    assert_eq!(limiter.publish().gate.limit, 200, "capped at max");
     assert_eq!(limiter.config().mode, AimdMode::Netflix);
-    assert!(limiter.quiet().is_some());
-    assert_eq!(limiter.poll_timeout(), None);
+    assert!(limiter.publish().hints.quiet.is_some());
+    assert_eq!(limiter.publish().wake_at, None);
 }
 
 // ---------------------------------------------------------------------

@@ -68,7 +68,11 @@ fn probe(b: &mut Breaker, admitted: Instant, latency: Duration, outcome: Outcome
 /// Trip at `t0`, wait out a 10 s cooldown, and return when half-open began.
 fn half_open(b: &mut Breaker, t0: Instant) -> Instant {
     trip(b, t0);
-    let t1 = b.gate().until.expect("an open breaker says until when");
+    let t1 = b
+        .publish()
+        .gate
+        .until
+        .expect("an open breaker says until when");
     b.handle_timeout(t1);
     assert_eq!(b.state(), BreakerState::HalfOpen);
     drain(b);
@@ -79,8 +83,8 @@ fn half_open(b: &mut Breaker, t0: Instant) -> Instant {
 fn a_new_breaker_is_closed_and_admits_everything() {
     let b = breaker(plain());
     assert_eq!(b.state(), BreakerState::Closed);
-    assert_eq!(b.gate(), Gate::unlimited());
-    assert_eq!(b.poll_timeout(), None);
+    assert_eq!(b.publish().gate, Gate::unlimited());
+    assert_eq!(b.publish().wake_at, None);
     assert_eq!(b.snapshot().state, Some(BreakerState::Closed));
     assert_eq!(b.name(), "breaker");
 }
@@ -116,7 +120,7 @@ fn closed_opens_when_the_failure_rate_reaches_the_threshold() {
     assert_eq!(t[0].failure_rate, 0.5);
     assert_eq!(t[0].slow_call_rate, 0.0);
     assert_eq!(t[0].policy, "breaker");
-    assert_eq!(b.gate(), Gate::shut(Some(t0 + secs(12))));
+    assert_eq!(b.publish().gate, Gate::shut(Some(t0 + secs(12))));
     assert_eq!(b.snapshot().state, Some(BreakerState::Open));
 }
 
@@ -213,7 +217,7 @@ fn open_refuses_everything_until_the_cooldown_ends_then_goes_half_open() {
     let mut b = breaker(plain());
     trip(&mut b, t0);
     drain(&mut b);
-    assert_eq!(b.poll_timeout(), Some(t0 + secs(10)));
+    assert_eq!(b.publish().wake_at, Some(t0 + secs(10)));
     // Nothing gets through early, and nothing recorded while open counts.
     assert!(!b.on_admit(t0 + secs(9)));
     b.on_sample(t0 + secs(9), &call(Outcome::Success, ms(5)));
@@ -228,7 +232,7 @@ fn open_refuses_everything_until_the_cooldown_ends_then_goes_half_open() {
         (BreakerState::Open, BreakerState::HalfOpen)
     );
     assert_eq!(t[0].at, t0 + secs(10));
-    let g = b.gate();
+    let g = b.publish().gate;
     assert!(g.probe);
     assert_eq!(g.limit, 5);
     assert_eq!(g.admit_probability, 1.0);
@@ -244,7 +248,7 @@ fn open_becomes_half_open_lazily_on_the_first_call_after_the_cooldown() {
     let late = t0 + secs(25);
     assert!(b.on_admit(late));
     assert_eq!(b.state(), BreakerState::HalfOpen);
-    assert_eq!(b.gate().until, Some(late + secs(30)));
+    assert_eq!(b.publish().gate.until, Some(late + secs(30)));
 }
 
 #[test]
@@ -269,7 +273,7 @@ fn half_open_closes_on_four_of_five_probe_successes() {
     assert_eq!(t[0].at, t1 + ms(500));
     assert_eq!(t[0].calls, 5);
     assert_eq!(t[0].failure_rate, 0.2);
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
     // The fifth probe's result is late: it does not count in the new window.
     probe(&mut b, t1, ms(600), Outcome::Overload);
     assert_eq!(b.window_stats(t1 + secs(1)).calls, 0);
@@ -293,7 +297,7 @@ fn half_open_reopens_as_soon_as_closing_is_impossible() {
     assert_eq!(t[0].calls, 2);
     assert_eq!(t[0].failure_rate, 1.0);
     // The cooldown doubled: 20 s.
-    assert_eq!(b.gate(), Gate::shut(Some(t1 + ms(200) + secs(20))));
+    assert_eq!(b.publish().gate, Gate::shut(Some(t1 + ms(200) + secs(20))));
 }
 
 #[test]
@@ -321,12 +325,12 @@ fn a_probe_that_never_reports_counts_as_a_failure_so_half_open_never_sticks() {
     assert_eq!(admit(&mut b, t1, 3), 3);
     assert_eq!(admit(&mut b, t1 + secs(1), 2), 2);
     // The allowance is spent: the gate shuts until the earliest deadline.
-    assert_eq!(b.gate(), Gate::shut(Some(t1 + secs(30))));
+    assert_eq!(b.publish().gate, Gate::shut(Some(t1 + secs(30))));
     probe(&mut b, t1, secs(1), Outcome::Success);
     probe(&mut b, t1, secs(2), Outcome::Success);
     probe(&mut b, t1, secs(3), Outcome::Success);
     // Two probes admitted at t1 + 1 s never report.
-    assert_eq!(b.poll_timeout(), Some(t1 + secs(31)));
+    assert_eq!(b.publish().wake_at, Some(t1 + secs(31)));
     b.handle_timeout(t1 + secs(31) - Duration::from_nanos(1));
     assert_eq!(b.state(), BreakerState::HalfOpen);
     b.handle_timeout(t1 + secs(31));
@@ -340,7 +344,7 @@ fn a_probe_that_never_reports_counts_as_a_failure_so_half_open_never_sticks() {
     assert_eq!(t[0].failure_rate, 0.4);
     // Probes succeeded in the cycle: the cooldown starts over at its base
     // instead of doubling.
-    assert_eq!(b.gate().until, Some(t1 + secs(41)));
+    assert_eq!(b.publish().gate.until, Some(t1 + secs(41)));
     // Their results, arriving later, change nothing.
     probe(&mut b, t1 + secs(1), secs(35), Outcome::Success);
     assert_eq!(b.state(), BreakerState::Open);
@@ -370,7 +374,7 @@ fn probe_concurrency_caps_the_probes_in_flight() {
         ..plain()
     });
     let t1 = half_open(&mut b, t0);
-    assert_eq!(b.gate().limit, 2);
+    assert_eq!(b.publish().gate.limit, 2);
     assert_eq!(admit(&mut b, t1, 5), 2);
     probe(&mut b, t1, ms(100), Outcome::Success);
     assert_eq!(admit(&mut b, t1 + ms(100), 5), 1);
@@ -382,10 +386,10 @@ fn an_ignored_probe_gives_its_allowance_back() {
     let mut b = breaker(plain());
     let t1 = half_open(&mut b, t0);
     assert_eq!(admit(&mut b, t1, 5), 5);
-    assert!(b.gate().is_shut());
+    assert!(b.publish().gate.is_shut());
     probe(&mut b, t1, ms(100), Outcome::Ignore);
     assert_eq!(b.state(), BreakerState::HalfOpen);
-    assert!(b.gate().probe);
+    assert!(b.publish().gate.probe);
     assert!(b.on_admit(t1 + ms(100)));
     assert!(!b.on_admit(t1 + ms(100)));
 }
@@ -403,7 +407,7 @@ fn only_this_cycles_probes_judge_half_open() {
         t1 + secs(1),
         &call(Outcome::Success, ms(10)).with_probe(true),
     );
-    assert!(b.gate().probe);
+    assert!(b.publish().gate.probe);
     assert_eq!(admit(&mut b, t1 + secs(2), 5), 5);
     for _ in 0..3 {
         probe(&mut b, t1 + secs(2), ms(10), Outcome::Success);
@@ -478,35 +482,44 @@ fn the_ramp_doubles_on_successes_of_calls_admitted_at_the_current_level() {
     let mut b = breaker(ramping());
     let t1 = half_open(&mut b, t0);
     close(&mut b, t1);
-    let g = b.gate();
+    let g = b.publish().gate;
     assert_eq!(g.admit_probability, 0.1);
     assert_eq!(g.limit, rheostat_algorithms::MAX_LIMIT);
     assert!(!g.probe);
     assert_eq!(g.until, Some(t1 + secs(5)));
     // It needs latencies, to tell when each call was admitted.
-    assert_eq!(b.feedback(), rheostat_algorithms::Feedback::Timed);
-    assert_eq!(b.batching(), rheostat_algorithms::Batching::Never);
+    assert_eq!(
+        b.publish().hints.feedback,
+        rheostat_algorithms::Feedback::Timed
+    );
+    assert_eq!(
+        b.publish().hints.batching,
+        rheostat_algorithms::Batching::Never
+    );
 
     // Three successes of calls admitted since closing: 20%.
     let t2 = t1 + ms(100);
     finish(&mut b, t1 + ms(10), t2, Outcome::Success, 3);
-    assert_eq!(b.gate().admit_probability, 0.2);
-    assert_eq!(b.gate().until, Some(t2 + secs(5)));
+    assert_eq!(b.publish().gate.admit_probability, 0.2);
+    assert_eq!(b.publish().gate.until, Some(t2 + secs(5)));
     // Calls admitted at 10% are no evidence for 20%.
     finish(&mut b, t1 + ms(50), t2 + ms(50), Outcome::Success, 10);
-    assert_eq!(b.gate().admit_probability, 0.2);
+    assert_eq!(b.publish().gate.admit_probability, 0.2);
     // Calls admitted at 20% are.
     let mut now = t2 + ms(100);
     for level in [0.4, 0.8] {
         finish(&mut b, now - ms(40), now, Outcome::Success, 3);
-        assert_eq!(b.gate().admit_probability, level);
+        assert_eq!(b.publish().gate.admit_probability, level);
         now += ms(100);
     }
     finish(&mut b, now - ms(40), now, Outcome::Success, 3);
     // Full traffic, under a second after closing: the ramp is over.
-    assert_eq!(b.gate(), Gate::unlimited());
-    assert_eq!(b.poll_timeout(), None);
-    assert_eq!(b.feedback(), rheostat_algorithms::Feedback::Outcomes);
+    assert_eq!(b.publish().gate, Gate::unlimited());
+    assert_eq!(b.publish().wake_at, None);
+    assert_eq!(
+        b.publish().hints.feedback,
+        rheostat_algorithms::Feedback::Outcomes
+    );
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
@@ -520,13 +533,13 @@ fn a_failure_restarts_the_count_of_successes() {
     finish(&mut b, t1, t2, Outcome::Success, 2);
     finish(&mut b, t1, t2, Outcome::Overload, 1);
     finish(&mut b, t1, t2, Outcome::Success, 2);
-    assert_eq!(b.gate().admit_probability, 0.1, "held");
+    assert_eq!(b.publish().gate.admit_probability, 0.1, "held");
     // Neither an ignored call nor a stale one counts, either way.
     finish(&mut b, t1, t2, Outcome::Ignore, 5);
     b.on_sample(t2, &call(Outcome::Success, ms(5)).with_stale(true));
-    assert_eq!(b.gate().admit_probability, 0.1);
+    assert_eq!(b.publish().gate.admit_probability, 0.1);
     finish(&mut b, t1, t2, Outcome::Success, 1);
-    assert_eq!(b.gate().admit_probability, 0.2);
+    assert_eq!(b.publish().gate.admit_probability, 0.2);
     // Enough failures reopen it through the usual rules: here, as the
     // window reaches twenty calls, fifteen of them failed.
     finish(&mut b, t2, t2 + ms(10), Outcome::Overload, 13);
@@ -542,26 +555,26 @@ fn with_no_evidence_the_ramp_moves_up_a_step_every_quarter_of_its_length() {
     let mut b = breaker(ramping());
     let t1 = half_open(&mut b, t0);
     close(&mut b, t1);
-    let mut seen = vec![b.gate().admit_probability];
+    let mut seen = vec![b.publish().gate.admit_probability];
     let mut now = t1;
-    while let Some(next) = b.poll_timeout() {
+    while let Some(next) = b.publish().wake_at {
         assert!(next > now, "the ramp always moves forward");
         now = next;
         // A failure holds the evidence back, not the clock.
         b.on_sample(now - ms(1), &call(Outcome::Overload, ms(5)));
         b.handle_timeout(now);
-        seen.push(b.gate().admit_probability);
+        seen.push(b.publish().gate.admit_probability);
     }
     assert_eq!(now, t1 + secs(20));
     assert_eq!(seen, [0.1, 0.2, 0.4, 0.8, 1.0]);
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
 
     // A long silence ends it at once.
     let mut b = breaker(ramping());
     let t1 = half_open(&mut b, t0);
     close(&mut b, t1);
     b.on_sample(t1 + secs(60), &call(Outcome::Success, ms(5)));
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
 }
 
 #[test]
@@ -584,7 +597,7 @@ fn a_run_of_failures_trips_a_window_too_sparse_to_judge_a_rate() {
     assert_eq!(b.state(), BreakerState::Open);
     let t = drain(&mut b);
     assert_eq!((t[0].calls, t[0].failure_rate), (10, 1.0));
-    assert_eq!(b.gate().until, Some(every(9) + secs(5)));
+    assert_eq!(b.publish().gate.until, Some(every(9) + secs(5)));
 
     // A success breaks the run; an ignored call does not.
     let mut b = exact();
@@ -626,7 +639,7 @@ fn the_default_cooldown_is_a_tenth_of_the_outage_between_5_and_60_s() {
     let mut opened = t0;
     let mut periods = Vec::new();
     for _ in 0..40 {
-        let until = b.gate().until.expect("open");
+        let until = b.publish().gate.until.expect("open");
         periods.push((until - opened, opened - t0));
         b.handle_timeout(until);
         assert_eq!(admit(&mut b, until, 2), 2);
@@ -647,7 +660,7 @@ fn the_default_cooldown_is_a_tenth_of_the_outage_between_5_and_60_s() {
     assert_eq!(periods[39].0, secs(60));
 
     // A cycle in which a probe succeeded starts the outage over.
-    let until = b.gate().until.expect("open");
+    let until = b.publish().gate.until.expect("open");
     b.handle_timeout(until);
     assert_eq!(admit(&mut b, until, 5), 5);
     for outcome in [Outcome::Success, Outcome::Success, Outcome::Overload] {
@@ -656,7 +669,7 @@ fn the_default_cooldown_is_a_tenth_of_the_outage_between_5_and_60_s() {
     assert_eq!(b.state(), BreakerState::HalfOpen);
     probe(&mut b, until, ms(20), Outcome::Overload);
     assert_eq!(b.state(), BreakerState::Open);
-    assert_eq!(b.gate().until, Some(until + ms(20) + secs(5)));
+    assert_eq!(b.publish().gate.until, Some(until + ms(20) + secs(5)));
 }
 
 #[test]
@@ -668,8 +681,8 @@ fn a_zero_ramp_jumps_straight_to_full_traffic() {
     for _ in 0..4 {
         probe(&mut b, t1, ms(5), Outcome::Success);
     }
-    assert_eq!(b.gate(), Gate::unlimited());
-    assert_eq!(b.poll_timeout(), None);
+    assert_eq!(b.publish().gate, Gate::unlimited());
+    assert_eq!(b.publish().wake_at, None);
 }
 
 #[test]
@@ -680,7 +693,7 @@ fn the_cooldown_doubles_per_failed_cycle_up_to_the_cap_and_resets_on_close() {
     let mut opened = t0;
     let mut periods = Vec::new();
     for _ in 0..5 {
-        let until = b.gate().until.expect("open");
+        let until = b.publish().gate.until.expect("open");
         periods.push((until - opened).as_secs());
         b.handle_timeout(until);
         assert_eq!(admit(&mut b, until, 2), 2);
@@ -689,11 +702,11 @@ fn the_cooldown_doubles_per_failed_cycle_up_to_the_cap_and_resets_on_close() {
         assert_eq!(b.state(), BreakerState::Open);
         opened = until + ms(10);
     }
-    periods.push((b.gate().until.expect("open") - opened).as_secs());
+    periods.push((b.publish().gate.until.expect("open") - opened).as_secs());
     assert_eq!(periods, [10, 20, 40, 60, 60, 60]);
 
     // Closing resets it: the next trip is back to 10 s.
-    let until = b.gate().until.expect("open");
+    let until = b.publish().gate.until.expect("open");
     b.handle_timeout(until);
     admit(&mut b, until, 4);
     for _ in 0..4 {
@@ -702,7 +715,7 @@ fn the_cooldown_doubles_per_failed_cycle_up_to_the_cap_and_resets_on_close() {
     assert_eq!(b.state(), BreakerState::Closed);
     let t2 = until + secs(1);
     trip(&mut b, t2);
-    assert_eq!(b.gate().until, Some(t2 + secs(10)));
+    assert_eq!(b.publish().gate.until, Some(t2 + secs(10)));
 }
 
 #[test]
@@ -714,12 +727,12 @@ fn a_fixed_cooldown_never_grows() {
     });
     trip(&mut b, t0);
     for _ in 0..3 {
-        let until = b.gate().until.expect("open");
+        let until = b.publish().gate.until.expect("open");
         b.handle_timeout(until);
         admit(&mut b, until, 2);
         probe(&mut b, until, Duration::ZERO, Outcome::Overload);
         probe(&mut b, until, Duration::ZERO, Outcome::Overload);
-        assert_eq!(b.gate().until, Some(until + secs(7)));
+        assert_eq!(b.publish().gate.until, Some(until + secs(7)));
     }
 }
 
@@ -740,7 +753,7 @@ fn jitter_only_shortens_the_cooldown_and_is_reproducible_from_the_seed() {
         let mut now = t0;
         for _ in 0..50 {
             trip(&mut b, now);
-            let until = b.gate().until.expect("open");
+            let until = b.publish().gate.until.expect("open");
             waits.push(until - now);
             b.reset(until);
             // Calls that started before the reset would not count.
@@ -765,7 +778,7 @@ fn a_fleet_of_forty_scales_five_probes_down_to_one() {
     assert_eq!(b.probe_allowance(), Some(1));
     assert_eq!(b.probes_to_close(), Some(1));
     let t1 = half_open(&mut b, t0);
-    assert_eq!(b.gate().limit, 1);
+    assert_eq!(b.publish().gate.limit, 1);
     assert_eq!(admit(&mut b, t1, 5), 1);
     probe(&mut b, t1, ms(10), Outcome::Success);
     assert_eq!(b.state(), BreakerState::Closed);
@@ -821,7 +834,7 @@ fn a_fraction_half_open_admits_a_share_of_arrivals_then_judges_the_success_rate(
     assert_eq!(b.probe_allowance(), None);
     assert_eq!(b.probe_fraction(), Some(0.025));
     let t1 = half_open(&mut b, t0);
-    let g = b.gate();
+    let g = b.publish().gate;
     assert!(g.probe);
     assert_eq!(g.admit_probability, 0.025);
     assert_eq!(g.limit, 100);
@@ -881,8 +894,8 @@ fn a_fraction_half_open_with_too_few_probes_keeps_waiting_for_traffic() {
     probe(&mut b, t1, ms(10), Outcome::Success);
     b.handle_timeout(t1 + secs(30));
     assert_eq!(b.state(), BreakerState::HalfOpen);
-    assert!(b.gate().probe, "still admitting probes");
-    assert_eq!(b.poll_timeout(), None, "nothing to time out");
+    assert!(b.publish().gate.probe, "still admitting probes");
+    assert_eq!(b.publish().wake_at, None, "nothing to time out");
     for i in 0..2 {
         let at = t1 + secs(100 + i);
         assert!(b.on_admit(at));
@@ -898,8 +911,8 @@ fn force_open_refuses_everything_and_records_nothing() {
     b.on_sample(t0, &call(Outcome::Success, ms(5)));
     b.force_open(t0 + secs(1));
     assert_eq!(b.state(), BreakerState::ForcedOpen);
-    assert_eq!(b.gate(), Gate::shut(None));
-    assert_eq!(b.poll_timeout(), None);
+    assert_eq!(b.publish().gate, Gate::shut(None));
+    assert_eq!(b.publish().wake_at, None);
     let t = drain(&mut b);
     assert_eq!(t.len(), 1);
     assert_eq!(
@@ -922,7 +935,7 @@ fn force_closed_counts_calls_but_never_opens() {
     trip(&mut b, t0);
     b.force_closed(t0 + secs(1));
     assert_eq!(b.state(), BreakerState::ForcedClosed);
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
     for _ in 0..100 {
         b.on_sample(t0 + secs(2), &call(Outcome::Overload, ms(5)));
     }
@@ -944,7 +957,7 @@ fn disabled_admits_everything_and_records_nothing() {
     trip(&mut b, t0);
     b.disable(t0 + secs(1));
     assert_eq!(b.state(), BreakerState::Disabled);
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
     for _ in 0..100 {
         b.on_sample(t0 + secs(2), &call(Outcome::Overload, ms(5)));
     }
@@ -966,17 +979,17 @@ fn metrics_only_reports_what_it_would_do_and_never_refuses() {
     b.metrics_only(t0);
     trip_shadow(&mut b, t0 + secs(1));
     assert_eq!(b.state(), BreakerState::MetricsOnly);
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
     assert!(b.on_admit(t0 + secs(2)));
     // The shadow cooldown still ends, and the calls after it judge recovery.
-    assert_eq!(b.poll_timeout(), Some(t0 + secs(11)));
+    assert_eq!(b.publish().wake_at, Some(t0 + secs(11)));
     b.handle_timeout(t0 + secs(11));
     // A call that started before the shadow half-open does not judge it.
     b.on_sample(t0 + secs(12), &call(Outcome::Overload, secs(5)));
     for _ in 0..4 {
         b.on_sample(t0 + secs(12), &call(Outcome::Success, ms(100)));
     }
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
     assert_eq!(
         moves(&mut b),
         [
@@ -1002,15 +1015,15 @@ fn reset_closes_it_with_an_empty_window_and_the_base_cooldown() {
     admit(&mut b, t1, 2);
     probe(&mut b, t1, ms(1), Outcome::Overload);
     probe(&mut b, t1, ms(1), Outcome::Overload);
-    assert_eq!(b.gate().until, Some(t1 + ms(1) + secs(20)));
+    assert_eq!(b.publish().gate.until, Some(t1 + ms(1) + secs(20)));
     drain(&mut b);
     let t2 = t1 + secs(5);
     b.reset(t2);
     assert_eq!(b.state(), BreakerState::Closed);
-    assert_eq!(b.gate(), Gate::unlimited());
+    assert_eq!(b.publish().gate, Gate::unlimited());
     assert_eq!(moves(&mut b), [(BreakerState::Open, BreakerState::Closed)]);
     trip(&mut b, t2 + secs(1));
-    assert_eq!(b.gate().until, Some(t2 + secs(11)));
+    assert_eq!(b.publish().gate.until, Some(t2 + secs(11)));
     // Reset from a manual state returns to automatic operation.
     b.force_open(t2 + secs(2));
     b.reset(t2 + secs(3));
@@ -1047,7 +1060,7 @@ fn huge_latencies_and_instants_do_not_panic() {
     b.on_sample(far, &call(Outcome::Success, Duration::MAX).with_probe(true));
     b.handle_timeout(far + secs(31));
     assert_eq!(b.state(), BreakerState::HalfOpen);
-    assert_eq!(b.gate().limit, 5);
+    assert_eq!(b.publish().gate.limit, 5);
 }
 
 mod properties {
@@ -1249,11 +1262,11 @@ mod properties {
         }
 
         fn timers(&mut self) {
-            if self.b.poll_timeout().is_some_and(|t| self.now >= t) {
+            if self.b.publish().wake_at.is_some_and(|t| self.now >= t) {
                 self.b.handle_timeout(self.now);
             }
             assert!(
-                self.b.poll_timeout().is_none_or(|t| self.now < t),
+                self.b.publish().wake_at.is_none_or(|t| self.now < t),
                 "handle_timeout leaves nothing due"
             );
         }
@@ -1315,7 +1328,7 @@ mod properties {
         fn admit(&mut self) -> Result<(), TestCaseError> {
             self.timers();
             self.observe()?;
-            let gate = self.b.gate();
+            let gate = self.b.publish().gate;
             let state = self.b.state();
             if gate.limit == 0 {
                 return Ok(());
@@ -1400,7 +1413,7 @@ mod properties {
                     );
                 }
             }
-            let gate = self.b.gate();
+            let gate = self.b.publish().gate;
             match self.b.state() {
                 BreakerState::Open => prop_assert_eq!(gate.limit, 0),
                 BreakerState::HalfOpen => {

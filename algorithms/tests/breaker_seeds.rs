@@ -161,7 +161,7 @@ impl Caller {
 
     /// When the next event (an arrival, a timer, a call finishing) is due.
     fn next_event(&self) -> Instant {
-        let timer = self.breaker.poll_timeout();
+        let timer = self.breaker.publish().wake_at;
         let done = self.done.peek().map(|Reverse(d)| d.at);
         [Some(self.next_arrival), timer, done]
             .into_iter()
@@ -173,7 +173,7 @@ impl Caller {
     /// Handle the next event.
     fn step(&mut self, dependency: &mut impl Dependency) {
         let t = self.next_event();
-        let timer = self.breaker.poll_timeout();
+        let timer = self.breaker.publish().wake_at;
         let done = self.done.peek().map(|Reverse(d)| d.at);
         self.advance_to(t);
         if timer.is_some_and(|x| x <= t) {
@@ -201,7 +201,7 @@ impl Caller {
     }
 
     fn arrive(&mut self, dependency: &mut impl Dependency) {
-        let gate = self.breaker.gate();
+        let gate = self.breaker.publish().gate;
         if gate.limit == 0 || self.in_flight >= gate.limit {
             self.refuse();
             return;

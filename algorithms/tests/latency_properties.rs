@@ -166,7 +166,7 @@ fn check<A: Algorithm>(
 ) -> Result<(), TestCaseError> {
     let mut now = Instant::now();
     let verify = |policy: &A, now: Instant| -> Result<(), TestCaseError> {
-        let limit = policy.gate().limit;
+        let limit = policy.publish().gate.limit;
         prop_assert!(
             (min..=max).contains(&limit),
             "gate {limit} outside [{min}, {max}]"
@@ -177,7 +177,7 @@ fn check<A: Algorithm>(
             raw >= f64::from(min) && raw <= f64::from(max),
             "raw {raw} outside [{min}, {max}]"
         );
-        if let Some(deadline) = policy.poll_timeout() {
+        if let Some(deadline) = policy.publish().wake_at {
             // A window that is due has been closed: the policy never asks
             // to be woken in the past.
             prop_assert!(deadline > now, "deadline before the latest event");
@@ -199,7 +199,7 @@ fn check<A: Algorithm>(
             }
             Step::Tick { advance } => {
                 now += *advance;
-                if let Some(deadline) = policy.poll_timeout() {
+                if let Some(deadline) = policy.publish().wake_at {
                     if deadline <= now {
                         policy.handle_timeout(deadline);
                     }

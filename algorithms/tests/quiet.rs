@@ -70,7 +70,7 @@ proptest! {
             );
             aimd.on_sample(now, &sample);
 
-            let quiet = aimd.quiet().unwrap();
+            let quiet = aimd.publish().hints.quiet.unwrap();
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "in range")]
             let (in_flight, latency) = (
                 1 + ((f64::from(quiet.max_in_flight.saturating_sub(1).min(10_000)) * at) as u32),
@@ -79,11 +79,11 @@ proptest! {
             if quiet.max_in_flight == 0 {
                 continue;
             }
-            let before = (aimd.gate(), aimd.raw_limit(), aimd.poll_timeout());
+            let before = (aimd.publish().gate, aimd.raw_limit(), aimd.publish().wake_at);
             let mut probed = aimd.clone();
             probed.on_sample(now, &Sample::new(Outcome::Success, latency, in_flight));
             prop_assert_eq!(
-                (probed.gate(), probed.raw_limit(), probed.poll_timeout()),
+                (probed.publish().gate, probed.raw_limit(), probed.publish().wake_at),
                 before,
                 "a success after {:?} with {} in flight",
                 latency,
@@ -95,7 +95,7 @@ proptest! {
                 now,
                 &Sample::new(Outcome::Success, quiet.max_latency, quiet.max_in_flight),
             );
-            prop_assert_eq!((edge.gate(), edge.raw_limit(), edge.poll_timeout()), before);
+            prop_assert_eq!((edge.publish().gate, edge.raw_limit(), edge.publish().wake_at), before);
         }
     }
 }
@@ -117,7 +117,7 @@ proptest! {
             ..AimdConfig::default()
         })
         .unwrap();
-        prop_assert_eq!(aimd.quiet(), None);
+        prop_assert_eq!(aimd.publish().hints.quiet, None);
         let mut now = Instant::now();
         for s in &steps {
             now += Duration::from_millis(s.gap_ms);
@@ -127,12 +127,12 @@ proptest! {
                 s.in_flight,
             );
             aimd.on_sample(now, &sample);
-            if let Some(deadline) = aimd.poll_timeout() {
+            if let Some(deadline) = aimd.publish().wake_at {
                 if deadline <= now {
                     aimd.handle_timeout(now);
                 }
             }
-            prop_assert_eq!(aimd.quiet(), None);
+            prop_assert_eq!(aimd.publish().hints.quiet, None);
             let raw = aimd.raw_limit();
             prop_assert!(raw.is_finite() && (1.0..=300.0).contains(&raw), "{}", raw);
         }
@@ -149,7 +149,7 @@ fn just_past_either_bound_a_success_can_move_aimd() {
         ..AimdConfig::default()
     })
     .unwrap();
-    let quiet = aimd.quiet().unwrap();
+    let quiet = aimd.publish().hints.quiet.unwrap();
     assert_eq!(quiet.max_in_flight, 9);
     let now = Instant::now();
     // Half the limit in flight: grows.
@@ -157,7 +157,7 @@ fn just_past_either_bound_a_success_can_move_aimd() {
         now,
         &Sample::new(Outcome::Success, Duration::from_millis(1), 10),
     );
-    assert_eq!(aimd.gate().limit, 21);
+    assert_eq!(aimd.publish().gate.limit, 21);
     // Slower than the timeout: backs off.
     aimd.on_sample(
         now,
@@ -167,5 +167,5 @@ fn just_past_either_bound_a_success_can_move_aimd() {
             1,
         ),
     );
-    assert_eq!(aimd.gate().limit, 18);
+    assert_eq!(aimd.publish().gate.limit, 18);
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use rheostat_algorithms::{
-    Aimd, AimdConfig, Algorithm, BreakerState, Fixed, Gate, Outcome, Refusal, Sample, Snapshot,
-    Stack, Throttle, ThrottleConfig, Transition, MAX_LIMIT,
+    Aimd, AimdConfig, Algorithm, BreakerState, Fixed, Gate, Outcome, Published, Refusal, Sample,
+    Snapshot, Stack, Throttle, ThrottleConfig, Transition, MAX_LIMIT,
 };
 
 fn ms(n: u64) -> Duration {
@@ -61,8 +61,8 @@ impl Algorithm for Scripted {
         self.name
     }
 
-    fn gate(&self) -> Gate {
-        self.gate
+    fn publish(&self) -> Published {
+        Published::new(self.gate)
     }
 
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
@@ -120,21 +120,21 @@ fn a_fixed_10_and_a_throttle_admit_10_and_the_throttle_answers_for_its_rejection
         .build()
         .expect("valid stack");
     assert_eq!(stack.members(), ["fixed", "throttle"]);
-    assert_eq!(stack.gate(), Gate::limited(10));
+    assert_eq!(stack.publish().gate, Gate::limited(10));
 
     for i in 0..50 {
         stack.on_sample(t0 + ms(i), &overload());
     }
-    let throttle_gate = stack.member(1).expect("member 1").gate();
+    let throttle_gate = stack.member(1).expect("member 1").publish().gate;
     assert!(throttle_gate.admit_probability < 1.0);
 
-    let gate = stack.gate();
+    let gate = stack.publish().gate;
     assert_eq!(gate.limit, 10);
     assert_eq!(gate.admit_probability, throttle_gate.admit_probability);
     assert_eq!(gate.until, throttle_gate.until);
     assert!(!gate.probe);
-    assert_eq!(stack.refused_by(Refusal::Throttle), 1);
-    assert_eq!(stack.refused_by(Refusal::Limit), 0);
+    assert_eq!(stack.publish().refusers.get(Refusal::Throttle), 1);
+    assert_eq!(stack.publish().refusers.get(Refusal::Limit), 0);
 }
 
 #[test]
@@ -170,12 +170,12 @@ fn the_gate_is_the_meet_of_the_members_gates() {
         &log,
     );
     let stack = Stack::builder().push(a).push(b).build().expect("valid");
-    let gate = stack.gate();
+    let gate = stack.publish().gate;
     assert_eq!(gate.limit, 3);
     assert!((gate.admit_probability - 0.2).abs() < 1e-12);
     assert!(gate.probe);
     assert_eq!(gate.until, Some(t0 + ms(100)));
-    assert_eq!(stack.poll_timeout(), Some(t0 + ms(100)));
+    assert_eq!(stack.publish().wake_at, Some(t0 + ms(100)));
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn only_probing_members_are_asked_and_the_first_refusal_stops_the_asking() {
 
     assert!(!stack.on_admit(t0));
     assert_eq!(lines(&log), ["a admit true", "b admit false"]);
-    assert_eq!(stack.refused_by(Refusal::Probe), 2);
+    assert_eq!(stack.publish().refusers.get(Refusal::Probe), 2);
 
     assert!(stack.on_admit(t0));
     assert_eq!(
@@ -232,7 +232,7 @@ fn only_probing_members_are_asked_and_the_first_refusal_stops_the_asking() {
         ["a admit true", "b admit true", "c admit true"]
     );
     // No refusal last time: the first probing member answers for probes.
-    assert_eq!(stack.refused_by(Refusal::Probe), 0);
+    assert_eq!(stack.publish().refusers.get(Refusal::Probe), 0);
 }
 
 #[test]
@@ -244,9 +244,9 @@ fn a_shut_gate_is_blamed_on_the_first_shut_member() {
         .push(Scripted::new("also shut", Gate::shut(None), &log))
         .build()
         .expect("valid");
-    assert!(stack.gate().is_shut());
-    assert_eq!(stack.refused_by(Refusal::Shut), 1);
-    assert_eq!(stack.refused_by(Refusal::Limit), 1);
+    assert!(stack.publish().gate.is_shut());
+    assert_eq!(stack.publish().refusers.get(Refusal::Shut), 1);
+    assert_eq!(stack.publish().refusers.get(Refusal::Limit), 1);
 }
 
 #[test]
@@ -265,12 +265,12 @@ fn nested_stacks_flatten_and_name_their_own_members() {
         .expect("valid");
     assert_eq!(outer.members(), ["fixed", "fixed", "throttle", "fixed"]);
     assert_eq!(outer.len(), 3);
-    assert_eq!(outer.gate().limit, 3);
-    assert_eq!(outer.refused_by(Refusal::Limit), 1);
+    assert_eq!(outer.publish().gate.limit, 3);
+    assert_eq!(outer.publish().refusers.get(Refusal::Limit), 1);
 
     outer.on_sample(t0, &overload());
-    assert!(outer.gate().admit_probability < 1.0);
-    assert_eq!(outer.refused_by(Refusal::Throttle), 2);
+    assert!(outer.publish().gate.admit_probability < 1.0);
+    assert_eq!(outer.publish().refusers.get(Refusal::Throttle), 2);
 }
 
 #[test]
@@ -319,7 +319,7 @@ fn the_snapshot_carries_a_members_state_and_the_binding_limit() {
         .expect("valid");
     let snapshot = stack.snapshot();
     assert_eq!(snapshot.policy, "stack");
-    assert_eq!(snapshot.gate, stack.gate());
+    assert_eq!(snapshot.gate, stack.publish().gate);
     assert_eq!(snapshot.state, Some(BreakerState::HalfOpen));
     assert_eq!(snapshot.raw_limit, Some(20.0));
 }
@@ -335,7 +335,7 @@ fn a_stack_can_be_driven_through_a_box() {
     );
     assert_eq!(stack.name(), "stack");
     assert_eq!(stack.members(), ["fixed", "throttle"]);
-    assert_eq!(stack.gate().limit, 2);
+    assert_eq!(stack.publish().gate.limit, 2);
 }
 
 // ---- property test -----------------------------------------------------
@@ -424,21 +424,182 @@ proptest! {
             let outcome = if fail { Outcome::Overload } else { Outcome::Success };
             stack.on_sample(now, &Sample::new(outcome, ms(5), 1));
             stack.on_rejected(now, rejected);
-            if stack.gate().probe {
+            if stack.publish().gate.probe {
                 let _ = stack.on_admit(now);
             }
             stack.handle_timeout(now);
 
-            let gate = stack.gate();
+            let gate = stack.publish().gate;
             prop_assert!(!gate.admit_probability.is_nan());
             prop_assert!((0.0..=1.0).contains(&gate.admit_probability));
             prop_assert!(gate.limit <= MAX_LIMIT);
             prop_assert_eq!(stack.members(), names.clone());
             for refusal in [Refusal::Shut, Refusal::Limit, Refusal::Throttle, Refusal::Probe] {
-                prop_assert!(stack.refused_by(refusal) < names.len());
+                prop_assert!(stack.publish().refusers.get(refusal) < names.len());
             }
             let snapshot = stack.snapshot();
             prop_assert!(!snapshot.gate.admit_probability.is_nan());
+        }
+    }
+}
+
+// ---- the stack's hints cover every member's ------------------------------
+
+#[derive(Clone, Debug)]
+enum Policy {
+    Fixed(u32),
+    Throttle,
+    AimdNetflix(u32),
+    AimdLatency,
+    BreakerCount(u32),
+    /// A time window of this many one-second buckets or of half-second
+    /// ones (`false`).
+    BreakerTime(u32, bool),
+    Vegas,
+    Gradient,
+    Nested(Vec<Policy>),
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    let leaf = prop_oneof![
+        (1..100u32).prop_map(Policy::Fixed),
+        Just(Policy::Throttle),
+        (20..=200u32).prop_map(Policy::AimdNetflix),
+        Just(Policy::AimdLatency),
+        (1..20u32).prop_map(Policy::BreakerCount),
+        (1..20u32, any::<bool>()).prop_map(|(n, whole)| Policy::BreakerTime(n, whole)),
+        Just(Policy::Vegas),
+        Just(Policy::Gradient),
+    ];
+    leaf.prop_recursive(2, 8, 3, |inner| {
+        prop::collection::vec(inner, 1..4).prop_map(Policy::Nested)
+    })
+}
+
+fn build_policy(policy: &Policy) -> Box<dyn Algorithm> {
+    use rheostat_algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
+    use rheostat_algorithms::{Gradient, GradientConfig, Vegas, VegasConfig};
+    match policy {
+        Policy::Fixed(n) => Box::new(Fixed::new(*n).expect("valid")),
+        Policy::Throttle => Box::new(throttle()),
+        Policy::AimdNetflix(initial) => Box::new(
+            Aimd::new(AimdConfig {
+                initial: *initial,
+                ..AimdConfig::netflix()
+            })
+            .expect("valid"),
+        ),
+        Policy::AimdLatency => Box::new(Aimd::new(AimdConfig::default()).expect("valid")),
+        Policy::BreakerCount(calls) => Box::new(
+            Breaker::new(BreakerConfig {
+                window: BreakerWindow::Count { calls: *calls },
+                min_calls: 1,
+                ..BreakerConfig::default()
+            })
+            .expect("valid"),
+        ),
+        Policy::BreakerTime(buckets, whole) => Box::new(
+            Breaker::new(BreakerConfig {
+                window: BreakerWindow::Time {
+                    length: ms(u64::from(*buckets) * if *whole { 1_000 } else { 500 }),
+                    buckets: *buckets,
+                },
+                ..BreakerConfig::default()
+            })
+            .expect("valid"),
+        ),
+        Policy::Vegas => Box::new(Vegas::new(VegasConfig::default()).expect("valid")),
+        Policy::Gradient => Box::new(Gradient::new(GradientConfig::default()).expect("valid")),
+        Policy::Nested(members) => {
+            Box::new(Stack::new(members.iter().map(build_policy).collect()).expect("non-empty"))
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    /// A call finished: overload or not, its latency and in-flight count
+    /// (ms, calls), and whether it was a probe.
+    Sample(bool, u64, u32, bool),
+    /// Successes counted in a batch.
+    Successes(u64),
+    /// Time passes (ms), and the stack handles what is due.
+    Wait(u64),
+    /// A probe is admitted, if the gate probes.
+    Admit,
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        4 => (any::<bool>(), 0..3_000u64, 1..60u32, any::<bool>())
+            .prop_map(|(fail, ms, n, probe)| Event::Sample(fail, ms, n, probe)),
+        1 => (1..50u64).prop_map(Event::Successes),
+        2 => (0..20_000u64).prop_map(Event::Wait),
+        1 => Just(Event::Admit),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
+        ..ProptestConfig::with_cases(256)
+    })]
+
+    /// Whatever the members and whatever happens, the stack never claims
+    /// less than a member needs: as much feedback, no success quiet or
+    /// batched for the stack that is not for every member, and a wake-up no
+    /// later than any member's.
+    #[test]
+    fn a_stacks_hints_never_claim_less_than_a_member_needs(
+        members in prop::collection::vec(policy(), 1..5),
+        events in prop::collection::vec(event(), 0..80),
+    ) {
+        let mut stack = Stack::new(members.iter().map(build_policy).collect())
+            .expect("non-empty");
+        let mut now = Instant::now();
+        for event in events {
+            match event {
+                Event::Sample(fail, latency, in_flight, probe) => {
+                    let outcome = if fail { Outcome::Overload } else { Outcome::Success };
+                    let sample = Sample::new(outcome, ms(latency), in_flight).with_probe(probe);
+                    stack.on_sample(now, &sample);
+                }
+                Event::Successes(count) => {
+                    // Only while the stack lets them be batched, as the runtime does.
+                    let allowed = match stack.publish().hints.batching {
+                        rheostat_algorithms::Batching::Never => false,
+                        rheostat_algorithms::Batching::Until(t) => now < t,
+                        rheostat_algorithms::Batching::Always => true,
+                    };
+                    if allowed {
+                        stack.on_successes(now, count);
+                    }
+                }
+                Event::Wait(dt) => {
+                    now += ms(dt);
+                    if stack.publish().wake_at.is_some_and(|t| t <= now) {
+                        stack.handle_timeout(now);
+                    }
+                }
+                Event::Admit => {
+                    if stack.publish().gate.probe {
+                        let _ = stack.on_admit(now);
+                    }
+                }
+            }
+            let published = stack.publish();
+            for i in 0..stack.len() {
+                let member = stack.member(i).expect("in range").publish();
+                prop_assert!(
+                    published.hints.covers(&member.hints),
+                    "the stack's {:?} claims less than member {} needs: {:?}",
+                    published.hints, i, member.hints
+                );
+                if let Some(due) = member.wake_at {
+                    prop_assert!(published.wake_at.is_some_and(|t| t <= due));
+                }
+                prop_assert!(published.gate.limit <= member.gate.sanitized().limit);
+            }
         }
     }
 }

@@ -80,7 +80,7 @@ impl Sim {
     /// Fire every timer due by `t0 + now`, as the runtime would.
     fn fire_timers(&mut self) {
         let now = self.t0 + self.now;
-        while let Some(at) = self.throttle.poll_timeout() {
+        while let Some(at) = self.throttle.publish().wake_at {
             if at > now {
                 break;
             }
@@ -113,7 +113,7 @@ impl Sim {
         while self.now < end {
             self.fire_timers();
             let at = self.t0 + self.now;
-            let p = self.throttle.gate().admit_probability;
+            let p = self.throttle.publish().gate.admit_probability;
             let counts = self.throttle.counts();
             let admitted = self.rng.unit() < p;
             if admitted {
@@ -309,7 +309,7 @@ fn with_no_traffic_after_an_outage_the_timers_alone_clear_the_rejection() {
     sim.now += WINDOW;
     sim.fire_timers();
     assert_eq!(sim.throttle.reject_probability(), 0.0);
-    assert_eq!(sim.throttle.poll_timeout(), None);
+    assert_eq!(sim.throttle.publish().wake_at, None);
 }
 
 /// The caveat documented on `ThrottleConfig::count_rejected`: against a
@@ -460,7 +460,7 @@ proptest! {
                     t.handle_timeout(t0 + back);
                 }
             }
-            let gate = t.gate();
+            let gate = t.publish().gate;
             let reject = t.reject_probability();
             prop_assert!(!gate.admit_probability.is_nan());
             prop_assert!((0.0..=1.0).contains(&gate.admit_probability));

@@ -81,7 +81,7 @@ fuzz_target!(|input: Input| {
                 }
             }
             Op::Admit => {
-                let gate = built.get().gate().sanitized();
+                let gate = built.get().publish().gate.sanitized();
                 let in_flight = u32::try_from(admitted.len()).unwrap_or(u32::MAX);
                 if gate.limit > in_flight {
                     let go = !gate.probe || built.get_mut().on_admit(now);
@@ -93,7 +93,7 @@ fuzz_target!(|input: Input| {
             Op::Rejected(n) => built.get_mut().on_rejected(now, u64::from(n)),
             Op::Batch(n) => {
                 let policy = built.get_mut();
-                let allowed = match policy.batching() {
+                let allowed = match policy.publish().hints.batching {
                     Batching::Never => false,
                     Batching::Until(t) => now < t,
                     Batching::Always => true,
@@ -108,7 +108,7 @@ fuzz_target!(|input: Input| {
             Op::Back(d) => time.back(d),
             Op::Timeout { early } => {
                 let policy = built.get_mut();
-                if early || policy.poll_timeout().is_some_and(|t| t <= now) {
+                if early || policy.publish().wake_at.is_some_and(|t| t <= now) {
                     policy.handle_timeout(now);
                 }
             }

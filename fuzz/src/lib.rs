@@ -437,7 +437,7 @@ impl Built {
 /// The gate itself: a probability in `[0, 1]` (never NaN), a limit within
 /// `MAX_LIMIT`.
 pub fn check_gate(policy: &dyn Algorithm) {
-    let gate = policy.gate();
+    let gate = policy.publish().gate;
     let p = gate.admit_probability;
     assert!(
         (0.0..=1.0).contains(&p),
@@ -453,7 +453,7 @@ pub fn check_gate(policy: &dyn Algorithm) {
 }
 
 fn check_bounds(policy: &dyn Algorithm, min: u32, max: u32) {
-    let limit = policy.gate().limit;
+    let limit = policy.publish().gate.limit;
     assert!(
         (min..=max).contains(&limit),
         "{}: limit {limit} outside [{min}, {max}]",

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use super::scenario::Scenario;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
 use rheostat::algorithms::{
-    Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Sample, Stack,
-    Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
+    Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Published,
+    Sample, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
 };
 
 /// A policy in the comparison.
@@ -151,11 +151,11 @@ impl Algorithm for Clairvoyant {
     fn name(&self) -> &'static str {
         "clairvoyant"
     }
-    fn gate(&self) -> Gate {
-        match self.limit.load(Ordering::Relaxed) {
+    fn publish(&self) -> Published {
+        Published::new(match self.limit.load(Ordering::Relaxed) {
             0 => Gate::shut(None),
             n => Gate::limited(n),
-        }
+        })
     }
     fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
 }

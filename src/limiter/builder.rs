@@ -248,7 +248,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             });
         }
         let epoch = self.clock.now();
-        let gate = self.policy.gate();
+        let gate = self.policy.publish().gate;
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
@@ -282,7 +282,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             let policy = limiter.lock();
             limiter.publish(&policy);
             if let Some(observer) = &limiter.observer {
-                observer.gate_changed(&policy.gate().sanitized());
+                observer.gate_changed(&policy.publish().gate.sanitized());
             }
         }
         Ok(limiter)

@@ -123,13 +123,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let mut policy = self.lock();
         self.catch_up(&mut policy, now);
         policy.on_sample(now, &sample);
-        let mut due = policy.poll_timeout();
-        if due.is_some_and(|t| t <= now) {
+        let mut published = policy.publish();
+        if published.wake_at.is_some_and(|t| t <= now) {
             policy.handle_timeout(now);
-            due = policy.poll_timeout();
+            published = policy.publish();
         }
         let transitions = self.drain(&mut policy);
-        self.publish_with(&policy, due);
+        self.store(&published);
         transitions
     }
 

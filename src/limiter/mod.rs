@@ -19,8 +19,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Outcome, Quiet, Refusal,
-    Sample, Snapshot, Transition,
+    check, Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Hints, Outcome,
+    Published, Quiet, Refusal, Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{CallError, RejectReason, Rejection};

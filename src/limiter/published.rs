@@ -41,7 +41,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let transitions = {
             let mut policy = self.lock();
             self.catch_up(&mut policy, now);
-            if policy.poll_timeout().is_some_and(|t| t <= now) {
+            if policy.publish().wake_at.is_some_and(|t| t <= now) {
                 policy.handle_timeout(now);
             }
             let transitions = self.drain(&mut policy);
@@ -75,22 +75,30 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// Ask the policy for its answer and copy it where the hot path reads it.
     #[inline]
     pub(super) fn publish(&self, policy: &A) {
-        self.publish_with(policy, policy.poll_timeout());
+        self.store(&policy.publish());
     }
 
+    /// Copy the policy's answer where the hot path reads it.
     #[inline]
-    pub(super) fn publish_with(&self, policy: &A, due: Option<Instant>) {
+    pub(super) fn store(&self, published: &Published) {
+        let Hints {
+            feedback,
+            quiet,
+            batching,
+            ..
+        } = published.hints;
         let feedback = if self.observer.is_some() {
             Feedback::Timed
         } else {
-            policy.feedback()
+            feedback
         } as u8;
         if self.feedback.load(Ordering::Relaxed) != feedback {
             self.feedback.store(feedback, Ordering::Relaxed);
         }
-        let batch_until = match policy.batching() {
+        let batch_until = match batching {
             Batching::Never => 0,
             Batching::Until(t) => self.nanos(t),
             Batching::Always => u64::MAX,
@@ -98,7 +106,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if self.batch_until.load(Ordering::Relaxed) != batch_until {
             self.batch_until.store(batch_until, Ordering::SeqCst);
         }
-        let quiet = match policy.quiet() {
+        let quiet = match quiet {
             Some(Quiet {
                 max_latency,
                 max_in_flight,
@@ -111,7 +119,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if self.quiet.load(Ordering::Relaxed) != quiet {
             self.quiet.store(quiet, Ordering::SeqCst);
         }
-        let gate = policy.gate();
+        let gate = published.gate;
         if self.gate.store(Packed::new(&gate)) {
             if self.ready_waiters.load(Ordering::SeqCst) > 0 {
                 self.changed.notify_waiters();
@@ -120,12 +128,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 observer.gate_changed(&gate.sanitized());
             }
         }
-        let until = due.map_or(u64::MAX, |t| self.nanos(t));
+        let until = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
         if self.until.load(Ordering::Relaxed) != until {
             self.until.store(until, Ordering::SeqCst);
         }
         if self.members.len() > 1 {
-            let index = |r| (policy.refused_by(r).min(0xFFFF)) as u64;
+            let index = |r| published.refusers.get(r).min(0xFFFF) as u64;
             let packed = index(Refusal::Shut)
                 | (index(Refusal::Limit) << 16)
                 | (index(Refusal::Throttle) << 32)

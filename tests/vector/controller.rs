@@ -41,7 +41,7 @@
 
 use std::time::{Duration, Instant};
 
-use rheostat::algorithms::{Algorithm, Gate, Outcome, Sample};
+use rheostat::algorithms::{Algorithm, Gate, Outcome, Published, Sample};
 
 use super::stats::{TimeHistogram, TimeWeighted};
 
@@ -244,8 +244,8 @@ impl Algorithm for VectorArc {
         "vector-arc"
     }
 
-    fn gate(&self) -> Gate {
-        Gate::limited(self.limit)
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(self.limit))
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {

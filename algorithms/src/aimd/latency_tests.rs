@@ -57,7 +57,7 @@ fn round_trip(a: &mut Aimd, t: &mut Instant, calls: &[(Outcome, Duration)], in_f
         a.on_sample(*t, &Sample::new(outcome, latency, in_flight));
     }
     *t += ms(10);
-    assert_eq!(a.poll_timeout(), Some(*t));
+    assert_eq!(a.publish().wake_at, Some(*t));
     a.handle_timeout(*t);
 }
 
@@ -99,7 +99,7 @@ fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
     t += Duration::from_secs(1);
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
         seen.push(a.raw_limit());
     }
@@ -286,7 +286,7 @@ fn a_trickle_of_drops_is_not_congestion_a_stream_is() {
     for _ in 0..10 {
         let mut calls = successes(ms(20), 49);
         calls.push((Outcome::Overload, ms(20)));
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &calls, limit);
     }
     assert_eq!(a.raw_limit(), 50.0);
@@ -297,9 +297,9 @@ fn a_trickle_of_drops_is_not_congestion_a_stream_is() {
     calls.push((Outcome::Overload, ms(20)));
     let mut limits = Vec::new();
     for _ in 0..8 {
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &calls, limit);
-        limits.push(a.gate().limit);
+        limits.push(a.publish().gate.limit);
     }
     assert_eq!(limits, [51, 52, 53, 54, 48, 43, 39, 35]);
     // A fresh limiter has seen nothing else: its first drop cuts.
@@ -339,14 +339,14 @@ fn after_an_outage_of_fast_failures_the_limit_is_held_and_then_doubles_until_que
     // the second (the first reads the new flow's fastest calls).
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
         seen.push(a.raw_limit());
     }
     assert_eq!(seen, [held, held * 2.0, held * 4.0]);
     // The first sign of queueing: back to the limit before the last
     // doubling, and from there one at a time.
-    let limit = a.gate().limit;
+    let limit = a.publish().gate.limit;
     round_trip(&mut a, &mut t, &successes(ms(30), 5), limit);
     assert_eq!(a.raw_limit(), held * 2.0);
     assert!(!a.is_regrowing());
@@ -394,7 +394,7 @@ fn timeouts_after_refusals_meet_the_limit_the_outage_began_with() {
     // ...halving every 10 s the timeouts go on.
     let cold = t;
     while t < cold + Duration::from_secs(10) {
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &timed_out, limit);
     }
     let limit = a.raw_limit();
@@ -411,7 +411,7 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     // in flight have halved, then the baseline takes the new latency.
     let mut cuts = 0;
     while a.baseline() == Some(ms(20)) {
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
         cuts += 1;
         assert!(cuts < 20, "never followed");
@@ -422,7 +422,7 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     assert!((a.raw_limit() - 20.61).abs() < 0.01, "{}", a.raw_limit());
     // And it grows again.
     let before = a.raw_limit();
-    let limit = a.gate().limit;
+    let limit = a.publish().gate.limit;
     round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
     assert_eq!(a.raw_limit(), before + 1.0);
 
@@ -431,7 +431,7 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     let mut a = latency(100, 0.0, &mut t);
     round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
     for _ in 0..30 {
-        let limit = a.gate().limit;
+        let limit = a.publish().gate.limit;
         // 25 calls served at once, the rest queued behind them.
         let latency = ms(20) * limit.div_ceil(25);
         round_trip(&mut a, &mut t, &successes(latency, 5), limit);

@@ -33,7 +33,7 @@
 //! assert_eq!(breaker.state(), BreakerState::Open);
 //! // A rejection can say how long until the next probe: the 5 s cooldown,
 //! // jittered down by up to 20%.
-//! let retry_after = breaker.gate().until.map(|u| u - t0);
+//! let retry_after = breaker.publish().gate.until.map(|u| u - t0);
 //! assert!(retry_after.is_some_and(|d| d >= Duration::from_secs(4) && d <= Duration::from_secs(5)));
 //! # Ok::<(), rheostat_algorithms::ConfigError>(())
 //! ```

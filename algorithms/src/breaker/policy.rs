@@ -10,8 +10,8 @@ use super::settings::{Judge, Ramp, Settings};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
-    Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Outcome, Sample, Snapshot,
-    Transition, MAX_LIMIT,
+    Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Hints, Outcome, Published,
+    Sample, Snapshot, Transition, MAX_LIMIT,
 };
 
 /// The name a breaker reports in snapshots and transitions.
@@ -42,7 +42,7 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 ///   ([`Gate::shut`] with `until` = the end of the cooldown, so a rejection
 ///   can say how long to wait). The first event at or after that instant
 ///   (any method taking `now`, or [`Algorithm::handle_timeout`] when
-///   [`Algorithm::poll_timeout`] is due) moves it to half-open.
+///   [`Published::wake_at`](crate::Published::wake_at) is due) moves it to half-open.
 /// - **half-open** — the gate has `probe` set: every admission is asked
 ///   about through [`Algorithm::on_admit`], which spends the probe allowance
 ///   (or, with [`HalfOpen::Fraction`](super::HalfOpen::Fraction), the gate
@@ -93,14 +93,14 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 ///     b.on_sample(t0, &Sample::new(outcome, ms(50), 1));
 /// }
 /// assert_eq!(b.state(), BreakerState::Open);
-/// assert_eq!(b.gate().limit, 0);
-/// assert_eq!(b.gate().until, Some(t0 + Duration::from_secs(10)));
+/// assert_eq!(b.publish().gate.limit, 0);
+/// assert_eq!(b.publish().gate.until, Some(t0 + Duration::from_secs(10)));
 ///
 /// // At 10 s it lets probes through; four successes out of five close it.
 /// let t1 = t0 + Duration::from_secs(10);
 /// b.handle_timeout(t1);
 /// assert_eq!(b.state(), BreakerState::HalfOpen);
-/// assert!(b.gate().probe);
+/// assert!(b.publish().gate.probe);
 /// for _ in 0..4 {
 ///     assert!(b.on_admit(t1));
 /// }
@@ -206,7 +206,7 @@ impl Breaker {
     ///
     /// let b = Breaker::new(BreakerConfig::default())?;
     /// assert_eq!(b.state(), BreakerState::Closed);
-    /// assert_eq!(b.gate(), rheostat_algorithms::Gate::unlimited());
+    /// assert_eq!(b.publish().gate, rheostat_algorithms::Gate::unlimited());
     /// assert!(Breaker::new(BreakerConfig { min_calls: 0, ..Default::default() }).is_err());
     /// # Ok::<(), rheostat_algorithms::ConfigError>(())
     /// ```
@@ -320,7 +320,7 @@ impl Breaker {
     /// let mut b = Breaker::new(BreakerConfig::default())?;
     /// let now = Instant::now();
     /// b.force_open(now);
-    /// assert_eq!(b.gate(), Gate::shut(None));
+    /// assert_eq!(b.publish().gate, Gate::shut(None));
     /// assert_eq!(b.poll_transition().map(|t| t.to), Some(BreakerState::ForcedOpen));
     /// b.reset(now);
     /// assert_eq!(b.state(), BreakerState::Closed);
@@ -371,7 +371,7 @@ impl Breaker {
     /// b.disable(now);
     /// b.on_sample(now, &Sample::new(Outcome::Overload, Duration::ZERO, 1));
     /// assert_eq!(b.window_stats(now).calls, 0);
-    /// assert_eq!(b.gate(), Gate::unlimited());
+    /// assert_eq!(b.publish().gate, Gate::unlimited());
     /// assert_eq!(b.snapshot().state, Some(BreakerState::Disabled));
     /// # Ok::<(), rheostat_algorithms::ConfigError>(())
     /// ```
@@ -399,7 +399,7 @@ impl Breaker {
     /// for _ in 0..20 {
     ///     b.on_sample(now, &Sample::new(Outcome::Overload, Duration::ZERO, 1));
     /// }
-    /// assert_eq!(b.gate(), Gate::unlimited());
+    /// assert_eq!(b.publish().gate, Gate::unlimited());
     /// let seen: Vec<_> = std::iter::from_fn(|| b.poll_transition()).map(|t| (t.from, t.to)).collect();
     /// assert_eq!(seen, [
     ///     (BreakerState::Closed, BreakerState::MetricsOnly),
@@ -429,7 +429,7 @@ impl Breaker {
     /// }
     /// assert_eq!(b.state(), BreakerState::Open);
     /// b.reset(now);
-    /// assert_eq!(b.gate(), Gate::unlimited());
+    /// assert_eq!(b.publish().gate, Gate::unlimited());
     /// let t = std::iter::from_fn(|| b.poll_transition()).last().expect("reported");
     /// assert_eq!((t.from, t.to), (BreakerState::Open, BreakerState::Closed));
     /// # Ok::<(), rheostat_algorithms::ConfigError>(())
@@ -814,11 +814,7 @@ impl Breaker {
     }
 }
 
-impl Algorithm for Breaker {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
+impl Breaker {
     #[inline]
     fn gate(&self) -> Gate {
         match self.mode {
@@ -836,6 +832,93 @@ impl Algorithm for Breaker {
                 Phase::HalfOpen(trial) => self.trial_gate(trial),
             },
         }
+    }
+
+    /// Without a slow-call trip, a running breaker at full traffic needs
+    /// outcomes, not latencies: the probes it matches by their start are
+    /// timed anyway (the runtime times every call admitted under a probe
+    /// gate), and calls from an earlier state are told by
+    /// [`Sample::stale`]. While ramping it needs latencies, to tell the
+    /// calls admitted at the current level by their start; the shadow state
+    /// machine of [`BreakerState::MetricsOnly`] needs them too. A disabled or
+    /// forced-open breaker learns nothing.
+    fn feedback(&self) -> Feedback {
+        match self.mode {
+            Mode::Disabled | Mode::ForcedOpen => Feedback::Nothing,
+            Mode::MetricsOnly => Feedback::Timed,
+            // A ramp counts only successes of calls admitted at its current
+            // level, told by their start.
+            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: Some(_), .. }) => {
+                Feedback::Timed
+            }
+            Mode::Auto | Mode::ForcedClosed if self.settings.slow_call_rate.is_finite() => {
+                Feedback::Timed
+            }
+            Mode::Auto | Mode::ForcedClosed => Feedback::Outcomes,
+        }
+    }
+
+    /// A closed breaker at full traffic, without a slow-call trip, lets
+    /// successes be batched while no number of them could trip it: more
+    /// successes only lower the failure rate, except by bringing the window
+    /// up to its volume floor, so batching stops while the failures already
+    /// counted would reach the trip rate at the floor. A success never trips
+    /// on a run of failures either: it ends the run, and the runtime hands a
+    /// batch over before any later call, so a failure after it starts a new
+    /// run. A time window batches until its current bucket ends.
+    fn batching(&self) -> Batching {
+        let closed = matches!(self.phase, Phase::Closed { ramp: None, .. });
+        match self.mode {
+            Mode::ForcedClosed if !self.settings.trips_on_slow_calls() => self.window.batching(),
+            Mode::Auto if closed && !self.settings.trips_on_slow_calls() => {
+                // The window's failures at its volume floor, judged by the
+                // rule that trips it.
+                let stats = self.window.totals();
+                let at_floor = WindowStats {
+                    calls: stats.calls.max(u64::from(self.settings.min_calls)),
+                    ..stats
+                };
+                if self.rates_trip(&at_floor) {
+                    Batching::Never
+                } else {
+                    self.window.batching()
+                }
+            }
+            _ => Batching::Never,
+        }
+    }
+
+    /// When a cooldown, a probe period or a ramp step is due.
+    fn wake_at(&self) -> Option<Instant> {
+        match self.mode {
+            // The common case, a closed breaker at full traffic, has no timer.
+            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: None, .. }) => None,
+            Mode::Auto => self.gate().until,
+            Mode::MetricsOnly => match &self.phase {
+                Phase::Open { until } => Some(*until),
+                Phase::HalfOpen(trial) => trial.period_end,
+                Phase::Closed { .. } => None,
+            },
+            Mode::ForcedOpen | Mode::ForcedClosed | Mode::Disabled => None,
+        }
+    }
+}
+
+impl Algorithm for Breaker {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// The gate; outcomes or timed calls as the state needs; successes
+    /// batched while none could trip it; woken when a timer is due.
+    fn publish(&self) -> Published {
+        Published::new(self.gate())
+            .with_wake_at(self.wake_at())
+            .with_hints(
+                Hints::default()
+                    .with_feedback(self.feedback())
+                    .with_batching(self.batching()),
+            )
     }
 
     #[inline]
@@ -891,61 +974,6 @@ impl Algorithm for Breaker {
         }
     }
 
-    #[inline]
-    /// Without a slow-call trip, a running breaker at full traffic needs
-    /// outcomes, not latencies: the probes it matches by their start are
-    /// timed anyway (the runtime times every call admitted under a probe
-    /// gate), and calls from an earlier state are told by
-    /// [`Sample::stale`]. While ramping it needs latencies, to tell the
-    /// calls admitted at the current level by their start; the shadow state
-    /// machine of [`BreakerState::MetricsOnly`] needs them too. A disabled or
-    /// forced-open breaker learns nothing.
-    fn feedback(&self) -> Feedback {
-        match self.mode {
-            Mode::Disabled | Mode::ForcedOpen => Feedback::Nothing,
-            Mode::MetricsOnly => Feedback::Timed,
-            // A ramp counts only successes of calls admitted at its current
-            // level, told by their start.
-            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: Some(_), .. }) => {
-                Feedback::Timed
-            }
-            Mode::Auto | Mode::ForcedClosed if self.settings.slow_call_rate.is_finite() => {
-                Feedback::Timed
-            }
-            Mode::Auto | Mode::ForcedClosed => Feedback::Outcomes,
-        }
-    }
-
-    /// A closed breaker at full traffic, without a slow-call trip, lets
-    /// successes be batched while no number of them could trip it: more
-    /// successes only lower the failure rate, except by bringing the window
-    /// up to its volume floor, so batching stops while the failures already
-    /// counted would reach the trip rate at the floor. A success never trips
-    /// on a run of failures either: it ends the run, and the runtime hands a
-    /// batch over before any later call, so a failure after it starts a new
-    /// run. A time window batches until its current bucket ends.
-    fn batching(&self) -> Batching {
-        let closed = matches!(self.phase, Phase::Closed { ramp: None, .. });
-        match self.mode {
-            Mode::ForcedClosed if !self.settings.trips_on_slow_calls() => self.window.batching(),
-            Mode::Auto if closed && !self.settings.trips_on_slow_calls() => {
-                let stats = self.window.totals();
-                let floor = stats.calls.max(u64::from(self.settings.min_calls));
-                #[allow(
-                    clippy::cast_precision_loss,
-                    reason = "counts above 2^53 lose nothing that matters"
-                )]
-                let could_trip = stats.failures as f64 >= self.settings.failure_rate * floor as f64;
-                if could_trip {
-                    Batching::Never
-                } else {
-                    self.window.batching()
-                }
-            }
-            _ => Batching::Never,
-        }
-    }
-
     fn on_successes(&mut self, _now: Instant, count: u64) {
         // Published only while closed and recording, and no number of
         // successes can trip it then (see `batching`).
@@ -956,20 +984,6 @@ impl Algorithm for Breaker {
             if count > 0 {
                 self.run = 0;
             }
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self.mode {
-            // The common case, a closed breaker at full traffic, has no timer.
-            Mode::Auto if matches!(self.phase, Phase::Closed { ramp: None, .. }) => None,
-            Mode::Auto => self.gate().until,
-            Mode::MetricsOnly => match &self.phase {
-                Phase::Open { until } => Some(*until),
-                Phase::HalfOpen(trial) => trial.period_end,
-                Phase::Closed { .. } => None,
-            },
-            Mode::ForcedOpen | Mode::ForcedClosed | Mode::Disabled => None,
         }
     }
 

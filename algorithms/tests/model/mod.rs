@@ -241,15 +241,17 @@ pub fn run<A: Algorithm>(
         }
         // Timers due before this event, as a runtime would fire them.
         for _ in 0..1000 {
-            match policy.poll_timeout() {
+            match policy.publish().wake_at {
                 Some(deadline) if deadline <= now => policy.handle_timeout(deadline),
                 _ => break,
             }
         }
         while next_record <= now {
-            trace
-                .limits
-                .push((secs(next_record), learnt(policy), policy.gate().limit));
+            trace.limits.push((
+                secs(next_record),
+                learnt(policy),
+                policy.publish().gate.limit,
+            ));
             next_record += Duration::from_millis(100);
         }
 
@@ -261,7 +263,7 @@ pub fn run<A: Algorithm>(
             trace.calls.push((secs(admitted), latency.as_secs_f64()));
         } else {
             next_arrival = now + Duration::from_secs_f64(next_gap(&mut rng));
-            if in_flight >= policy.gate().limit {
+            if in_flight >= policy.publish().gate.limit {
                 trace.rejected += 1;
                 trace.rejected_at.push(secs(now));
             } else {

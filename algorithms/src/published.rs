@@ -1,0 +1,491 @@
+//! The one answer a policy gives after every event.
+
+use std::time::{Duration, Instant};
+
+use crate::{Gate, Outcome, Sample};
+
+/// What a policy learns from a finished call, so that the runtime can skip
+/// the work the policy would ignore.
+///
+/// Reading the clock is the largest part of the cost of admitting a call: a
+/// policy that never looks at latency should not pay for two reads per call.
+/// The levels are ordered: a [`Stack`](crate::Stack) needs the most any member needs.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Algorithm, Feedback, Fixed, Throttle, ThrottleConfig};
+///
+/// assert_eq!(Fixed::new(10)?.publish().hints.feedback, Feedback::Nothing);
+/// let throttle = Throttle::new(ThrottleConfig::default())?;
+/// assert_eq!(throttle.publish().hints.feedback, Feedback::Outcomes);
+/// assert!(Feedback::Nothing < Feedback::Outcomes && Feedback::Outcomes < Feedback::Timed);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feedback {
+    /// Nothing: [`Algorithm::on_sample`](crate::Algorithm::on_sample) and [`Algorithm::on_rejected`](crate::Algorithm::on_rejected) do
+    /// nothing, the gate never expires by itself and the policy makes no
+    /// transitions. The runtime finishes a call by releasing its slot: no
+    /// lock, no clock read.
+    Nothing,
+    /// The outcome and the instant a call finished, not how long it took. The
+    /// runtime reads the clock once per call, when it finishes, and a
+    /// sample's latency may be zero.
+    Outcomes,
+    /// The outcome, the instant and the latency of every call (the default).
+    Timed,
+}
+
+/// Which successes a policy lets the runtime count for it, without its lock,
+/// and hand over later in one batch ([`Algorithm::on_successes`](crate::Algorithm::on_successes)).
+///
+/// Only a success that is not a probe, not [stale](Sample::stale) and whose
+/// latency was not measured may be batched: to the policy, it is one more
+/// success and nothing else. The runtime hands a batch over before every
+/// other event it tells the policy about, so a policy sees batched successes
+/// before anything that came after them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
+/// use rheostat_algorithms::{Algorithm, Batching, Outcome, Sample};
+///
+/// // A count window takes successes in batches at any time.
+/// let count = BreakerConfig { window: BreakerWindow::Count { calls: 100 }, ..Default::default() };
+/// assert_eq!(Breaker::new(count)?.publish().hints.batching, Batching::Always);
+///
+/// // A time window, until its current bucket ends (once it has one).
+/// let mut timed = Breaker::new(BreakerConfig::default())?;
+/// assert_eq!(timed.publish().hints.batching, Batching::Never);
+/// let t0 = Instant::now();
+/// timed.on_sample(t0, &Sample::new(Outcome::Success, Duration::from_millis(5), 1));
+/// assert_eq!(timed.publish().hints.batching, Batching::Until(t0 + Duration::from_secs(1)));
+///
+/// // A success batched there counts as one more success.
+/// timed.on_successes(t0, 9);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Batching {
+    /// Every call is handed over on its own (the default).
+    Never,
+    /// Successes that finish before this instant may be batched (a time
+    /// window counts them in the bucket that ends then).
+    Until(Instant),
+    /// Successes may be batched whenever they finish (a count window).
+    Always,
+}
+
+/// Successes that would change nothing in a policy as it is now, so that the
+/// runtime need not tell it about them (nor take its lock): a success no
+/// slower than `max_latency`, admitted with at most `max_in_flight` calls in
+/// flight (itself included), and not a probe.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Quiet};
+///
+/// // Netflix's AIMD grows only on a success while at least half of its limit
+/// // is in use.
+/// let aimd = Aimd::new(AimdConfig::netflix())?;
+/// assert_eq!(
+///     aimd.publish().hints.quiet,
+///     Some(Quiet { max_latency: AimdConfig::netflix().timeout, max_in_flight: 9 })
+/// );
+/// // The latency mode (the default) learns from every call.
+/// assert_eq!(Aimd::new(AimdConfig::default())?.publish().hints.quiet, None);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Quiet {
+    /// The slowest success that changes nothing.
+    pub max_latency: Duration,
+    /// The most calls in flight, at its admission, for a success that
+    /// changes nothing.
+    pub max_in_flight: u32,
+}
+
+impl Quiet {
+    /// Every success: for a policy that learns nothing from one.
+    pub const ALL: Quiet = Quiet {
+        max_latency: Duration::MAX,
+        max_in_flight: u32::MAX,
+    };
+
+    /// Whether `sample` is one of these successes: a success no slower than
+    /// `max_latency`, admitted with at most `max_in_flight` in flight, not a
+    /// probe.
+    pub fn covers(&self, sample: &Sample) -> bool {
+        sample.outcome == Outcome::Success
+            && !sample.probe
+            && sample.latency <= self.max_latency
+            && sample.in_flight <= self.max_in_flight
+    }
+}
+
+/// What a policy publishes after every event: the one answer the runtime
+/// reads, under the policy's lock, and copies where the hot path sees it.
+///
+/// - [`gate`](Published::gate): the rule every call meets from now on;
+/// - [`wake_at`](Published::wake_at): when to call
+///   [`Algorithm::handle_timeout`](crate::Algorithm::handle_timeout) even
+///   with no traffic (by default the gate's `until`);
+/// - [`hints`](Published::hints): what the policy needs to hear about
+///   finished calls, so the runtime can skip the rest;
+/// - [`refusers`](Published::refusers): which of the policy's
+///   [members](crate::Algorithm::members) is responsible when the gate
+///   refuses a call, so a rejection can name it without a lock.
+///
+/// A [`Stack`](crate::Stack) combines its members' answers with
+/// [`Published::meet`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::{Feedback, Gate, Hints, Published};
+///
+/// let t0 = Instant::now();
+/// let shut = Published::new(Gate::shut(Some(t0 + Duration::from_secs(5))));
+/// // Wake when the gate expires; hear everything, in full, one call at a time.
+/// assert_eq!(shut.wake_at, Some(t0 + Duration::from_secs(5)));
+/// assert_eq!(shut.hints, Hints::default());
+/// assert_eq!(shut.hints.feedback, Feedback::Timed);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Published {
+    /// The gate to enforce from now on.
+    pub gate: Gate,
+    /// The next instant at which the policy wants
+    /// [`Algorithm::handle_timeout`](crate::Algorithm::handle_timeout)
+    /// called, even with no traffic.
+    pub wake_at: Option<Instant>,
+    /// What the policy needs to hear about finished calls.
+    pub hints: Hints,
+    /// Which member refuses a call, for each way the gate can refuse one.
+    pub refusers: Refusers,
+}
+
+impl Published {
+    /// `gate`, re-evaluated when it expires, with the conservative
+    /// [`Hints::default`] and every refusal laid on member 0.
+    pub fn new(gate: Gate) -> Self {
+        Published {
+            gate,
+            wake_at: gate.until,
+            hints: Hints::default(),
+            refusers: Refusers::default(),
+        }
+    }
+
+    /// The same answer, re-evaluated at `at` rather than when the gate
+    /// expires.
+    #[must_use]
+    pub fn with_wake_at(mut self, at: Option<Instant>) -> Self {
+        self.wake_at = at;
+        self
+    }
+
+    /// The same answer with `hints`.
+    #[must_use]
+    pub fn with_hints(mut self, hints: Hints) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    /// The same answer with `refusers`.
+    #[must_use]
+    pub fn with_refusers(mut self, refusers: Refusers) -> Self {
+        self.refusers = refusers;
+        self
+    }
+
+    /// Two policies' answers as one, `self` the outer: the [meet](Gate::meet)
+    /// of the (sanitized) gates, the earlier wake-up, the [meet](Hints::meet)
+    /// of the hints, and for each refusal the member whose gate causes it:
+    ///
+    /// - [`Refusal::Limit`]: the one with the smaller limit;
+    /// - [`Refusal::Throttle`]: the one with the lower admit probability;
+    /// - [`Refusal::Shut`]: the one whose gate is shut, or else the one with
+    ///   the smaller limit;
+    /// - [`Refusal::Probe`]: the one whose gate probes.
+    ///
+    /// Ties go to `self`. Both answers' refusers must index the same list of
+    /// members (a stack shifts each member's by where its names start).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat_algorithms::{Gate, Published, Refusal, Refusers};
+    ///
+    /// let outer = Published::new(Gate::limited(10));
+    /// let inner = Published::new(Gate { admit_probability: 0.5, ..Gate::limited(4) })
+    ///     .with_refusers(Refusers::all(1));
+    /// let both = outer.meet(inner);
+    /// assert_eq!(both.gate.limit, 4);
+    /// assert_eq!(both.refusers.get(Refusal::Limit), 1);
+    /// assert_eq!(both.refusers.get(Refusal::Throttle), 1);
+    /// ```
+    #[must_use]
+    pub fn meet(self, other: Published) -> Published {
+        let (a, b) = (self.gate.sanitized(), other.gate.sanitized());
+        let (x, y) = (self.refusers, other.refusers);
+        let limit = if b.limit < a.limit { y } else { x };
+        let refusers = Refusers {
+            shut: if a.is_shut() {
+                x.shut
+            } else if b.is_shut() {
+                y.shut
+            } else {
+                limit.shut
+            },
+            limit: limit.limit,
+            throttle: if b.admit_probability < a.admit_probability {
+                y.throttle
+            } else {
+                x.throttle
+            },
+            probe: if !a.probe && b.probe {
+                y.probe
+            } else {
+                x.probe
+            },
+        };
+        Published {
+            gate: a.meet(b).sanitized(),
+            wake_at: earlier(self.wake_at, other.wake_at),
+            hints: self.hints.meet(other.hints),
+            refusers,
+        }
+    }
+}
+
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What a policy needs to hear about finished calls, so that the runtime can
+/// skip the work the policy would ignore: reading the clock, taking the
+/// policy's lock.
+///
+/// The [default](Hints::default) is conservative: every call, timed, one at
+/// a time. A policy that claims less than it uses loses information, so
+/// each policy in this crate derives its hints from the same rule that
+/// decides what a call changes. [`Hints::IGNORES_CALLS`] is the other end:
+/// a policy that learns nothing from calls (a fixed limit).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::{Batching, Feedback, Hints, Quiet};
+///
+/// let throttle = Hints::default().with_feedback(Feedback::Outcomes).with_batching(Batching::Always);
+/// let aimd = Hints::default().with_quiet(Some(Quiet { max_latency: Duration::from_secs(1), max_in_flight: 4 }));
+/// // Together they need what either needs.
+/// let both = throttle.meet(aimd);
+/// assert_eq!(both, Hints::default());
+/// assert!(both.covers(&throttle) && both.covers(&aimd));
+/// assert!(Hints::default().covers(&Hints::IGNORES_CALLS));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Hints {
+    /// How much of a finished call the policy looks at.
+    pub feedback: Feedback,
+    /// Which successes would change nothing in the policy as it is now
+    /// (`None`: any might). The runtime does not tell the policy about
+    /// them. A success that finishes while another thread changes the
+    /// policy may be judged by the thresholds from just before, as if it
+    /// had finished first.
+    pub quiet: Option<Quiet>,
+    /// Which successes the runtime may count for the policy and hand over
+    /// later, in one batch.
+    pub batching: Batching,
+}
+
+impl Default for Hints {
+    /// Every call, timed, one at a time: right for any policy.
+    fn default() -> Self {
+        Hints {
+            feedback: Feedback::Timed,
+            quiet: None,
+            batching: Batching::Never,
+        }
+    }
+}
+
+impl Hints {
+    /// The hints of a policy that learns nothing from calls: no feedback,
+    /// every success quiet, every success batched.
+    pub const IGNORES_CALLS: Hints = Hints {
+        feedback: Feedback::Nothing,
+        quiet: Some(Quiet::ALL),
+        batching: Batching::Always,
+    };
+
+    /// The same hints with `feedback`.
+    #[must_use]
+    pub fn with_feedback(mut self, feedback: Feedback) -> Self {
+        self.feedback = feedback;
+        self
+    }
+
+    /// The same hints with `quiet`.
+    #[must_use]
+    pub fn with_quiet(mut self, quiet: Option<Quiet>) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// The same hints with `batching`.
+    #[must_use]
+    pub fn with_batching(mut self, batching: Batching) -> Self {
+        self.batching = batching;
+        self
+    }
+
+    /// What two policies need together: the more feedback, the successes
+    /// quiet to both, the successes both let be batched.
+    #[must_use]
+    pub fn meet(self, other: Hints) -> Hints {
+        Hints {
+            feedback: self.feedback.max(other.feedback),
+            quiet: match (self.quiet, other.quiet) {
+                (Some(a), Some(b)) => Some(Quiet {
+                    max_latency: a.max_latency.min(b.max_latency),
+                    max_in_flight: a.max_in_flight.min(b.max_in_flight),
+                }),
+                _ => None,
+            },
+            batching: match (self.batching, other.batching) {
+                (Batching::Never, _) | (_, Batching::Never) => Batching::Never,
+                (Batching::Until(a), Batching::Until(b)) => Batching::Until(a.min(b)),
+                (Batching::Until(t), Batching::Always) | (Batching::Always, Batching::Until(t)) => {
+                    Batching::Until(t)
+                }
+                (Batching::Always, Batching::Always) => Batching::Always,
+            },
+        }
+    }
+
+    /// Whether these hints ask for at least what `needed` asks for: as much
+    /// feedback, no success quiet or batched here that is not there.
+    #[must_use]
+    pub fn covers(&self, needed: &Hints) -> bool {
+        let quiet = match (self.quiet, needed.quiet) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(b)) => {
+                a.max_latency <= b.max_latency && a.max_in_flight <= b.max_in_flight
+            }
+        };
+        let batching = match (self.batching, needed.batching) {
+            (Batching::Never, _) | (_, Batching::Always) => true,
+            (Batching::Until(a), Batching::Until(b)) => a <= b,
+            (Batching::Always | Batching::Until(_), _) => false,
+        };
+        self.feedback >= needed.feedback && quiet && batching
+    }
+}
+
+/// Why a gate refuses a call, as far as a policy is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The gate's limit is 0: nothing may be sent (an open breaker).
+    Shut,
+    /// In-flight calls have reached the gate's limit.
+    Limit,
+    /// The random draw against the gate's admit probability failed.
+    Throttle,
+    /// The policy refused a probe in
+    /// [`Algorithm::on_admit`](crate::Algorithm::on_admit).
+    Probe,
+}
+
+/// For each [`Refusal`], the index (into
+/// [`Algorithm::members`](crate::Algorithm::members)) of the member
+/// responsible. A single policy is its own member 0, the default.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::{Refusal, Refusers};
+///
+/// let refusers = Refusers::all(0).with(Refusal::Throttle, 1);
+/// assert_eq!(refusers.get(Refusal::Throttle), 1);
+/// assert_eq!(refusers.get(Refusal::Limit), 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Refusers {
+    shut: u16,
+    limit: u16,
+    throttle: u16,
+    probe: u16,
+}
+
+impl Refusers {
+    /// Every refusal laid on member `index` (at most 65,535).
+    pub fn all(index: usize) -> Self {
+        let i = clamp16(index);
+        Refusers {
+            shut: i,
+            limit: i,
+            throttle: i,
+            probe: i,
+        }
+    }
+
+    /// The same, with `refusal` laid on member `index` (at most 65,535).
+    #[must_use]
+    pub fn with(mut self, refusal: Refusal, index: usize) -> Self {
+        *self.slot(refusal) = clamp16(index);
+        self
+    }
+
+    /// The member responsible for `refusal`.
+    pub fn get(&self, refusal: Refusal) -> usize {
+        usize::from(match refusal {
+            Refusal::Shut => self.shut,
+            Refusal::Limit => self.limit,
+            Refusal::Throttle => self.throttle,
+            Refusal::Probe => self.probe,
+        })
+    }
+
+    fn slot(&mut self, refusal: Refusal) -> &mut u16 {
+        match refusal {
+            Refusal::Shut => &mut self.shut,
+            Refusal::Limit => &mut self.limit,
+            Refusal::Throttle => &mut self.throttle,
+            Refusal::Probe => &mut self.probe,
+        }
+    }
+
+    /// A member's refusers as indices into a list where its own `len`
+    /// names start at `start` (a member naming an index past its own is
+    /// held to its last).
+    pub(crate) fn shifted(self, start: usize, len: usize) -> Self {
+        let last = len.saturating_sub(1);
+        let at = |i: u16| clamp16(start + usize::from(i).min(last));
+        Refusers {
+            shut: at(self.shut),
+            limit: at(self.limit),
+            throttle: at(self.throttle),
+            probe: at(self.probe),
+        }
+    }
+}
+
+fn clamp16(index: usize) -> u16 {
+    u16::try_from(index).unwrap_or(u16::MAX)
+}

@@ -487,7 +487,7 @@ fn configuration_types_name_fields_as_a_file_writes_them() {
         rheostat::algorithms::breaker::Breaker::new(config)
             .unwrap_err()
             .field(),
-        "breaker.window.calls"
+        "breaker.window.count.calls"
     );
 }
 
@@ -612,4 +612,41 @@ fn no_error_repeats_its_source_in_its_message() {
             current = source;
         }
     }
+}
+
+/// A policy is checked where serde reads it: one deserialized by any serde
+/// format is valid, and one out of range is refused there, named by its
+/// path in the table (the breaker's choices included), with no post-check.
+#[test]
+fn a_policy_is_checked_where_serde_reads_it() {
+    let bad: Result<PolicyConfig, _> = serde_json::from_str(r#"{"policy": "aimd", "backoff": 2}"#);
+    let message = bad.expect_err("backoff 2 is out of range").to_string();
+    assert!(
+        message.contains("backoff") && message.contains("found 2"),
+        "{message}"
+    );
+
+    let e = PolicyConfig::from_toml("policy = \"breaker\"\n[window.count]\ncalls = 0").unwrap_err();
+    assert_eq!(
+        (e.field(), e.line()),
+        ("window.count.calls", Some(3)),
+        "{e}"
+    );
+    assert_eq!(
+        e.config_error().map(|c| (c.field(), c.found())),
+        Some(("window.count.calls", "0"))
+    );
+    let e = PolicyConfig::from_toml(
+        "policy = \"breaker\"\nhalf_open.probes = { probes = 3, close_after = 5 }",
+    )
+    .unwrap_err();
+    assert_eq!(e.field(), "half_open.probes.close_after", "{e}");
+    assert!(
+        e.reason().contains("at most `half_open.probes.probes` (3)"),
+        "{e}"
+    );
+
+    let good: PolicyConfig =
+        serde_json::from_str(r#"{"policy": "aimd", "backoff": 0.5}"#).expect("in range");
+    assert!(good.build().is_ok());
 }

@@ -249,7 +249,7 @@ fn zero_and_enormous_durations_in_any_configuration_are_refused_by_name() {
                 cooldown: Cooldown::Fixed(d),
                 ..b()
             }),
-            "breaker.cooldown",
+            "breaker.cooldown.fixed",
         );
         refused(
             Breaker::new(BreakerConfig {
@@ -259,7 +259,7 @@ fn zero_and_enormous_durations_in_any_configuration_are_refused_by_name() {
                 },
                 ..b()
             }),
-            "breaker.window.length",
+            "breaker.window.time.length",
         );
         refused(
             Breaker::new(BreakerConfig {
@@ -271,7 +271,7 @@ fn zero_and_enormous_durations_in_any_configuration_are_refused_by_name() {
                 },
                 ..b()
             }),
-            "breaker.half_open.period",
+            "breaker.half_open.fraction.period",
         );
         refused(
             Limiter::builder(Fixed::new(1).unwrap()).max_wait(d).build(),

@@ -182,9 +182,6 @@ pub struct BucketRing<T, S = T> {
     slots: Box<[S]>,
     /// The bucket width in nanoseconds (at least 1 ms, at most a year).
     width: NonZeroU64,
-    /// What is left of the window after `buckets` widths, in nanoseconds
-    /// (less than `buckets`), so that the window can be given back exactly.
-    rest: u32,
     /// `current % buckets`, kept so that recording does not divide.
     current_slot: u32,
     origin: Option<Instant>,
@@ -221,16 +218,11 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     /// ```
     pub fn new(window: Duration, buckets: u32) -> Result<Self, ConfigError> {
         let width = validate(window, buckets)?;
-        // Never the fallbacks below: the width is in [1 ms, a year], and the
-        // rest is below `buckets`.
+        // Never the fallback below: the width is in [1 ms, a year].
         let width_nanos = u64::try_from(width.as_nanos()).unwrap_or(u64::MAX);
-        let rest = window
-            .as_nanos()
-            .saturating_sub(width.as_nanos() * u128::from(buckets));
         Ok(BucketRing {
             slots: vec![S::default(); buckets as usize].into_boxed_slice(),
             width: NonZeroU64::new(width_nanos).unwrap_or(NonZeroU64::MIN),
-            rest: u32::try_from(rest).unwrap_or(u32::MAX),
             origin: None,
             current: 0,
             current_slot: 0,
@@ -249,17 +241,6 @@ impl<T: Tally, S: Slot<T>> BucketRing<T, S> {
     /// How long one bucket is.
     pub fn width(&self) -> Duration {
         Duration::from_nanos(self.width.get())
-    }
-
-    /// The window the ring was created with.
-    pub(crate) fn window(&self) -> Duration {
-        let buckets = u64::from(self.buckets());
-        Duration::from_nanos(
-            self.width
-                .get()
-                .saturating_mul(buckets)
-                .saturating_add(u64::from(self.rest)),
-        )
     }
 
     /// How many buckets the window holds.
@@ -523,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn the_window_comes_back_exactly() {
+    fn the_width_is_the_window_over_the_buckets() {
         for (window, buckets) in [
             (ms(1_000), 10),
             (Duration::new(29, 999_999_999), 7),
@@ -532,7 +513,6 @@ mod tests {
             (crate::MAX_DURATION - Duration::from_nanos(1), MAX_BUCKETS),
         ] {
             let r = BucketRing::<u64>::new(window, buckets).expect("valid");
-            assert_eq!(r.window(), window);
             assert_eq!(r.width(), window / buckets);
             assert_eq!(r.buckets(), buckets);
         }

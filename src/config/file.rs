@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::locate::{line_of, Document};
 use super::paths::join;
+use super::policy::Mark;
 use crate::algorithms::ConfigError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,20 +224,34 @@ pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T
             }
         }
     };
-    let (inner, reason) = super::policy::unmark(&message);
+    let mark = Mark::read(&message);
+    let (inner, reason) = mark
+        .as_ref()
+        .map_or(("", message.as_str()), |m| (m.path, m.reason));
     // serde_path_to_error writes `?` for a place it could not name (a
     // syntax error inside a table): name the table instead.
     let path = path.trim_end_matches(".?").trim_end_matches('?').to_owned();
-    let field = join(&path, inner.unwrap_or(""));
+    let field = join(&path, inner);
     let document = Document::parse(text, format);
-    let line = match format {
-        // An error inside a policy table is reported by toml at the table;
-        // look the field itself up.
-        Format::Toml => document.find(&field).line.or(line),
-        Format::Json => line.or(document.find(&field).line),
+    let range = mark.as_ref().and_then(|m| m.range);
+    let line = if range.is_some() {
+        // A value out of range is checked once its whole table is read:
+        // serde's position is the table's. The field's own line, if the
+        // file wrote it.
+        document.find(&field).line
+    } else {
+        match format {
+            // An error inside a policy table is reported by toml at the
+            // table; look the field itself up.
+            Format::Toml => document.find(&field).line.or(line),
+            Format::Json => line.or(document.find(&field).line),
+        }
     };
-    let reason = explain(reason, &document, &field);
-    Err(ConfigFileError::new(field, reason, line))
+    let mut error = ConfigFileError::new(field.clone(), explain(reason, &document, &field), line);
+    if let Some((found, allowed)) = range {
+        error.details.invalid = Some(ConfigError::new(field, found, allowed.to_owned()));
+    }
+    Err(error)
 }
 
 /// serde's wording, in ours: `found <the value as written>, expected <what

@@ -358,10 +358,12 @@ impl LimitersConfig {
         default.chain(named)
     }
 
+    /// The limiter options of a file just read (its policies were checked
+    /// as they were read).
     fn check(&self, text: &str, format: Format) -> Result<(), ConfigFileError> {
         for (location, config) in self.entries() {
             config
-                .validate()
+                .check_options()
                 .map_err(|e| ConfigFileError::invalid(text, format, &location, &e))?;
         }
         Ok(())

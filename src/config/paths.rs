@@ -27,42 +27,14 @@ pub(crate) fn located(location: &str, error: &ConfigError) -> ConfigError {
     renamed(error, join(location, error.field()))
 }
 
-/// The path, inside a policy table, of the field a policy names `field`
-/// (`aimd.backoff` is `backoff`; the breaker's `window.calls` is
-/// `window.count.calls`).
+/// The path, inside a policy table, of the field a policy names `field`:
+/// a policy names its fields by their serde path after its own name
+/// (`aimd.backoff`, `breaker.window.count.calls`), so this drops the name.
 pub(crate) fn policy_field(field: &str) -> String {
-    let Some((policy, rest)) = field.split_once('.') else {
-        return String::new();
-    };
-    if policy == "breaker" {
-        // The breaker names fields of its choices without the choice.
-        for (named, path) in BREAKER_CHOICES {
-            if rest == *named {
-                return (*path).to_owned();
-            }
-        }
-    }
-    if rest == "window.aggregation" {
-        return "window.aggregation.percentile".to_owned();
-    }
-    rest.to_owned()
+    field
+        .split_once('.')
+        .map_or_else(String::new, |(_, rest)| rest.to_owned())
 }
-
-const BREAKER_CHOICES: &[(&str, &str)] = &[
-    ("window.calls", "window.count.calls"),
-    ("window.length", "window.time.length"),
-    ("window.buckets", "window.time.buckets"),
-    ("cooldown", "cooldown.fixed"),
-    ("cooldown.base", "cooldown.exponential.base"),
-    ("cooldown.factor", "cooldown.exponential.factor"),
-    ("cooldown.cap", "cooldown.exponential.cap"),
-    ("half_open.probes", "half_open.probes.probes"),
-    ("half_open.close_after", "half_open.probes.close_after"),
-    ("half_open.fraction", "half_open.fraction.fraction"),
-    ("half_open.period", "half_open.fraction.period"),
-    ("half_open.success_rate", "half_open.fraction.success_rate"),
-    ("half_open.min_probes", "half_open.fraction.min_probes"),
-];
 
 #[cfg(test)]
 mod tests {
@@ -71,7 +43,10 @@ mod tests {
     #[test]
     fn policy_names_become_table_paths() {
         assert_eq!(policy_field("aimd.backoff"), "backoff");
-        assert_eq!(policy_field("breaker.window.calls"), "window.count.calls");
+        assert_eq!(
+            policy_field("breaker.window.count.calls"),
+            "window.count.calls"
+        );
         assert_eq!(policy_field("breaker.min_calls"), "min_calls");
         assert_eq!(policy_field("stack.members"), "members");
         assert_eq!(join("members[1]", "backoff"), "members[1].backoff");

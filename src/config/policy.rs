@@ -19,6 +19,11 @@ use crate::limiter::{DynLimiter, Limiter};
 /// and the other keys are the fields of its configuration
 /// ([`AimdConfig`] and so on). Omitted fields take their defaults.
 ///
+/// It is checked where serde reads it: whatever the format, a
+/// `PolicyConfig` that deserializes is valid, and a value out of range is
+/// refused there, named by its path in the policy table as serde reads it
+/// (`backoff`, `window.count.calls`, `members[1].backoff`).
+///
 /// # Examples
 ///
 /// ```
@@ -128,11 +133,7 @@ impl PolicyConfig {
     ///
     /// A [`ConfigFileError`] naming the field, the reason and the line.
     pub fn from_toml(text: &str) -> Result<Self, ConfigFileError> {
-        let config: Self = parse(text, Format::Toml)?;
-        config
-            .validate()
-            .map_err(|e| ConfigFileError::invalid(text, Format::Toml, "", &e))?;
-        Ok(config)
+        parse(text, Format::Toml)
     }
 
     /// Read and check a policy written in JSON.
@@ -142,11 +143,7 @@ impl PolicyConfig {
     /// A [`ConfigFileError`] naming the field and the reason (and the line
     /// of a syntax or type error).
     pub fn from_json(text: &str) -> Result<Self, ConfigFileError> {
-        let config: Self = parse(text, Format::Json)?;
-        config
-            .validate()
-            .map_err(|e| ConfigFileError::invalid(text, Format::Json, "", &e))?;
-        Ok(config)
+        parse(text, Format::Json)
     }
 }
 
@@ -180,10 +177,6 @@ struct StackFields {
     members: Vec<PolicyConfig>,
 }
 
-/// Marks the path of an error found inside a buffered policy table, so the
-/// file loader can put it after the table's own path.
-const MARK: char = '\u{1f}';
-
 impl<'de> Deserialize<'de> for PolicyConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // The tag may come after the fields, so the table is buffered first.
@@ -211,7 +204,9 @@ impl<'de> Deserialize<'de> for PolicyConfig {
             None => return Err(de::Error::missing_field("policy")),
         };
         let rest = Value::Map(table);
-        match tag.as_str() {
+        let mut table_keys = Vec::new();
+        written_paths(&rest, "", &mut table_keys);
+        let config = match tag.as_str() {
             "fixed" => fields::<FixedFields, D::Error>(rest)
                 .map(|f| PolicyConfig::Fixed { limit: f.limit }),
             "aimd" => fields(rest).map(PolicyConfig::Aimd),
@@ -228,7 +223,54 @@ impl<'de> Deserialize<'de> for PolicyConfig {
                     POLICIES.join(", ")
                 ),
             )),
+        }?;
+        // Checked where it is read: a policy that deserializes is valid, and
+        // a value out of range is reported at its path in this table.
+        match config.validate() {
+            Ok(()) => Ok(config),
+            Err(e) => Err(out_of_range(&e, &table_keys)),
         }
+    }
+}
+
+/// A range error, its field a path in the policy table just read (whose
+/// written paths are `written`), marked for the file loader.
+fn out_of_range<E: de::Error>(error: &ConfigError, written: &[String]) -> E {
+    let field = error.field();
+    let default = if written.iter().any(|w| w == field) {
+        ""
+    } else {
+        " (the default; the file does not set it)"
+    };
+    let reason = format!(
+        "found {}{default}, expected {}",
+        error.found(),
+        error.allowed()
+    );
+    E::custom(Mark::new(field, &reason).with_range(error.found(), error.allowed()))
+}
+
+/// Every path a buffered table writes, down to its leaves (`backoff`,
+/// `window.count.calls`, `members[0]`).
+fn written_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Map(table) => {
+            for (key, value) in table {
+                if let Value::String(key) = key {
+                    let path = join(prefix, key);
+                    written_paths(value, &path, out);
+                    out.push(path);
+                }
+            }
+        }
+        Value::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let path = format!("{prefix}[{i}]");
+                written_paths(item, &path, out);
+                out.push(path);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -253,23 +295,70 @@ fn fields<T: DeserializeOwned, E: de::Error>(value: Value) -> Result<T, E> {
         let path = e.path().to_string();
         // serde's own wording, as the rest of the file's errors have it.
         let message = e.into_inner().into_error::<de::value::Error>().to_string();
-        let (inner, reason) = unmark(&message);
-        marked(&join(&path, inner.unwrap_or("")), reason)
+        match Mark::read(&message) {
+            Some(mark) => E::custom(Mark {
+                path: &join(&path, mark.path),
+                ..mark
+            }),
+            None => marked(&path, &message),
+        }
     })
 }
 
 fn marked<E: de::Error>(path: &str, reason: &str) -> E {
-    E::custom(format_args!("{MARK}{path}{MARK}{reason}"))
+    E::custom(Mark::new(path, reason))
 }
 
-/// Split a message made by [`marked`] into its path and reason.
-pub(super) fn unmark(message: &str) -> (Option<&str>, &str) {
-    if let Some(rest) = message.strip_prefix(MARK) {
-        if let Some((path, reason)) = rest.split_once(MARK) {
-            return (Some(path), reason);
+/// An error found inside a buffered policy table, as a message that keeps
+/// its path (and, for a value out of range, what was found and what is
+/// allowed) so that the file loader can put it after the table's own path.
+/// The parts are separated by a control character no file can put in a
+/// field name.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Mark<'a> {
+    pub(super) path: &'a str,
+    pub(super) reason: &'a str,
+    pub(super) range: Option<(&'a str, &'a str)>,
+}
+
+const SEPARATOR: char = '\u{1f}';
+
+impl<'a> Mark<'a> {
+    fn new(path: &'a str, reason: &'a str) -> Self {
+        Mark {
+            path,
+            reason,
+            range: None,
         }
     }
-    (None, message)
+
+    fn with_range(mut self, found: &'a str, allowed: &'a str) -> Self {
+        self.range = Some((found, allowed));
+        self
+    }
+
+    /// The mark in `message`, if it is one.
+    pub(super) fn read(message: &'a str) -> Option<Self> {
+        let mut parts = message.strip_prefix(SEPARATOR)?.split(SEPARATOR);
+        let path = parts.next()?;
+        let reason = parts.next()?;
+        let range = parts.next().zip(parts.next());
+        Some(Mark {
+            path,
+            reason,
+            range,
+        })
+    }
+}
+
+impl std::fmt::Display for Mark<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SEPARATOR}{}{SEPARATOR}{}", self.path, self.reason)?;
+        if let Some((found, allowed)) = self.range {
+            write!(f, "{SEPARATOR}{found}{SEPARATOR}{allowed}")?;
+        }
+        Ok(())
+    }
 }
 
 /// A policy's error, its field (and any field its range names, such as

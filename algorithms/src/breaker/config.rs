@@ -83,7 +83,7 @@ pub enum BreakerWindow {
 ///     cap: Duration::from_secs(60),
 /// };
 /// let err = BreakerConfig { cooldown: inverted, ..Default::default() }.validate().unwrap_err();
-/// assert_eq!(err.field(), "breaker.cooldown.base");
+/// assert_eq!(err.field(), "breaker.cooldown.exponential.base");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -223,7 +223,7 @@ pub enum HalfOpen {
 /// assert!(config.validate().is_ok());
 ///
 /// let bad = BreakerConfig { half_open: HalfOpen::Probes { probes: 3, close_after: 4 }, ..config };
-/// assert_eq!(bad.validate().unwrap_err().field(), "breaker.half_open.close_after");
+/// assert_eq!(bad.validate().unwrap_err().field(), "breaker.half_open.probes.close_after");
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -466,10 +466,10 @@ impl BreakerConfig {
     ///
     /// # Errors
     ///
-    /// The first field outside its range, named as `breaker.<field>` (and
-    /// `breaker.window.calls`, `breaker.cooldown.cap`,
-    /// `breaker.cooldown.proportional.share`,
-    /// `breaker.half_open.close_after` and so on inside the enums): a rate
+    /// The first field outside its range, named `breaker.` and its path as
+    /// serde writes it, choice included (`breaker.min_calls`,
+    /// `breaker.window.count.calls`, `breaker.cooldown.exponential.cap`,
+    /// `breaker.half_open.probes.close_after`): a rate
     /// outside `(0, 1]` or NaN, neither rate set, a duration that is zero
     /// (where zero makes no sense) or above a year, a window or bucket count
     /// out of range, a bucket under 1 ms, `min_calls` 0 or above a count
@@ -507,21 +507,26 @@ impl BreakerConfig {
         check::duration("breaker.slow_call_duration", self.slow_call_duration)?;
         match self.window {
             BreakerWindow::Count { calls } => {
-                whole("breaker.window.calls", calls, 1, MAX_WINDOW_CALLS)?;
+                whole("breaker.window.count.calls", calls, 1, MAX_WINDOW_CALLS)?;
                 check::limit("breaker.min_calls", self.min_calls, 1)?;
                 check::ordered(
                     "breaker.min_calls",
                     self.min_calls,
-                    "breaker.window.calls",
+                    "breaker.window.count.calls",
                     calls,
                 )?;
             }
             BreakerWindow::Time { length, buckets } => {
-                check::duration("breaker.window.length", length)?;
-                whole("breaker.window.buckets", buckets, 1, MAX_WINDOW_BUCKETS)?;
+                check::duration("breaker.window.time.length", length)?;
+                whole(
+                    "breaker.window.time.buckets",
+                    buckets,
+                    1,
+                    MAX_WINDOW_BUCKETS,
+                )?;
                 if length / buckets < MIN_BUCKET_WIDTH {
                     return Err(ConfigError::new(
-                        "breaker.window.buckets",
+                        "breaker.window.time.buckets",
                         buckets,
                         "few enough buckets that each is at least 1 ms wide",
                     ));
@@ -537,17 +542,22 @@ impl BreakerConfig {
         )?;
         match self.cooldown {
             Cooldown::Fixed(d) => {
-                check::duration("breaker.cooldown", d)?;
+                check::duration("breaker.cooldown.fixed", d)?;
             }
             Cooldown::Exponential { base, factor, cap } => {
-                check::duration("breaker.cooldown.base", base)?;
-                check::closed("breaker.cooldown.factor", factor, 1.0, MAX_COOLDOWN_FACTOR)?;
-                check::duration("breaker.cooldown.cap", cap)?;
+                check::duration("breaker.cooldown.exponential.base", base)?;
+                check::closed(
+                    "breaker.cooldown.exponential.factor",
+                    factor,
+                    1.0,
+                    MAX_COOLDOWN_FACTOR,
+                )?;
+                check::duration("breaker.cooldown.exponential.cap", cap)?;
                 if base > cap {
                     return Err(ConfigError::new(
-                        "breaker.cooldown.base",
+                        "breaker.cooldown.exponential.base",
                         format_args!("{base:?}"),
-                        format!("at most `breaker.cooldown.cap` ({cap:?})"),
+                        format!("at most `breaker.cooldown.exponential.cap` ({cap:?})"),
                     ));
                 }
             }
@@ -577,12 +587,17 @@ impl BreakerConfig {
                 probes,
                 close_after,
             } => {
-                whole("breaker.half_open.probes", probes, 1, MAX_PROBES)?;
-                whole("breaker.half_open.close_after", close_after, 1, MAX_PROBES)?;
-                check::ordered(
-                    "breaker.half_open.close_after",
+                whole("breaker.half_open.probes.probes", probes, 1, MAX_PROBES)?;
+                whole(
+                    "breaker.half_open.probes.close_after",
                     close_after,
-                    "breaker.half_open.probes",
+                    1,
+                    MAX_PROBES,
+                )?;
+                check::ordered(
+                    "breaker.half_open.probes.close_after",
+                    close_after,
+                    "breaker.half_open.probes.probes",
                     probes,
                 )?;
             }
@@ -592,10 +607,15 @@ impl BreakerConfig {
                 success_rate,
                 min_probes,
             } => {
-                rate("breaker.half_open.fraction", fraction)?;
-                check::duration("breaker.half_open.period", period)?;
-                rate("breaker.half_open.success_rate", success_rate)?;
-                whole("breaker.half_open.min_probes", min_probes, 1, MAX_PROBES)?;
+                rate("breaker.half_open.fraction.fraction", fraction)?;
+                check::duration("breaker.half_open.fraction.period", period)?;
+                rate("breaker.half_open.fraction.success_rate", success_rate)?;
+                whole(
+                    "breaker.half_open.fraction.min_probes",
+                    min_probes,
+                    1,
+                    MAX_PROBES,
+                )?;
             }
         }
         check::limit("breaker.probe_concurrency", self.probe_concurrency, 1)?;
@@ -734,14 +754,14 @@ mod tests {
                     min_calls: 1,
                     ..base.clone()
                 },
-                "breaker.window.calls",
+                "breaker.window.count.calls",
             ),
             (
                 BreakerConfig {
                     window: BreakerWindow::Count { calls: u32::MAX },
                     ..base.clone()
                 },
-                "breaker.window.calls",
+                "breaker.window.count.calls",
             ),
             (
                 BreakerConfig {
@@ -766,7 +786,7 @@ mod tests {
                     },
                     ..base.clone()
                 },
-                "breaker.window.length",
+                "breaker.window.time.length",
             ),
             (
                 BreakerConfig {
@@ -776,7 +796,7 @@ mod tests {
                     },
                     ..base.clone()
                 },
-                "breaker.window.length",
+                "breaker.window.time.length",
             ),
             (
                 BreakerConfig {
@@ -786,7 +806,7 @@ mod tests {
                     },
                     ..base.clone()
                 },
-                "breaker.window.buckets",
+                "breaker.window.time.buckets",
             ),
             (
                 BreakerConfig {
@@ -796,49 +816,49 @@ mod tests {
                     },
                     ..base.clone()
                 },
-                "breaker.window.buckets",
+                "breaker.window.time.buckets",
             ),
             (
                 BreakerConfig {
                     cooldown: Cooldown::Fixed(Duration::ZERO),
                     ..base.clone()
                 },
-                "breaker.cooldown",
+                "breaker.cooldown.fixed",
             ),
             (
                 BreakerConfig {
                     cooldown: exp(Duration::ZERO, 2.0, secs(60)),
                     ..base.clone()
                 },
-                "breaker.cooldown.base",
+                "breaker.cooldown.exponential.base",
             ),
             (
                 BreakerConfig {
                     cooldown: exp(secs(90), 2.0, secs(60)),
                     ..base.clone()
                 },
-                "breaker.cooldown.base",
+                "breaker.cooldown.exponential.base",
             ),
             (
                 BreakerConfig {
                     cooldown: exp(secs(10), 0.5, secs(60)),
                     ..base.clone()
                 },
-                "breaker.cooldown.factor",
+                "breaker.cooldown.exponential.factor",
             ),
             (
                 BreakerConfig {
                     cooldown: exp(secs(10), f64::NAN, secs(60)),
                     ..base.clone()
                 },
-                "breaker.cooldown.factor",
+                "breaker.cooldown.exponential.factor",
             ),
             (
                 BreakerConfig {
                     cooldown: exp(secs(10), 2.0, Duration::MAX),
                     ..base.clone()
                 },
-                "breaker.cooldown.cap",
+                "breaker.cooldown.exponential.cap",
             ),
             (
                 BreakerConfig {
@@ -908,49 +928,49 @@ mod tests {
                     half_open: probes(0, 0),
                     ..base.clone()
                 },
-                "breaker.half_open.probes",
+                "breaker.half_open.probes.probes",
             ),
             (
                 BreakerConfig {
                     half_open: probes(5, 0),
                     ..base.clone()
                 },
-                "breaker.half_open.close_after",
+                "breaker.half_open.probes.close_after",
             ),
             (
                 BreakerConfig {
                     half_open: probes(4, 5),
                     ..base.clone()
                 },
-                "breaker.half_open.close_after",
+                "breaker.half_open.probes.close_after",
             ),
             (
                 BreakerConfig {
                     half_open: fraction(0.0, secs(30), 0.8, 5),
                     ..base.clone()
                 },
-                "breaker.half_open.fraction",
+                "breaker.half_open.fraction.fraction",
             ),
             (
                 BreakerConfig {
                     half_open: fraction(0.05, Duration::ZERO, 0.8, 5),
                     ..base.clone()
                 },
-                "breaker.half_open.period",
+                "breaker.half_open.fraction.period",
             ),
             (
                 BreakerConfig {
                     half_open: fraction(0.05, secs(30), f64::NAN, 5),
                     ..base.clone()
                 },
-                "breaker.half_open.success_rate",
+                "breaker.half_open.fraction.success_rate",
             ),
             (
                 BreakerConfig {
                     half_open: fraction(0.05, secs(30), 0.8, 0),
                     ..base.clone()
                 },
-                "breaker.half_open.min_probes",
+                "breaker.half_open.fraction.min_probes",
             ),
             (
                 BreakerConfig {

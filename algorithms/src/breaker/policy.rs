@@ -2,11 +2,10 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::config::BreakerConfig;
-use super::settings::{Judge, Ramp, Settings};
+use super::settings::{Judge, Ramp};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
@@ -116,11 +115,9 @@ const MAX_QUEUED_TRANSITIONS: usize = 256;
 /// ```
 #[derive(Clone)]
 pub struct Breaker {
-    /// The configuration, in the compact form the state machine reads.
-    settings: Settings,
-    /// The configuration as [`Breaker::config`] returns it, rebuilt from
-    /// `settings` and the window on its first call.
-    config: OnceLock<Box<BreakerConfig>>,
+    /// The configuration, validated, as given: the one home of every
+    /// setting (the call window is built from its `window`).
+    config: BreakerConfig,
     mode: Mode,
     phase: Phase,
     window: CallWindow,
@@ -215,8 +212,6 @@ impl Breaker {
         Ok(Breaker {
             window: CallWindow::new(config.window)?,
             rng: SplitMix64::new(config.seed),
-            settings: Settings::new(&config),
-            config: OnceLock::new(),
             mode: Mode::Auto,
             phase: Phase::Closed {
                 since: None,
@@ -226,17 +221,13 @@ impl Breaker {
             failed_cycles: 0,
             outage_since: None,
             transitions: Queue::default(),
+            config,
         })
     }
 
-    /// The configuration, equal to the one the breaker was built with.
-    ///
-    /// The breaker keeps its configuration in a compact form of its own; the
-    /// first call rebuilds a [`BreakerConfig`] from it, which the breaker
-    /// then keeps.
+    /// The configuration the breaker was built with.
     pub fn config(&self) -> &BreakerConfig {
-        self.config
-            .get_or_init(|| Box::new(self.settings.config(self.window.shape())))
+        &self.config
     }
 
     /// The state the breaker is in.
@@ -279,7 +270,7 @@ impl Breaker {
     /// # Ok::<(), rheostat_algorithms::ConfigError>(())
     /// ```
     pub fn probe_allowance(&self) -> Option<u32> {
-        match self.settings.judge() {
+        match self.config.judge() {
             Judge::Probes { allowance, .. } => Some(allowance),
             Judge::Fraction { .. } => None,
         }
@@ -289,7 +280,7 @@ impl Breaker {
     /// `close_after` scaled in proportion to the allowance, never below 1.
     /// `None` with [`HalfOpen::Fraction`](super::HalfOpen::Fraction).
     pub fn probes_to_close(&self) -> Option<u32> {
-        match self.settings.judge() {
+        match self.config.judge() {
             Judge::Probes { close_after, .. } => Some(close_after),
             Judge::Fraction { .. } => None,
         }
@@ -300,7 +291,7 @@ impl Breaker {
     /// probes after fleet scaling (`fraction / fleet_size`). `None` with
     /// [`HalfOpen::Probes`](super::HalfOpen::Probes).
     pub fn probe_fraction(&self) -> Option<f64> {
-        match self.settings.judge() {
+        match self.config.judge() {
             Judge::Fraction { probability, .. } => Some(probability),
             Judge::Probes { .. } => None,
         }
@@ -497,7 +488,7 @@ impl Breaker {
                 }
             }
             Phase::HalfOpen(trial) => {
-                let timeout = self.settings.probe_timeout();
+                let timeout = self.config.probe_timeout;
                 let before = trial.outstanding.len();
                 trial
                     .outstanding
@@ -515,7 +506,7 @@ impl Breaker {
                 // A step with no failure moves up once it has lasted its
                 // longest, whatever the evidence.
                 while let Some(r) = ramp.as_deref() {
-                    let deadline = self.settings.ramp_deadline(r.since);
+                    let deadline = self.config.ramp_deadline(r.since);
                     if now < deadline {
                         break;
                     }
@@ -543,8 +534,8 @@ impl Breaker {
     /// The step's clock runs on: the trip rules, not the ramp, decide
     /// whether failures reopen the breaker.
     fn ramp_evidence(&mut self, now: Instant, sample: &Sample, mark: Mark) {
-        let bad = mark.failure || (mark.slow && self.settings.trips_on_slow_calls());
-        let needed = self.settings.ramp_successes();
+        let bad = mark.failure || (mark.slow && self.config.trips_on_slow_calls());
+        let needed = self.config.ramp_successes;
         let Phase::Closed { ramp, .. } = &mut self.phase else {
             return;
         };
@@ -562,7 +553,7 @@ impl Breaker {
     }
 
     fn enter_half_open(&mut self, now: Instant) {
-        let period_end = match self.settings.judge() {
+        let period_end = match self.config.judge() {
             Judge::Fraction { period, .. } => Some(later(now, period)),
             Judge::Probes { .. } => None,
         };
@@ -588,7 +579,7 @@ impl Breaker {
         let Phase::HalfOpen(trial) = &self.phase else {
             return;
         };
-        let verdict = match self.settings.judge() {
+        let verdict = match self.config.judge() {
             Judge::Probes {
                 allowance,
                 close_after,
@@ -628,7 +619,7 @@ impl Breaker {
         self.failed_cycles = 0;
         self.outage_since = None;
         let ramp = if self.mode == Mode::Auto {
-            self.settings.ramp_begin(now)
+            self.config.ramp_begin(now)
         } else {
             None
         };
@@ -667,8 +658,8 @@ impl Breaker {
         let outage = self
             .outage_since
             .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
-        let d = self.settings.cooldown(self.failed_cycles, outage);
-        let jitter = self.settings.cooldown_jitter;
+        let d = self.config.cooldown_after(self.failed_cycles, outage);
+        let jitter = self.config.cooldown_jitter;
         if jitter > 0.0 {
             d.mul_f64(1.0 - jitter * self.rng.next_f64())
         } else {
@@ -706,7 +697,7 @@ impl Breaker {
     }
 
     fn is_slow(&self, sample: &Sample) -> bool {
-        sample.outcome == Outcome::Success && self.settings.is_slow(sample.latency)
+        sample.outcome == Outcome::Success && self.config.is_slow(sample.latency)
     }
 
     /// The figures to report if the breaker should trip on `stats` and
@@ -715,8 +706,8 @@ impl Breaker {
     /// failed).
     #[inline]
     fn trip_on(&self, stats: &WindowStats) -> Option<WindowStats> {
-        if stats.calls < u64::from(self.settings.min_calls) {
-            let n = self.settings.consecutive_failures;
+        if stats.calls < u64::from(self.config.min_calls) {
+            let n = self.config.consecutive_failures;
             return (n > 0 && self.run >= n).then(|| WindowStats {
                 calls: u64::from(self.run),
                 failures: u64::from(self.run),
@@ -739,15 +730,15 @@ impl Breaker {
             stats.failures as f64,
             stats.slow_calls as f64,
         );
-        failures >= self.settings.failure_rate * calls
-            || slow >= self.settings.slow_call_rate * calls
+        failures >= self.config.failure_threshold() * calls
+            || slow >= self.config.slow_threshold() * calls
     }
 
     /// Count a finished call as a probe result, if it is one of this cycle's.
     fn judge_probe(&mut self, now: Instant, sample: &Sample) {
         let slow = self.is_slow(sample);
         let failed =
-            sample.outcome == Outcome::Overload || (slow && self.settings.trips_on_slow_calls());
+            sample.outcome == Outcome::Overload || (slow && self.config.trips_on_slow_calls());
         let real = self.mode == Mode::Auto;
         let Phase::HalfOpen(trial) = &mut self.phase else {
             return;
@@ -781,14 +772,14 @@ impl Breaker {
     }
 
     fn trial_gate(&self, trial: &Trial) -> Gate {
-        let timeout = self.settings.probe_timeout();
+        let timeout = self.config.probe_timeout;
         let deadline = trial
             .outstanding
             .iter()
             .map(|&start| later(start, timeout))
             .min();
-        let concurrency = self.settings.probe_concurrency;
-        match self.settings.judge() {
+        let concurrency = self.config.probe_concurrency;
+        match self.config.judge() {
             Judge::Probes { allowance, .. } => {
                 if trial.admitted >= allowance {
                     Gate::shut(deadline)
@@ -826,7 +817,7 @@ impl Breaker {
                     limit: MAX_LIMIT,
                     admit_probability: r.level,
                     probe: false,
-                    until: Some(self.settings.ramp_deadline(r.since)),
+                    until: Some(self.config.ramp_deadline(r.since)),
                 },
                 Phase::Open { until } => Gate::shut(Some(*until)),
                 Phase::HalfOpen(trial) => self.trial_gate(trial),
@@ -851,9 +842,7 @@ impl Breaker {
             Mode::Auto if matches!(self.phase, Phase::Closed { ramp: Some(_), .. }) => {
                 Feedback::Timed
             }
-            Mode::Auto | Mode::ForcedClosed if self.settings.slow_call_rate.is_finite() => {
-                Feedback::Timed
-            }
+            Mode::Auto | Mode::ForcedClosed if self.config.trips_on_slow_calls() => Feedback::Timed,
             Mode::Auto | Mode::ForcedClosed => Feedback::Outcomes,
         }
     }
@@ -869,13 +858,13 @@ impl Breaker {
     fn batching(&self) -> Batching {
         let closed = matches!(self.phase, Phase::Closed { ramp: None, .. });
         match self.mode {
-            Mode::ForcedClosed if !self.settings.trips_on_slow_calls() => self.window.batching(),
-            Mode::Auto if closed && !self.settings.trips_on_slow_calls() => {
+            Mode::ForcedClosed if !self.config.trips_on_slow_calls() => self.window.batching(),
+            Mode::Auto if closed && !self.config.trips_on_slow_calls() => {
                 // The window's failures at its volume floor, judged by the
                 // rule that trips it.
                 let stats = self.window.totals();
                 let at_floor = WindowStats {
-                    calls: stats.calls.max(u64::from(self.settings.min_calls)),
+                    calls: stats.calls.max(u64::from(self.config.min_calls)),
                     ..stats
                 };
                 if self.rates_trip(&at_floor) {
@@ -952,8 +941,8 @@ impl Algorithm for Breaker {
         if self.mode != Mode::Auto {
             return !self.gate().is_shut();
         }
-        let concurrency = self.settings.probe_concurrency;
-        let judge = self.settings.judge();
+        let concurrency = self.config.probe_concurrency;
+        let judge = self.config.judge();
         match &mut self.phase {
             Phase::Closed { .. } => true,
             Phase::Open { .. } => false,
@@ -994,7 +983,7 @@ impl Algorithm for Breaker {
     /// [`BreakerConfig::probe_timeout`], whatever the state: the attempt
     /// timeout a probe should be given, and the breaker's own deadline for it.
     fn probe_timeout(&self) -> Option<Duration> {
-        Some(self.settings.probe_timeout())
+        Some(self.config.probe_timeout)
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -1010,7 +999,7 @@ impl Algorithm for Breaker {
 impl fmt::Debug for Breaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
-            .field("config", &self.settings.config(self.window.shape()))
+            .field("config", &self.config)
             .field("mode", &self.mode)
             .field("phase", &self.phase)
             .field("window", &self.window)

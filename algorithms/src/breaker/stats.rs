@@ -159,19 +159,6 @@ impl CallWindow {
         })
     }
 
-    /// The window as configured.
-    pub(super) fn shape(&self) -> BreakerWindow {
-        match self {
-            CallWindow::Count(ring) => BreakerWindow::Count {
-                calls: u32::try_from(ring.capacity).unwrap_or(u32::MAX),
-            },
-            CallWindow::Time(ring) => BreakerWindow::Time {
-                length: ring.window(),
-                buckets: ring.buckets(),
-            },
-        }
-    }
-
     /// Count one call finished at `now`; the figures after it.
     #[inline]
     pub(super) fn record(&mut self, now: Instant, mark: Mark) -> WindowStats {

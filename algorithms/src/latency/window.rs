@@ -159,7 +159,7 @@ impl WindowConfig {
         if let Aggregation::Percentile(q) = self.aggregation {
             if !(q > 0.0 && q <= 1.0) {
                 return Err(ConfigError::new(
-                    "window.aggregation",
+                    "window.aggregation.percentile",
                     format_args!("Percentile({q})"),
                     "a percentile in (0, 1]",
                 ));

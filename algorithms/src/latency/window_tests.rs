@@ -251,21 +251,21 @@ fn every_invalid_field_is_named() {
                 aggregation: Aggregation::Percentile(0.0),
                 ..base.clone()
             },
-            "window.aggregation",
+            "window.aggregation.percentile",
         ),
         (
             WindowConfig {
                 aggregation: Aggregation::Percentile(1.5),
                 ..base.clone()
             },
-            "window.aggregation",
+            "window.aggregation.percentile",
         ),
         (
             WindowConfig {
                 aggregation: Aggregation::Percentile(f64::NAN),
                 ..base.clone()
             },
-            "window.aggregation",
+            "window.aggregation.percentile",
         ),
         (
             WindowConfig {

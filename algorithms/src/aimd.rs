@@ -419,9 +419,8 @@ impl Core {
     }
 
     fn set_limit(&mut self, next: f64) {
-        if !next.is_nan() {
-            self.limit = next.clamp(f64::from(self.config.min), f64::from(self.config.max));
-        }
+        let (min, max) = (f64::from(self.config.min), f64::from(self.config.max));
+        self.limit = crate::latency::congestion::clamped(self.limit, next, min, max);
     }
 
     /// Multiply the limit by `backoff` at `now`.

@@ -328,7 +328,7 @@ impl Rounds {
             if !current && core.config.one_backoff_per_flight {
                 return;
             }
-            let app_limited = f64::from(summary.max_in_flight) * 2.0 < core.limit;
+            let app_limited = crate::latency::congestion::app_limited(summary, core.limit);
             if app_limited && lower <= 2.0 * baseline {
                 return;
             }

@@ -8,10 +8,13 @@
 //!   measured against;
 //! - `missing`: Little's law over a window, which tells calls that are stuck
 //!   (and will time out later) from calls that are served;
+//! - `congestion`: whether a window's drops call for a cut, and whether
+//!   the caller used its limit at all;
 //! - `outage`: an outage's episode, which keeps a dependency that is down
 //!   from pinning a limit at its floor;
 //! - the checks their configurations share.
 
+pub(crate) mod congestion;
 pub(crate) mod missing;
 pub(crate) mod outage;
 pub(crate) mod recent;

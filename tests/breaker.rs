@@ -420,3 +420,50 @@ fn a_breaker_without_a_slow_call_trip_reads_the_clock_at_most_once_per_call() {
     };
     assert_eq!(reads(slow), 20);
 }
+
+#[test]
+fn the_probe_timeout_is_the_breakers_through_a_stack_and_a_configuration_file() {
+    use rheostat::algorithms::{Breaker, BreakerConfig, Fixed, Stack};
+    use rheostat::config::LimitersConfig;
+
+    let breaker = |secs| {
+        Breaker::new(BreakerConfig {
+            probe_timeout: Duration::from_secs(secs),
+            ..BreakerConfig::default()
+        })
+        .unwrap()
+    };
+    // In a stack, the shortest: past it, some member counts the probe failed.
+    let stack = Stack::builder()
+        .push(breaker(20))
+        .push(Fixed::new(8).unwrap())
+        .push(breaker(7))
+        .build()
+        .unwrap();
+    let limiter = Limiter::new(stack);
+    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(7)));
+
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.search.policy]
+        policy = "breaker"
+        probe_timeout = "12s"
+
+        [limiters.legacy.policy]
+        policy = "fixed"
+        limit = 4
+        "#,
+    )
+    .unwrap();
+    let search = file.build("search").unwrap();
+    assert_eq!(search.probe_timeout(), Some(Duration::from_secs(12)));
+    assert_eq!(file.build("legacy").unwrap().probe_timeout(), None);
+    // The limiter's own key is gone, and refused with the way to the new one.
+    let err = LimitersConfig::from_toml(
+        "[limiters.search]\nprobe_timeout = \"12s\"\n[limiters.search.policy]\npolicy = \"breaker\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.field(), "limiters.search.probe_timeout");
+    assert_eq!(err.line(), Some(2));
+    assert!(err.reason().contains("breaker's `probe_timeout`"), "{err}");
+}

@@ -1,6 +1,7 @@
 //! The edges: zero and enormous durations, a clock that stands still or runs
-//! backwards, results that arrive after the breaker moved on, permits that
-//! end on another thread, policies swapped under calls in flight.
+//! backwards, results that arrive after the breaker moved on, policies
+//! swapped under calls in flight. (Permits that end on another thread are in
+//! `permits.rs`; a zero or endless wait in `waiting.rs`.)
 
 #![allow(
     clippy::unwrap_used,
@@ -17,9 +18,7 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, BreakerState, ConfigError, Fixed, Gradient, GradientConfig,
     Published, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_DURATION, MAX_LIMIT,
 };
-use rheostat::{
-    CallError, Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome, RejectReason,
-};
+use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome, RejectReason};
 
 const MIN: u32 = 2;
 const MAX: u32 = 40;
@@ -351,58 +350,6 @@ fn the_longest_durations_allowed_work_without_overflow() {
     assert_eq!(limiter.in_flight(), 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_zero_wait_never_waits_and_a_maximal_one_waits_without_overflow() {
-    let limiter = Limiter::new(Fixed::new(1).unwrap());
-    let held = limiter.acquire_timeout(Duration::ZERO).await.unwrap();
-    let refused = limiter.acquire_timeout(Duration::ZERO).await.unwrap_err();
-    assert_eq!(refused.reason(), RejectReason::LimitReached);
-
-    let waiting = limiter.acquire_timeout(Duration::MAX);
-    let release = async {
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        held.success();
-    };
-    let (waited, ()) = tokio::join!(waiting, release);
-    let permit = waited.unwrap();
-    assert_eq!(limiter.in_flight(), 1);
-    permit.success();
-    assert_eq!(limiter.in_flight(), 0);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_zero_or_enormous_call_timeout_is_refused_and_releases_the_slot() {
-    let limiter = Limiter::new(Fixed::new(1).unwrap());
-    for timeout in [Duration::ZERO, MAX_DURATION * 2, Duration::MAX] {
-        let result = limiter
-            .call(timeout, |_: &Result<(), ()>| Outcome::Success, async {
-                Ok(())
-            })
-            .await;
-        match result {
-            Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
-            other => panic!("{timeout:?}: {other:?}"),
-        }
-        assert_eq!(limiter.in_flight(), 0);
-        let permit = limiter.try_acquire().unwrap();
-        let run = permit
-            .run(timeout, |_: &Result<(), ()>| Outcome::Success, async {
-                Ok(())
-            })
-            .await;
-        assert!(matches!(run, Err(CallError::InvalidTimeout(_))));
-        assert_eq!(limiter.in_flight(), 0);
-    }
-    // The longest allowed timeout is honoured, not overflowed.
-    let answer = limiter
-        .call(MAX_DURATION, |_: &Result<u8, ()>| Outcome::Success, async {
-            tokio::time::sleep(Duration::from_secs(86_400)).await;
-            Ok(7)
-        })
-        .await;
-    assert_eq!(answer.unwrap(), 7);
-}
-
 // ----- the clock ---------------------------------------------------------
 
 #[test]
@@ -560,69 +507,6 @@ fn results_of_calls_admitted_before_a_trip_decide_nothing_after_it() {
 }
 
 // ----- permits elsewhere ---------------------------------------------------
-
-#[test]
-fn a_permit_moved_to_another_thread_is_released_there() {
-    let limiter = Arc::new(Limiter::new(Fixed::new(3).unwrap()));
-    let owned = limiter.try_acquire_owned().unwrap();
-    std::thread::spawn(move || drop(owned)).join().unwrap();
-    assert_eq!(limiter.in_flight(), 0);
-
-    let recorded = limiter.try_acquire_owned().unwrap();
-    std::thread::spawn(move || recorded.overload())
-        .join()
-        .unwrap();
-    assert_eq!(limiter.in_flight(), 0);
-
-    // A borrowed permit moves to a scoped thread just as well.
-    let borrowed = limiter.try_acquire().unwrap();
-    std::thread::scope(|s| {
-        s.spawn(move || borrowed.success());
-    });
-    assert_eq!(limiter.in_flight(), 0);
-
-    // And a thread that panics while holding one still gives it back.
-    let doomed = limiter.try_acquire_owned().unwrap();
-    let panicked = std::thread::spawn(move || {
-        let _held = doomed;
-        panic!("the call blew up");
-    })
-    .join();
-    assert!(panicked.is_err());
-    assert_eq!(limiter.in_flight(), 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permit_moved_to_another_task_is_released_there_even_if_aborted() {
-    let limiter = Arc::new(Limiter::new(Fixed::new(2).unwrap()));
-    let permit = limiter.try_acquire_owned().unwrap();
-    tokio::spawn(async move { permit.success() }).await.unwrap();
-    assert_eq!(limiter.in_flight(), 0);
-
-    let permit = limiter.try_acquire_owned().unwrap();
-    let task = tokio::spawn(async move {
-        let _held = permit;
-        std::future::pending::<()>().await;
-    });
-    tokio::task::yield_now().await;
-    task.abort();
-    assert!(task.await.unwrap_err().is_cancelled());
-    assert_eq!(limiter.in_flight(), 0);
-
-    let queued = {
-        let limiter = Arc::clone(&limiter);
-        let _a = limiter.try_acquire_owned().unwrap();
-        let _b = limiter.try_acquire_owned().unwrap();
-        let waiter = tokio::spawn(Arc::clone(&limiter).acquire_owned());
-        tokio::task::yield_now().await;
-        waiter
-    };
-    // The two holders dropped: the waiter got a slot in its own task.
-    let permit = queued.await.unwrap().unwrap();
-    assert_eq!(limiter.in_flight(), 1);
-    std::thread::spawn(move || drop(permit)).join().unwrap();
-    assert_eq!(limiter.in_flight(), 0);
-}
 
 // ----- swapping --------------------------------------------------------------
 

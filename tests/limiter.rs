@@ -9,43 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Gate, Published, Sample};
-use rheostat::{CallError, Clock, DynLimiter, Limiter, ManualClock, Outcome, RejectReason};
+use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Outcome, RejectReason};
 
-/// A fixed limit that remembers every sample it was given.
-#[derive(Clone, Default)]
-struct Recorder {
-    samples: Arc<Mutex<Vec<Sample>>>,
-    limit: u32,
-}
-
-impl Recorder {
-    fn new(limit: u32) -> Self {
-        Recorder {
-            samples: Arc::default(),
-            limit,
-        }
-    }
-    fn outcomes(&self) -> Vec<Outcome> {
-        self.samples
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| s.outcome)
-            .collect()
-    }
-}
-
-impl Algorithm for Recorder {
-    fn name(&self) -> &'static str {
-        "recorder"
-    }
-    fn publish(&self) -> Published {
-        Published::new(Gate::limited(self.limit))
-    }
-    fn on_sample(&mut self, _now: Instant, sample: &Sample) {
-        self.samples.lock().unwrap().push(*sample);
-    }
-}
+#[path = "support/recorder.rs"]
+mod recorder;
+use recorder::Recorder;
 
 #[test]
 fn the_limit_caps_calls_in_flight_and_the_rejection_says_why() {
@@ -87,40 +55,6 @@ fn each_record_reaches_the_policy_with_its_latency_and_in_flight() {
     assert_eq!(samples[1].outcome, Outcome::Success);
     assert_eq!(samples[1].latency, Duration::from_millis(50));
     assert!(!samples[1].probe);
-}
-
-#[test]
-fn a_dropped_permit_counts_as_ignore_by_default() {
-    let recorder = Recorder::new(1);
-    let limiter = Limiter::new(recorder.clone());
-    drop(limiter.try_acquire().unwrap());
-    assert_eq!(recorder.outcomes(), vec![Outcome::Ignore]);
-    assert_eq!(limiter.in_flight(), 0);
-}
-
-#[test]
-fn the_drop_outcome_is_configurable() {
-    let recorder = Recorder::new(1);
-    let limiter = Limiter::builder(recorder.clone())
-        .on_drop(Outcome::Overload)
-        .build()
-        .unwrap();
-    drop(limiter.try_acquire().unwrap());
-    assert_eq!(recorder.outcomes(), vec![Outcome::Overload]);
-}
-
-#[test]
-fn a_panic_inside_a_call_releases_the_slot() {
-    let recorder = Recorder::new(1);
-    let limiter = Limiter::new(recorder.clone());
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _permit = limiter.try_acquire().unwrap();
-        panic!("the call blew up");
-    }));
-    assert!(result.is_err());
-    assert_eq!(limiter.in_flight(), 0);
-    assert_eq!(recorder.outcomes(), vec![Outcome::Ignore]);
-    assert!(limiter.try_acquire().is_ok());
 }
 
 #[test]
@@ -170,28 +104,6 @@ fn a_policy_can_be_chosen_at_run_time() {
     assert_eq!(limiters[1].gate().limit, 10);
     assert_eq!(limiters[1].snapshot().policy, "aimd");
     limiters[0].try_acquire().unwrap().success();
-}
-
-#[test]
-fn owned_permits_move_into_threads() {
-    let limiter = Arc::new(Limiter::new(Fixed::new(4).unwrap()));
-    let go = Arc::new(std::sync::Barrier::new(5));
-    let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let permit = limiter.try_acquire_owned().unwrap();
-            let go = Arc::clone(&go);
-            std::thread::spawn(move || {
-                go.wait();
-                permit.success();
-            })
-        })
-        .collect();
-    assert!(limiter.try_acquire().is_err());
-    go.wait();
-    for h in handles {
-        h.join().unwrap();
-    }
-    assert_eq!(limiter.in_flight(), 0);
 }
 
 #[test]
@@ -296,111 +208,6 @@ fn a_shut_gate_rejects_as_open_with_the_time_until_it_reopens() {
     assert_eq!(r.retry_after(), Some(Duration::from_secs(3600)));
 }
 
-#[tokio::test]
-async fn call_records_success_overload_on_timeout_and_the_classifiers_choice() {
-    tokio::time::pause();
-    let recorder = Recorder::new(10);
-    let limiter = Limiter::with_clock(recorder.clone(), rheostat::TokioClock);
-    let classify = |r: &Result<u32, u16>| match r {
-        Ok(_) => Outcome::Success,
-        Err(s) if *s >= 500 => Outcome::Overload,
-        Err(_) => Outcome::Ignore,
-    };
-    let timeout = Duration::from_millis(800);
-    assert_eq!(
-        limiter
-            .call(timeout, classify, async { Ok(7) })
-            .await
-            .unwrap(),
-        7
-    );
-    assert!(matches!(
-        limiter.call(timeout, classify, async { Err(404) }).await,
-        Err(CallError::Failed(404))
-    ));
-    assert!(matches!(
-        limiter.call(timeout, classify, async { Err(503) }).await,
-        Err(CallError::Failed(503))
-    ));
-    let hang = limiter
-        .call(
-            timeout,
-            classify,
-            std::future::pending::<Result<u32, u16>>(),
-        )
-        .await;
-    assert!(matches!(hang, Err(CallError::TimedOut(t)) if t == timeout));
-    assert_eq!(
-        recorder.outcomes(),
-        vec![
-            Outcome::Success,
-            Outcome::Ignore,
-            Outcome::Overload,
-            Outcome::Overload
-        ]
-    );
-    let samples = recorder.samples.lock().unwrap().clone();
-    // Tokio's timer rounds up to the next millisecond.
-    assert!(
-        samples[3].latency >= timeout && samples[3].latency <= timeout + Duration::from_millis(1)
-    );
-    assert_eq!(limiter.in_flight(), 0);
-}
-
-#[tokio::test]
-async fn call_refuses_a_zero_or_endless_timeout_with_a_typed_error() {
-    let limiter = Limiter::new(Fixed::new(1).unwrap());
-    let ok = |_: &Result<(), ()>| Outcome::Success;
-    for bad in [Duration::ZERO, Duration::MAX] {
-        match limiter.call(bad, ok, async { Ok(()) }).await {
-            Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
-            other => panic!("expected InvalidTimeout, got {other:?}"),
-        }
-    }
-    assert_eq!(limiter.in_flight(), 0);
-}
-
-#[tokio::test]
-async fn call_on_a_full_limiter_is_rejected_without_running() {
-    let limiter = Limiter::new(Fixed::new(1).unwrap());
-    let _held = limiter.try_acquire().unwrap();
-    let ran = std::sync::atomic::AtomicBool::new(false);
-    let r = limiter
-        .call(
-            Duration::from_secs(1),
-            |_: &Result<(), ()>| Outcome::Success,
-            async {
-                ran.store(true, std::sync::atomic::Ordering::SeqCst);
-                Ok(())
-            },
-        )
-        .await;
-    assert!(matches!(r, Err(CallError::Rejected(_))));
-    assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
-}
-
-#[test]
-fn limiters_permits_and_futures_are_send_and_sync() {
-    fn send_sync<T: Send + Sync>(_: &T) {}
-    fn send<T: Send>(_: &T) {}
-    let limiter = Arc::new(Limiter::new(Fixed::new(4).unwrap()));
-    send_sync(&limiter);
-    let dynamic: DynLimiter = Limiter::new(Box::new(Fixed::new(1).unwrap()));
-    send_sync(&dynamic);
-    let permit = limiter.try_acquire().unwrap();
-    send_sync(&permit);
-    let owned = limiter.try_acquire_owned().unwrap();
-    send_sync(&owned);
-    send(&limiter.acquire());
-    send(&limiter.acquire_timeout(Duration::from_secs(1)));
-    send(&Arc::clone(&limiter).acquire_owned());
-    send(&limiter.call(
-        Duration::from_secs(1),
-        |_: &Result<(), ()>| Outcome::Success,
-        async { Ok(()) },
-    ));
-}
-
 #[test]
 fn an_observer_sees_admissions_rejections_finishes_gate_changes_and_transitions() {
     use rheostat::algorithms::{Breaker, BreakerConfig, Transition};
@@ -470,132 +277,6 @@ fn an_observer_sees_admissions_rejections_finishes_gate_changes_and_transitions(
             "rejected open",
         ]
     );
-}
-
-#[test]
-fn the_probe_timeout_is_the_breakers_through_a_stack_and_a_configuration_file() {
-    use rheostat::algorithms::{Breaker, BreakerConfig, Fixed, Stack};
-    use rheostat::config::LimitersConfig;
-
-    let breaker = |secs| {
-        Breaker::new(BreakerConfig {
-            probe_timeout: Duration::from_secs(secs),
-            ..BreakerConfig::default()
-        })
-        .unwrap()
-    };
-    // In a stack, the shortest: past it, some member counts the probe failed.
-    let stack = Stack::builder()
-        .push(breaker(20))
-        .push(Fixed::new(8).unwrap())
-        .push(breaker(7))
-        .build()
-        .unwrap();
-    let limiter = Limiter::new(stack);
-    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(7)));
-
-    let file = LimitersConfig::from_toml(
-        r#"
-        [limiters.search.policy]
-        policy = "breaker"
-        probe_timeout = "12s"
-
-        [limiters.legacy.policy]
-        policy = "fixed"
-        limit = 4
-        "#,
-    )
-    .unwrap();
-    let search = file.build("search").unwrap();
-    assert_eq!(search.probe_timeout(), Some(Duration::from_secs(12)));
-    assert_eq!(file.build("legacy").unwrap().probe_timeout(), None);
-    // The limiter's own key is gone, and refused with the way to the new one.
-    let err = LimitersConfig::from_toml(
-        "[limiters.search]\nprobe_timeout = \"12s\"\n[limiters.search.policy]\npolicy = \"breaker\"\n",
-    )
-    .unwrap_err();
-    assert_eq!(err.field(), "limiters.search.probe_timeout");
-    assert_eq!(err.line(), Some(2));
-    assert!(err.reason().contains("breaker's `probe_timeout`"), "{err}");
-}
-
-#[test]
-fn each_attempt_under_one_permit_is_learnt_from_and_the_slot_is_held_until_the_end() {
-    let clock = ManualClock::new();
-    let recorder = Recorder::new(1);
-    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
-    let mut permit = limiter.try_acquire().unwrap();
-    // A deferred attempt of 100 ms: learnt now, the slot still held.
-    clock.advance(Duration::from_millis(100));
-    permit.record_attempt(Outcome::Overload);
-    assert_eq!(limiter.in_flight(), 1);
-    assert!(limiter.try_acquire().is_err());
-    // A backoff of 1 s, not counted: the retry is timed from its start.
-    clock.advance(Duration::from_secs(1));
-    permit.start_attempt();
-    clock.advance(Duration::from_millis(30));
-    permit.record_attempt(Outcome::Overload);
-    // Without `start_attempt`, the next attempt is timed from the last one.
-    clock.advance(Duration::from_millis(50));
-    permit.success();
-    assert_eq!(limiter.in_flight(), 0);
-    let samples = recorder.samples.lock().unwrap().clone();
-    let seen: Vec<(Outcome, Duration, u32)> = samples
-        .iter()
-        .map(|s| (s.outcome, s.latency, s.in_flight))
-        .collect();
-    assert_eq!(
-        seen,
-        [
-            (Outcome::Overload, Duration::from_millis(100), 1),
-            (Outcome::Overload, Duration::from_millis(30), 1),
-            (Outcome::Success, Duration::from_millis(50), 1),
-        ]
-    );
-}
-
-#[test]
-fn a_permit_dropped_between_attempts_gives_its_slot_back() {
-    let clock = ManualClock::new();
-    let recorder = Recorder::new(1);
-    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
-    let mut permit = limiter.try_acquire().unwrap();
-    permit.record_attempt(Outcome::Overload);
-    drop(permit);
-    assert_eq!(limiter.in_flight(), 0);
-    assert_eq!(recorder.outcomes(), [Outcome::Overload, Outcome::Ignore]);
-    let _again = limiter.try_acquire().unwrap();
-}
-
-#[test]
-fn a_probe_s_first_recorded_attempt_answers_for_it_and_its_retries_are_ordinary() {
-    /// Admits one call at a time, every call a probe.
-    #[derive(Clone, Default)]
-    struct Probing(Arc<Mutex<Vec<bool>>>);
-    impl Algorithm for Probing {
-        fn name(&self) -> &'static str {
-            "probing"
-        }
-        fn publish(&self) -> Published {
-            Published::new(Gate {
-                probe: true,
-                ..Gate::limited(1)
-            })
-        }
-        fn on_sample(&mut self, _now: Instant, sample: &Sample) {
-            self.0.lock().unwrap().push(sample.probe);
-        }
-    }
-    let probing = Probing::default();
-    let limiter = Limiter::new(probing.clone());
-    let mut permit = limiter.try_acquire().unwrap();
-    assert!(permit.is_probe());
-    permit.record_attempt(Outcome::Overload);
-    assert!(!permit.is_probe());
-    permit.start_attempt();
-    permit.success();
-    assert_eq!(*probing.0.lock().unwrap(), [true, false]);
-    assert_eq!(limiter.in_flight(), 0);
 }
 
 #[test]

@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use loom::thread;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::{
-    Algorithm, Batching, BreakerState, Feedback, Fixed, Gate, Sample, Snapshot, Transition,
+    Algorithm, Batching, BreakerState, Feedback, Fixed, Gate, Hints, Published, Sample, Snapshot,
+    Transition,
 };
 use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
 

@@ -245,3 +245,22 @@ async fn many_waiters_and_releases_conserve_slots() {
     assert_eq!(limiter.in_flight(), 0);
     assert!(limiter.try_acquire().is_ok());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_wait_never_waits_and_a_maximal_one_waits_without_overflow() {
+    let limiter = Limiter::new(Fixed::new(1).unwrap());
+    let held = limiter.acquire_timeout(Duration::ZERO).await.unwrap();
+    let refused = limiter.acquire_timeout(Duration::ZERO).await.unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::LimitReached);
+
+    let waiting = limiter.acquire_timeout(Duration::MAX);
+    let release = async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        held.success();
+    };
+    let (waited, ()) = tokio::join!(waiting, release);
+    let permit = waited.unwrap();
+    assert_eq!(limiter.in_flight(), 1);
+    permit.success();
+    assert_eq!(limiter.in_flight(), 0);
+}

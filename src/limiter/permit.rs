@@ -63,17 +63,28 @@ impl Ticket {
 /// cancelled future, a panic) releases the slot and is reported as the
 /// limiter's drop outcome, [`Outcome::Ignore`] unless configured otherwise.
 #[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct Permit<'a, A: Algorithm = Box<dyn Algorithm>, C: Clock = SystemClock> {
+pub struct Permit<'a, A = Box<dyn Algorithm>, C = SystemClock> {
     limiter: &'a Limiter<A, C>,
     ticket: Option<Ticket>,
+    release: Release<A, C>,
 }
 
 /// A slot held by one call, owning a handle to its [`Limiter`], so it can move
 /// into a spawned task. Behaves as [`Permit`].
 #[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct OwnedPermit<A: Algorithm = Box<dyn Algorithm>, C: Clock = SystemClock> {
+pub struct OwnedPermit<A = Box<dyn Algorithm>, C = SystemClock> {
     limiter: Arc<Limiter<A, C>>,
     ticket: Option<Ticket>,
+    release: Release<A, C>,
+}
+
+/// How a permit dropped without a record gives its slot back: chosen when
+/// the permit is made, where the limiter's bounds hold, so that the permit
+/// types (and their `Drop`) need none.
+type Release<A, C> = fn(&Limiter<A, C>, &Ticket);
+
+fn release<A: Algorithm, C: Clock>(limiter: &Limiter<A, C>, ticket: &Ticket) {
+    limiter.finish(ticket, limiter.on_drop_outcome());
 }
 
 impl<'a, A: Algorithm, C: Clock> Permit<'a, A, C> {
@@ -82,6 +93,7 @@ impl<'a, A: Algorithm, C: Clock> Permit<'a, A, C> {
         Permit {
             limiter,
             ticket: Some(ticket),
+            release: release::<A, C>,
         }
     }
 
@@ -105,6 +117,7 @@ impl<A: Algorithm, C: Clock> OwnedPermit<A, C> {
         OwnedPermit {
             limiter,
             ticket: Some(ticket),
+            release: release::<A, C>,
         }
     }
 
@@ -306,10 +319,10 @@ macro_rules! permit_methods {
             }
         }
 
-        impl<$($lt,)? A: Algorithm, C: Clock> Drop for $ty<$($lt,)? A, C> {
+        impl<$($lt,)? A, C> Drop for $ty<$($lt,)? A, C> {
             fn drop(&mut self) {
                 if let Some(ticket) = self.ticket.take() {
-                    self.limiter.finish(&ticket, self.limiter.on_drop_outcome());
+                    (self.release)(&self.limiter, &ticket);
                 }
             }
         }

@@ -209,9 +209,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 }
 
-struct ReadyWaiter<'a, A: Algorithm, C: Clock>(&'a Limiter<A, C>);
+struct ReadyWaiter<'a, A, C>(&'a Limiter<A, C>);
 
-impl<A: Algorithm, C: Clock> Drop for ReadyWaiter<'_, A, C> {
+impl<A, C> Drop for ReadyWaiter<'_, A, C> {
     fn drop(&mut self) {
         self.0.ready_waiters.fetch_sub(1, Ordering::SeqCst);
     }

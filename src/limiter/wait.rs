@@ -162,13 +162,16 @@ impl Future for Wait<'_> {
 
 /// Leaves the queue when the acquire future is dropped, and gives back a slot
 /// handed over but never taken.
-struct Leave<'a, A: Algorithm, C: Clock> {
+struct Leave<'a, A, C> {
     limiter: &'a Limiter<A, C>,
     waiter: &'a Arc<Waiter>,
     armed: bool,
+    /// Gives a slot back ([`Limiter::release_slot`]), chosen where the
+    /// limiter's bounds hold.
+    release: fn(&Limiter<A, C>),
 }
 
-impl<A: Algorithm, C: Clock> Leave<'_, A, C> {
+impl<A, C> Leave<'_, A, C> {
     /// Leave the queue; a slot handed over in the meantime is returned.
     fn take_late_grant(&self) -> Option<Result<Ticket, Rejection>> {
         self.limiter.waiters.remove(self.waiter);
@@ -179,13 +182,13 @@ impl<A: Algorithm, C: Clock> Leave<'_, A, C> {
     }
 }
 
-impl<A: Algorithm, C: Clock> Drop for Leave<'_, A, C> {
+impl<A, C> Drop for Leave<'_, A, C> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
         if let Some(Ok(_ticket)) = self.take_late_grant() {
-            self.limiter.release_slot();
+            (self.release)(self.limiter);
         }
     }
 }
@@ -249,6 +252,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             limiter: self,
             waiter: &waiter,
             armed: true,
+            release: Self::release_slot,
         };
         let wait = Wait { waiter: &waiter };
         let result = match deadline {

@@ -29,7 +29,7 @@ pin_project! {
     ///
     /// If polled after it completed, or, with a timeout, polled outside a
     /// Tokio runtime with the time driver enabled.
-    pub struct ResponseFuture<F, K, A: Algorithm = Box<dyn Algorithm>, C: Clock = SystemClock> {
+    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = SystemClock> {
         #[pin]
         kind: Kind<F>,
         permit: Option<OwnedPermit<A, C>>,

@@ -3,16 +3,35 @@
 use crate::{ConfigError, MAX_DURATION, MAX_LIMIT};
 use std::time::Duration;
 
-/// A limit in `[lo, hi]`, where `hi` is at most [`MAX_LIMIT`].
+/// A limit in `[lo, MAX_LIMIT]`.
 pub fn limit(field: &'static str, value: u32, lo: u32) -> Result<u32, ConfigError> {
-    if value < lo || value > MAX_LIMIT {
+    whole(field, value, lo, MAX_LIMIT)
+}
+
+/// A whole number in `[lo, hi]`.
+pub fn whole(field: &'static str, value: u32, lo: u32, hi: u32) -> Result<u32, ConfigError> {
+    if value < lo || value > hi {
         return Err(ConfigError::new(
             field,
             value,
-            format!("a whole number in [{lo}, {MAX_LIMIT}]"),
+            format!("a whole number in [{lo}, {hi}]"),
         ));
     }
     Ok(value)
+}
+
+/// A share: a finite number in `(0, 1]`.
+pub fn share(field: &'static str, value: f64) -> Result<f64, ConfigError> {
+    in_share(value).ok_or_else(|| ConfigError::new(field, value, "a number in (0, 1]"))
+}
+
+/// A rate (of failures, of slow calls): a finite number in `(0, 1]`.
+pub fn rate(field: &'static str, value: f64) -> Result<f64, ConfigError> {
+    in_share(value).ok_or_else(|| ConfigError::new(field, value, "a rate in (0, 1]"))
+}
+
+fn in_share(value: f64) -> Option<f64> {
+    (value.is_finite() && value > 0.0 && value <= 1.0).then_some(value)
 }
 
 /// A finite number strictly between `lo` and `hi`.

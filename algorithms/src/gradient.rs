@@ -142,24 +142,12 @@ impl GradientConfig {
             self.initial,
         )?;
         check::closed("gradient.tolerance", self.tolerance, 1.0, 10.0)?;
-        if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
-            return Err(ConfigError::new(
-                "gradient.smoothing",
-                self.smoothing,
-                "a number in (0, 1]",
-            ));
-        }
+        check::share("gradient.smoothing", self.smoothing)?;
         check::closed("gradient.headroom", self.headroom, 0.0, 1000.0)?;
         check::limit("gradient.long_window", self.long_window, 1)?;
         check::open_unit("gradient.backoff", self.backoff, 0.0, 1.0)?;
         check::closed("gradient.noise", self.noise, 0.0, 10.0)?;
-        if !(self.long_rise > 0.0 && self.long_rise <= 1.0) {
-            return Err(ConfigError::new(
-                "gradient.long_rise",
-                self.long_rise,
-                "a number in (0, 1]",
-            ));
-        }
+        check::share("gradient.long_rise", self.long_rise)?;
         crate::latency::check_loss_tolerance("gradient.loss_tolerance", self.loss_tolerance)?;
         self.window.validate().map_err(|e| e.within("gradient"))
     }

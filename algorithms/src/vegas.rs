@@ -152,13 +152,7 @@ impl VegasConfig {
         )?;
         check::open_unit("vegas.backoff", self.backoff, 0.0, 1.0)?;
         check::limit("vegas.probe_interval", self.probe_interval, 1)?;
-        if !(self.probe_factor > 0.0 && self.probe_factor <= 1.0) {
-            return Err(ConfigError::new(
-                "vegas.probe_factor",
-                self.probe_factor,
-                "a number in (0, 1]",
-            ));
-        }
+        check::share("vegas.probe_factor", self.probe_factor)?;
         check::closed("vegas.noise", self.noise, 0.0, 10.0)?;
         crate::latency::check_loss_tolerance("vegas.loss_tolerance", self.loss_tolerance)?;
         self.window.validate().map_err(|e| e.within("vegas"))

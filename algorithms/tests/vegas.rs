@@ -6,17 +6,6 @@ use std::time::{Duration, Instant};
 use rheostat_algorithms::window::WindowConfig;
 use rheostat_algorithms::{Algorithm, Outcome, Sample, Vegas, VegasConfig};
 
-/// An f64 in `[0, u32::MAX]` rounded down to a u32.
-fn to_u32(x: f64) -> u32 {
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "`as` saturates, which is what is wanted"
-    )]
-    let n = x as u32;
-    n
-}
-
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -172,7 +161,7 @@ fn slow_start_doubles_until_the_first_sign_of_queueing() {
     .expect("valid");
     assert!(v.in_slow_start());
     for expected in [10.0, 20.0, 40.0, 80.0] {
-        let in_flight = to_u32(v.raw_limit());
+        let in_flight = v.publish().gate.limit;
         next_window_of(&mut v, &mut t, &ok(20, in_flight));
         assert_eq!(v.raw_limit(), expected);
     }
@@ -251,7 +240,7 @@ fn a_re_probe_lowers_the_gate_and_re_measures_the_baseline_from_its_cohort() {
     }
     assert!(v.is_probing());
     let learnt = v.raw_limit();
-    assert_eq!(v.publish().gate.limit, to_u32((learnt * 0.5).floor()));
+    assert_eq!(f64::from(v.publish().gate.limit), (learnt * 0.5).floor());
     // The dependency is now twice as slow. A call admitted before the
     // probe began goes to the ordinary window, not the probe...
     let probe_start = t;
@@ -265,7 +254,7 @@ fn a_re_probe_lowers_the_gate_and_re_measures_the_baseline_from_its_cohort() {
     assert_eq!(v.publish().wake_at, Some(restored));
     v.handle_timeout(restored);
     assert!(!v.is_probing());
-    assert_eq!(v.publish().gate.limit, to_u32(learnt));
+    assert_eq!(f64::from(v.publish().gate.limit), learnt.floor());
     // ...and the cohort is summarised a few round-trip times later, with
     // its slower calls. A call admitted after the gate was restored is
     // not in it, and, finishing in the burst that follows, does not
@@ -317,7 +306,7 @@ fn windows_that_close_during_a_re_probe_do_not_grow_the_limit() {
 /// half slower, in one window, all admitted when the previous window
 /// closed; `drops` of them are overloads instead.
 fn spread_window(v: &mut Vegas, t: &mut Instant, mean_ms: u64, spread_ms: u64, drops: u32) {
-    let in_flight = to_u32(v.raw_limit());
+    let in_flight = v.publish().gate.limit;
     *t += ms(mean_ms + spread_ms);
     for i in 0..10_u32 {
         let latency = if i % 2 == 0 {

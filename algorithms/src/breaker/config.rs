@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::check::{rate, whole};
 use crate::{check, ConfigError, MAX_DURATION};
 
 /// The most calls a count window may hold.
@@ -637,25 +638,4 @@ impl BreakerConfig {
         whole("breaker.fleet_size", self.fleet_size, 1, MAX_FLEET_SIZE)?;
         Ok(())
     }
-}
-
-/// A finite number in `(0, 1]`.
-fn rate(field: &'static str, value: f64) -> Result<f64, ConfigError> {
-    if value.is_finite() && value > 0.0 && value <= 1.0 {
-        Ok(value)
-    } else {
-        Err(ConfigError::new(field, value, "a rate in (0, 1]"))
-    }
-}
-
-/// A whole number in `[lo, hi]`.
-fn whole(field: &'static str, value: u32, lo: u32, hi: u32) -> Result<u32, ConfigError> {
-    if value < lo || value > hi {
-        return Err(ConfigError::new(
-            field,
-            value,
-            format!("a whole number in [{lo}, {hi}]"),
-        ));
-    }
-    Ok(value)
 }

@@ -414,6 +414,7 @@ impl Core {
         }
     }
 
+    #[inline]
     fn gate(&self) -> Gate {
         Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
     }
@@ -466,6 +467,7 @@ impl Algorithm for Aimd {
 
     /// The latency mode hears every call, timed, and wakes when its round
     /// is due; the Netflix mode skips its quiet successes.
+    #[inline]
     fn publish(&self) -> Published {
         let published = Published::new(self.core.gate());
         match &self.rounds {

@@ -61,6 +61,7 @@ impl Algorithm for Fixed {
     }
 
     /// The limit, learning nothing from calls.
+    #[inline]
     fn publish(&self) -> Published {
         Published::new(Gate::limited(self.limit)).with_hints(Hints::IGNORES_CALLS)
     }

@@ -30,6 +30,7 @@ pub struct Gate {
 
 impl Gate {
     /// A gate that admits up to `limit` calls in flight, all of them.
+    #[inline]
     pub fn limited(limit: u32) -> Self {
         Gate {
             limit: limit.min(MAX_LIMIT),
@@ -41,6 +42,7 @@ impl Gate {
 
     /// The gate of an adaptive limit kept as a float: floored, clamped to
     /// `[min, max]` (NaN becomes `min`).
+    #[inline]
     pub(crate) fn from_raw_limit(raw: f64, min: u32, max: u32) -> Self {
         // `as` saturates and maps NaN to 0; truncation is the floor for a
         // positive limit, without a libm call.
@@ -54,6 +56,7 @@ impl Gate {
     }
 
     /// A gate that admits everything.
+    #[inline]
     pub fn unlimited() -> Self {
         Gate::limited(MAX_LIMIT)
     }
@@ -107,6 +110,7 @@ impl Gate {
     /// probability clamped to `[0, 1]` (NaN becomes 0, so a broken policy
     /// fails closed).
     #[must_use]
+    #[inline]
     pub fn sanitized(self) -> Gate {
         Gate {
             limit: self.limit.min(MAX_LIMIT),

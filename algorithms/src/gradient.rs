@@ -486,6 +486,7 @@ impl Gradient {
 }
 
 impl Gradient {
+    #[inline]
     fn gate(&self) -> Gate {
         Gate::from_raw_limit(self.limit, self.config.min, self.config.max)
     }
@@ -497,6 +498,7 @@ impl Algorithm for Gradient {
     }
 
     /// Every call, timed; wakes when the current window is due.
+    #[inline]
     fn publish(&self) -> Published {
         Published::new(self.gate()).with_wake_at(self.window.deadline())
     }

@@ -120,6 +120,7 @@ impl Quiet {
     /// Whether `sample` is one of these successes: a success no slower than
     /// `max_latency`, admitted with at most `max_in_flight` in flight, not a
     /// probe.
+    #[inline]
     pub fn covers(&self, sample: &Sample) -> bool {
         sample.outcome == Outcome::Success
             && !sample.probe
@@ -175,6 +176,7 @@ pub struct Published {
 impl Published {
     /// `gate`, re-evaluated when it expires, with the conservative
     /// [`Hints::default`] and every refusal laid on member 0.
+    #[inline]
     pub fn new(gate: Gate) -> Self {
         Published {
             gate,
@@ -187,6 +189,7 @@ impl Published {
     /// The same answer, re-evaluated at `at` rather than when the gate
     /// expires.
     #[must_use]
+    #[inline]
     pub fn with_wake_at(mut self, at: Option<Instant>) -> Self {
         self.wake_at = at;
         self
@@ -194,6 +197,7 @@ impl Published {
 
     /// The same answer with `hints`.
     #[must_use]
+    #[inline]
     pub fn with_hints(mut self, hints: Hints) -> Self {
         self.hints = hints;
         self
@@ -201,6 +205,7 @@ impl Published {
 
     /// The same answer with `refusers`.
     #[must_use]
+    #[inline]
     pub fn with_refusers(mut self, refusers: Refusers) -> Self {
         self.refusers = refusers;
         self
@@ -315,6 +320,7 @@ pub struct Hints {
 
 impl Default for Hints {
     /// Every call, timed, one at a time: right for any policy.
+    #[inline]
     fn default() -> Self {
         Hints {
             feedback: Feedback::Timed,
@@ -335,6 +341,7 @@ impl Hints {
 
     /// The same hints with `feedback`.
     #[must_use]
+    #[inline]
     pub fn with_feedback(mut self, feedback: Feedback) -> Self {
         self.feedback = feedback;
         self
@@ -342,6 +349,7 @@ impl Hints {
 
     /// The same hints with `quiet`.
     #[must_use]
+    #[inline]
     pub fn with_quiet(mut self, quiet: Option<Quiet>) -> Self {
         self.quiet = quiet;
         self
@@ -349,6 +357,7 @@ impl Hints {
 
     /// The same hints with `batching`.
     #[must_use]
+    #[inline]
     pub fn with_batching(mut self, batching: Batching) -> Self {
         self.batching = batching;
         self
@@ -453,6 +462,7 @@ impl Refusers {
     }
 
     /// The member responsible for `refusal`.
+    #[inline]
     pub fn get(&self, refusal: Refusal) -> usize {
         usize::from(match refusal {
             Refusal::Shut => self.shut,

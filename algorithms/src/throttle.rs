@@ -366,6 +366,7 @@ impl Algorithm for Throttle {
 
     /// Outcomes only (the throttle never looks at latency), successes
     /// batched while none could make it reject.
+    #[inline]
     fn publish(&self) -> Published {
         Published::new(self.gate()).with_hints(
             Hints::default()

@@ -557,6 +557,7 @@ fn to_u32(x: f64) -> u32 {
 }
 
 impl Vegas {
+    #[inline]
     fn gate(&self) -> Gate {
         let learnt = if self.is_probing() {
             self.limit * self.config.probe_factor
@@ -567,6 +568,7 @@ impl Vegas {
     }
 
     /// When the current window, or the probe's, is due.
+    #[inline]
     fn wake_at(&self) -> Option<Instant> {
         let probe = self.probe.and_then(|p| match p.settled_at {
             None => self.probe_window.deadline(),
@@ -585,6 +587,7 @@ impl Algorithm for Vegas {
     }
 
     /// Every call, timed; wakes when a window is due.
+    #[inline]
     fn publish(&self) -> Published {
         Published::new(self.gate()).with_wake_at(self.wake_at())
     }

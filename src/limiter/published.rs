@@ -82,7 +82,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Copy the policy's answer where the hot path reads it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn store(&self, published: &Published) {
         let Hints {
             feedback,

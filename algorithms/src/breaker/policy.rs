@@ -544,6 +544,7 @@ impl Algorithm for Breaker {
 
     /// The gate; outcomes or timed calls as the state needs; successes
     /// batched while none could trip it; woken when a timer is due.
+    #[inline]
     fn publish(&self) -> Published {
         Published::new(self.gate())
             .with_wake_at(self.wake_at())

@@ -380,6 +380,7 @@ impl Window {
 
     /// The instant at which the open window times out and must be closed even
     /// if no other call arrives; `None` while it is empty.
+    #[inline]
     pub fn deadline(&self) -> Option<Instant> {
         let started = self.started?;
         Some(

@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{check, Algorithm, BreakerState, ConfigError};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::config::{LimiterConfig, LimitersConfig};
 use crate::limiter::{Builder, DynLimiter};
 
@@ -68,7 +68,7 @@ type Configure<K> =
 /// The clock `C` is every limiter's clock and tells how long a limiter has
 /// been idle: with a [`ManualClock`](crate::ManualClock), keyed limiters run
 /// in virtual time.
-pub struct KeyedLimiters<K, C = SystemClock> {
+pub struct KeyedLimiters<K, C = DefaultClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
     configure: Option<Configure<K>>,
@@ -85,7 +85,7 @@ struct Entry<C> {
 
 /// Builds a [`KeyedLimiters`]; see [`KeyedLimiters::builder`].
 #[must_use]
-pub struct KeyedBuilder<K, C = SystemClock> {
+pub struct KeyedBuilder<K, C = DefaultClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
     configure: Option<Configure<K>>,
@@ -131,25 +131,25 @@ impl From<ConfigError> for KeyedError {
     }
 }
 
-impl<K> KeyedLimiters<K, SystemClock>
+impl<K> KeyedLimiters<K, DefaultClock>
 where
     K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
 {
     /// Start building: keys without a configuration of their own get a
     /// limiter made from `default`.
-    pub fn builder(default: LimiterConfig) -> KeyedBuilder<K, SystemClock> {
+    pub fn builder(default: LimiterConfig) -> KeyedBuilder<K, DefaultClock> {
         KeyedBuilder {
             default,
             overrides: HashMap::new(),
             configure: None,
             max_keys: DEFAULT_MAX_KEYS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            clock: SystemClock,
+            clock: DefaultClock::default(),
         }
     }
 }
 
-impl KeyedBuilder<String, SystemClock> {
+impl KeyedBuilder<String, DefaultClock> {
     /// Start building from a file: its `default` for unlisted keys, its
     /// `limiters` by name.
     ///

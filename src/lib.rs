@@ -69,7 +69,9 @@ pub mod tracing;
 pub use rheostat_algorithms as algorithms;
 
 pub use algorithms::{Algorithm, ConfigError, Outcome};
-pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
+#[cfg(feature = "quanta")]
+pub use clock::QuantaClock;
+pub use clock::{Clock, DefaultClock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
 pub use limiter::{
     Builder, DynLimiter, Limiter, OwnedPermit, Permit, QueueOrder, Readiness, Sharding,

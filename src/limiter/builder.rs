@@ -71,7 +71,7 @@ impl fmt::Debug for Rare {
 /// assert_eq!(limiter.name(), "payments");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Builder<A, C = SystemClock> {
+pub struct Builder<A, C = DefaultClock> {
     policy: A,
     clock: C,
     options: Options,
@@ -87,11 +87,11 @@ pub struct Builder<A, C = SystemClock> {
 pub(crate) type NamedObserver =
     Box<dyn FnOnce(&str, Option<BreakerState>) -> Box<dyn Observer> + Send>;
 
-impl<A: Algorithm> Builder<A, SystemClock> {
+impl<A: Algorithm> Builder<A, DefaultClock> {
     pub(super) fn new(policy: A) -> Self {
         Builder {
             policy,
-            clock: SystemClock,
+            clock: DefaultClock::default(),
             options: Options {
                 name: Cow::Borrowed("default"),
                 order: QueueOrder::Fifo,
@@ -289,14 +289,14 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 }
 
-impl<A: Algorithm> Limiter<A, SystemClock> {
+impl<A: Algorithm> Limiter<A, DefaultClock> {
     /// A limiter with `policy`, the system clock and default options.
     pub fn new(policy: A) -> Self {
         Limiter::builder(policy).default_build()
     }
 
     /// Start building a limiter with `policy`.
-    pub fn builder(policy: A) -> Builder<A, SystemClock> {
+    pub fn builder(policy: A) -> Builder<A, DefaultClock> {
         Builder::new(policy)
     }
 }

@@ -22,7 +22,7 @@ use crate::algorithms::{
     check, Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Hints, Outcome,
     Published, Quiet, Refusal, Sample, Snapshot, Transition,
 };
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, RejectReason, Rejection};
 use crate::observe::Observer;
 use crate::sync::{
@@ -47,7 +47,7 @@ pub use wait::QueueOrder;
 pub const MAX_WAITERS: usize = 1 << 20;
 
 /// A limiter that chooses its policy at run time.
-pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
+pub type DynLimiter<C = DefaultClock> = Limiter<Box<dyn Algorithm>, C>;
 
 /// One gate in front of one dependency: decides, call by call, whether a call
 /// may go, and learns from how each call ends.
@@ -76,7 +76,7 @@ pub type DynLimiter<C = SystemClock> = Limiter<Box<dyn Algorithm>, C>;
 /// assert_eq!(limiter.in_flight(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Limiter<A = Box<dyn Algorithm>, C = SystemClock> {
+pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     gate: AtomicGate,
     /// Calls in flight (the low 32 bits) and, above them, successes counted
     /// for the policy but not yet handed over: one word, so that a batched

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{check, Algorithm, Outcome};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
 use crate::limiter::Limiter;
 
@@ -63,7 +63,7 @@ impl Ticket {
 /// cancelled future, a panic) releases the slot and is reported as the
 /// limiter's drop outcome, [`Outcome::Ignore`] unless configured otherwise.
 #[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct Permit<'a, A = Box<dyn Algorithm>, C = SystemClock> {
+pub struct Permit<'a, A = Box<dyn Algorithm>, C = DefaultClock> {
     limiter: &'a Limiter<A, C>,
     ticket: Option<Ticket>,
     release: Release<A, C>,
@@ -72,7 +72,7 @@ pub struct Permit<'a, A = Box<dyn Algorithm>, C = SystemClock> {
 /// A slot held by one call, owning a handle to its [`Limiter`], so it can move
 /// into a spawned task. Behaves as [`Permit`].
 #[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct OwnedPermit<A = Box<dyn Algorithm>, C = SystemClock> {
+pub struct OwnedPermit<A = Box<dyn Algorithm>, C = DefaultClock> {
     limiter: Arc<Limiter<A, C>>,
     ticket: Option<Ticket>,
     release: Release<A, C>,

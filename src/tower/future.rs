@@ -11,7 +11,7 @@ use tokio::time::Sleep;
 
 use super::classify::Classify;
 use crate::algorithms::Algorithm;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::OwnedPermit;
 
@@ -29,7 +29,7 @@ pin_project! {
     ///
     /// If polled after it completed, or, with a timeout, polled outside a
     /// Tokio runtime with the time driver enabled.
-    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = SystemClock> {
+    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = DefaultClock> {
         #[pin]
         kind: Kind<F>,
         permit: Option<OwnedPermit<A, C>>,

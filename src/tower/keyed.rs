@@ -13,7 +13,7 @@ use tower_service::Service;
 use super::classify::{Classify, ResultClassifier};
 use super::future::ResponseFuture;
 use crate::algorithms::{check, Algorithm, ConfigError};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::keyed::KeyedLimiters;
 
 /// Wraps a service in a [`KeyedRheostat`], which admits each request
@@ -64,7 +64,7 @@ use crate::keyed::KeyedLimiters;
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedLayer<F, K = ResultClassifier, Key = String, C = SystemClock> {
+pub struct KeyedLayer<F, K = ResultClassifier, Key = String, C = DefaultClock> {
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,
     classifier: K,
@@ -150,7 +150,7 @@ impl<F, K: fmt::Debug, Key, C> fmt::Debug for KeyedLayer<F, K, Key, C> {
 
 /// A service that admits each request through the limiter of its key. Made
 /// by [`KeyedLayer`].
-pub struct KeyedRheostat<S, F, K = ResultClassifier, Key = String, C = SystemClock> {
+pub struct KeyedRheostat<S, F, K = ResultClassifier, Key = String, C = DefaultClock> {
     inner: S,
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,

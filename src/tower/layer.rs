@@ -9,7 +9,7 @@ use tower_layer::Layer;
 use super::classify::ResultClassifier;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::limiter::Limiter;
 
 /// Wraps a service in a [`Rheostat`] that admits each request through one
@@ -30,7 +30,7 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<K = ResultClassifier, A = Box<dyn Algorithm>, C = SystemClock> {
+pub struct RheostatLayer<K = ResultClassifier, A = Box<dyn Algorithm>, C = DefaultClock> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,

@@ -35,7 +35,7 @@ fn start_acquire<A: Algorithm + 'static, C: Clock>(limiter: Arc<Limiter<A, C>>) 
 /// permit until the response future completes, and records the classified
 /// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
 /// documentation](super) for readiness.
-pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::SystemClock> {
+pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::DefaultClock> {
     inner: S,
     limiter: Arc<Limiter<A, C>>,
     classifier: K,

@@ -49,22 +49,35 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// [`Limiter::admit`] without reading the clock, for a policy that does
-    /// not time calls. Falls back to the timed path for anything that needs
-    /// the time: a gate that expires, a shut gate (its retry-after), a probe.
+    /// [`Limiter::admit`] reading the clock only for a call it admits, and
+    /// only if `timed`: a refusal under a gate that does not expire by
+    /// itself reads no clock (nothing but a finishing call or an event told
+    /// to the policy can loosen such a gate, and each of those reads the
+    /// time and applies what is due). Falls back to [`Limiter::admit`] for
+    /// anything that needs the time first: a gate that expires, a shut gate
+    /// (its retry-after), a probe. A wake-up the policy asked for that has
+    /// come due is applied right after the admission, as if the call had
+    /// arrived just before it.
     #[inline]
-    pub(super) fn admit_untimed(&self) -> Result<Ticket, Rejection> {
+    pub(super) fn admit_fast(&self, timed: bool) -> Result<Ticket, Rejection> {
         let gate = self.gate.load();
-        if gate.limit() == 0 || gate.probe() || self.until.load(Ordering::SeqCst) != u64::MAX {
+        if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {
             return self.admit(self.clock.now(), true, false);
         }
         if gate.admit() != ALWAYS && self.draw() >= gate.admit() {
             return Err(self.rejection(RejectReason::Throttled));
         }
-        match self.take_slot(gate.limit()) {
-            Some(in_flight) => Ok(Ticket::new(None, in_flight, false, self.generation())),
-            None => Err(self.rejection(RejectReason::LimitReached)),
-        }
+        let Some(in_flight) = self.take_slot(gate.limit()) else {
+            return Err(self.rejection(RejectReason::LimitReached));
+        };
+        let start = if timed {
+            let now = self.clock.now();
+            self.refresh_if_due(now);
+            Some(now)
+        } else {
+            None
+        };
+        Ok(Ticket::new(start, in_flight, false, self.generation()))
     }
 
     /// [`Limiter::try_acquire`] with the admission time always read, for

@@ -264,6 +264,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             feedback: AtomicU8::new(Feedback::Timed as u8),
             generation: AtomicU32::new(0),
             until: AtomicU64::new(u64::MAX),
+            expires: AtomicU64::new(u64::MAX),
             rejected: AtomicU64::new(0),
             culprits: AtomicU64::new(0),
             rng: AtomicU64::new(self.seed),

@@ -95,9 +95,14 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     /// Counts the events at which the policy reported transitions; a call
     /// admitted before the latest is stale when it finishes.
     generation: AtomicU32,
-    /// Nanoseconds after `epoch` at which the gate must be re-evaluated;
-    /// `u64::MAX` for never.
+    /// Nanoseconds after `epoch` at which the policy wants to be woken
+    /// ([`Published::wake_at`]); `u64::MAX` for never.
     until: AtomicU64,
+    /// Nanoseconds after `epoch` at which the gate itself expires (its
+    /// `until`: an open breaker's cooldown); `u64::MAX` for never. While it
+    /// is `u64::MAX`, a refusal needs no clock read: nothing can loosen the
+    /// gate but a call finishing or the policy being told something.
+    expires: AtomicU64,
     /// Local rejections not yet told to the policy.
     rejected: AtomicU64,
     /// Four 16-bit indices into `members`, one per [`Refusal`].
@@ -277,12 +282,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        let admitted = if self.feedback() == Feedback::Timed {
-            self.admit(self.clock.now(), true, false)
-        } else {
-            self.admit_untimed()
-        };
-        self.permit(admitted)
+        self.permit(self.admit_fast(self.feedback() == Feedback::Timed))
     }
 
     /// The permit for an admission, or the rejection, counted.

@@ -128,6 +128,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 observer.gate_changed(&gate.sanitized());
             }
         }
+        let expires = gate.until.map_or(u64::MAX, |t| self.nanos(t));
+        if self.expires.load(Ordering::Relaxed) != expires {
+            self.expires.store(expires, Ordering::SeqCst);
+        }
         let until = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
         if self.until.load(Ordering::Relaxed) != until {
             self.until.store(until, Ordering::SeqCst);

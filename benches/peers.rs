@@ -21,7 +21,8 @@
 //!   admission, one at completion). Every "× floor" is to this figure,
 //!   uncontended.
 //! - **rheostat**: `Limiter::try_acquire` then `Permit::success`, with the
-//!   system clock and default options. The limiter reads the clock as often
+//!   default clock (`QuantaClock`: the time-stamp counter, where sound) and
+//!   default options. The limiter reads the clock as often
 //!   as the policy's `Feedback` asks: never for `Fixed`, once per call for
 //!   `Throttle` and a `Breaker` without a slow-call trip (the default; none
 //!   with a count window, whose successes are batched), twice for `Aimd`,
@@ -36,6 +37,11 @@
 //!   a latency-measuring limiter makes. Its rejected path is tower's idiom
 //!   for failing fast: `LoadShed` over a saturated `ConcurrencyLimit`
 //!   (`poll_ready`, `call`, one poll to `Err(Overloaded)`).
+//! - **tower-acc** 0.1 (`ConcurrencyLimit` with its `Aimd`, `Vegas` and
+//!   `Gradient2` at their defaults) and **tower-resilience-adaptive** 0.14
+//!   (`AdaptiveService` with its `Aimd` and `Vegas` builders' defaults): one
+//!   call as for tower's `ConcurrencyLimit`, the response future polled to
+//!   its end (they time the call and feed the algorithm as it ends).
 //! - **congestion-limiter** 0.1 (`DefaultLimiter` with its `Fixed`, `Aimd`
 //!   and `Vegas`): `try_acquire` then `release(token, Some(Success))`. Its API
 //!   is `async` (boxed `async-trait` futures); each future is driven by
@@ -435,6 +441,22 @@ fn tower_timed_call(svc: &mut tower::limit::ConcurrencyLimit<Echo>) {
     black_box(Instant::now().duration_since(start));
 }
 
+/// One call through any tower service over `echo()`: `poll_ready` with a
+/// no-op waker, `call`, the response future polled to its end and dropped.
+fn service_call<S>(svc: &mut S)
+where
+    S: Service<(), Response = ()>,
+    S::Error: std::fmt::Debug,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    match svc.poll_ready(&mut cx) {
+        Poll::Ready(Ok(())) => {}
+        _ => unreachable!("the limit is never reached here"),
+    }
+    let response = svc.call(());
+    black_box(ready(response)).expect("echo answers");
+}
+
 fn recloser_call(breaker: &recloser::Recloser) {
     black_box(breaker.call(|| Ok::<(), ()>(()))).unwrap_or_else(|_| unreachable!("closed"));
 }
@@ -564,6 +586,31 @@ fn uncontended(c: &mut Criterion, rec: &Recorder) {
     b.single("tower ConcurrencyLimit", || tower_call(&mut svc));
     b.single("tower ConcurrencyLimit + 2 clock reads", || {
         tower_timed_call(&mut svc);
+    });
+
+    // tower-acc and tower-resilience-adaptive at their defaults.
+    let mut acc_aimd = tower_acc::ConcurrencyLimit::new(echo(), tower_acc::Aimd::default());
+    let mut acc_vegas = tower_acc::ConcurrencyLimit::new(echo(), tower_acc::Vegas::default());
+    let mut acc_gradient =
+        tower_acc::ConcurrencyLimit::new(echo(), tower_acc::Gradient2::default());
+    b.single("tower-acc Aimd", || service_call(&mut acc_aimd));
+    b.single("tower-acc Vegas", || service_call(&mut acc_vegas));
+    b.single("tower-acc Gradient2", || service_call(&mut acc_gradient));
+    let tra_aimd = tower_resilience_adaptive::Aimd::builder()
+        .build()
+        .expect("the defaults are valid");
+    let tra_vegas = tower_resilience_adaptive::Vegas::builder()
+        .build()
+        .expect("the defaults are valid");
+    let mut tra_aimd =
+        tower_resilience_adaptive::AdaptiveService::new(echo(), std::sync::Arc::new(tra_aimd));
+    let mut tra_vegas =
+        tower_resilience_adaptive::AdaptiveService::new(echo(), std::sync::Arc::new(tra_vegas));
+    b.single("tower-resilience-adaptive Aimd", || {
+        service_call(&mut tra_aimd)
+    });
+    b.single("tower-resilience-adaptive Vegas", || {
+        service_call(&mut tra_vegas)
     });
 
     let cl_fixed = ClLimiter::new(cl::Fixed::new(1_000));

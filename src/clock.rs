@@ -89,10 +89,7 @@ impl Default for QuantaClock {
 impl Clock for QuantaClock {
     #[inline]
     fn now(&self) -> Instant {
-        let elapsed = self
-            .clock
-            .now()
-            .saturating_duration_since(self.base_ticks);
+        let elapsed = self.clock.now().saturating_duration_since(self.base_ticks);
         // Past what an `Instant` can hold (centuries): stand still.
         self.base.checked_add(elapsed).unwrap_or(self.base)
     }

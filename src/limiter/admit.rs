@@ -121,13 +121,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if !policy.on_admit(now) {
             self.slots.fetch_sub(1, Ordering::SeqCst);
             let transitions = self.drain(&mut policy);
-            self.publish(&policy);
+            self.publish(&mut policy);
             drop(policy);
             self.report(transitions);
             return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
         }
         let transitions = self.drain(&mut policy);
-        self.publish(&policy);
+        self.publish(&mut policy);
         drop(policy);
         self.report(transitions);
         Ok(Ticket::new(Some(now), in_flight, probe, self.generation()))

@@ -272,7 +272,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             changed: tokio::sync::Notify::new(),
             ready_waiters: AtomicUsize::new(0),
             probing: AtomicBool::new(false),
-            policy: Line(Mutex::new(self.policy)),
+            policy: Line(Mutex::new(Held::new(self.policy))),
             clock: self.clock,
             epoch,
             members,
@@ -281,7 +281,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         };
         {
             let policy = limiter.lock();
-            limiter.publish(&policy);
+            let mut policy = policy;
+            limiter.publish(&mut policy);
             if let Some(observer) = &limiter.observer {
                 observer.gate_changed(&policy.publish().gate.sanitized());
             }

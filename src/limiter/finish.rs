@@ -129,7 +129,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             published = policy.publish();
         }
         let transitions = self.drain(&mut policy);
-        self.store(&published);
+        self.store(&published, &mut policy.last);
         transitions
     }
 

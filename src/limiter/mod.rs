@@ -30,6 +30,7 @@ use crate::sync::{
     PoisonError,
 };
 use gate::{AtomicGate, Packed, ALWAYS};
+use published::Held;
 use shards::{slots_of, Parked, Shards, ONE_BATCHED, SLOTS};
 use wait::WaitQueue;
 
@@ -108,7 +109,7 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     /// Four 16-bit indices into `members`, one per [`Refusal`].
     culprits: AtomicU64,
     rng: AtomicU64,
-    policy: Line<Mutex<A>>,
+    policy: Line<Mutex<Held<A>>>,
     clock: C,
     epoch: Instant,
     members: Box<[&'static str]>,
@@ -211,7 +212,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.catch_up(&mut policy, now);
             let result = f(&mut policy);
             let transitions = self.drain(&mut policy);
-            self.publish(&policy);
+            self.publish(&mut policy);
             (result, transitions)
         };
         self.report(transitions);
@@ -477,7 +478,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, A> {
+    fn lock(&self) -> MutexGuard<'_, Held<A>> {
         // A policy that panicked mid-update is still the best information we
         // have; a poisoned lock must not take the caller down with it.
         self.policy.lock().unwrap_or_else(PoisonError::into_inner)

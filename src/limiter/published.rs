@@ -5,6 +5,43 @@ use std::time::Instant;
 
 use super::*;
 
+/// The policy, behind the limiter's lock, with the instants it last
+/// published, so that an answer that has not moved is not converted again.
+pub(super) struct Held<A> {
+    pub(super) policy: A,
+    pub(super) last: Last,
+}
+
+/// The instants of the answer last stored (as `u64::MAX` in the atomics
+/// while `None`).
+#[derive(Default)]
+pub(super) struct Last {
+    wake_at: Option<Instant>,
+    expires: Option<Instant>,
+}
+
+impl<A> Held<A> {
+    pub(super) fn new(policy: A) -> Self {
+        Held {
+            policy,
+            last: Last::default(),
+        }
+    }
+}
+
+impl<A> std::ops::Deref for Held<A> {
+    type Target = A;
+    fn deref(&self) -> &A {
+        &self.policy
+    }
+}
+
+impl<A> std::ops::DerefMut for Held<A> {
+    fn deref_mut(&mut self) -> &mut A {
+        &mut self.policy
+    }
+}
+
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(super) fn nanos(&self, at: Instant) -> u64 {
@@ -45,7 +82,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 policy.handle_timeout(now);
             }
             let transitions = self.drain(&mut policy);
-            self.publish(&policy);
+            self.publish(&mut policy);
             transitions
         };
         self.report(transitions);
@@ -77,13 +114,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Ask the policy for its answer and copy it where the hot path reads it.
     #[inline]
-    pub(super) fn publish(&self, policy: &A) {
-        self.store(&policy.publish());
+    pub(super) fn publish(&self, held: &mut Held<A>) {
+        let published = held.policy.publish();
+        self.store(&published, &mut held.last);
     }
 
     /// Copy the policy's answer where the hot path reads it.
     #[inline(always)]
-    pub(super) fn store(&self, published: &Published) {
+    pub(super) fn store(&self, published: &Published, last: &mut Last) {
         let Hints {
             feedback,
             quiet,
@@ -128,12 +166,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 observer.gate_changed(&gate.sanitized());
             }
         }
-        let expires = gate.until.map_or(u64::MAX, |t| self.nanos(t));
-        if self.expires.load(Ordering::Relaxed) != expires {
+        if last.expires != gate.until {
+            last.expires = gate.until;
+            let expires = gate.until.map_or(u64::MAX, |t| self.nanos(t));
             self.expires.store(expires, Ordering::SeqCst);
         }
-        let until = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
-        if self.until.load(Ordering::Relaxed) != until {
+        if last.wake_at != published.wake_at {
+            last.wake_at = published.wake_at;
+            let until = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
             self.until.store(until, Ordering::SeqCst);
         }
         if self.members.len() > 1 {

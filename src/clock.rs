@@ -38,8 +38,9 @@ impl Clock for SystemClock {
 /// nanoseconds where [`Instant::now`] costs 20–45 on a virtual machine, and
 /// keeps nanosecond resolution, so latency samples lose nothing.
 ///
-/// Instants are [`std::time::Instant`]s: the instant the clock was made plus
-/// the counter's time since. They never go backwards. Measured by the
+/// Instants are [`std::time::Instant`]s: the instant the process first read
+/// the clock plus the counter's time since, the same for every
+/// `QuantaClock`. They never go backwards. Measured by the
 /// counter, a long span may differ from the OS clock's by the calibration's
 /// error (parts per million); the limiter compares only instants from one
 /// clock, and sleeps for durations, so nothing mixes the two.
@@ -56,25 +57,39 @@ impl Clock for SystemClock {
 /// ```
 #[cfg(feature = "quanta")]
 #[cfg_attr(docsrs, doc(cfg(feature = "quanta")))]
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy)]
 pub struct QuantaClock {
+    origin: &'static Origin,
+}
+
+/// The process's calibrated counter and the instant it was first read, on
+/// both clocks: every [`QuantaClock`] counts from it, so all of them agree,
+/// and each is one pointer.
+#[cfg(feature = "quanta")]
+struct Origin {
     clock: quanta::Clock,
     base: Instant,
     base_ticks: quanta::Instant,
 }
 
 #[cfg(feature = "quanta")]
+static ORIGIN: std::sync::OnceLock<Origin> = std::sync::OnceLock::new();
+
+#[cfg(feature = "quanta")]
 impl QuantaClock {
-    /// A clock standing at [`Instant::now`] (the first one made calibrates
-    /// the counter, which takes a few milliseconds once per process).
+    /// The clock (the first one made in the process calibrates the counter,
+    /// which takes a few milliseconds once).
     pub fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let base_ticks = clock.now();
-        QuantaClock {
-            clock,
-            base: Instant::now(),
-            base_ticks,
-        }
+        let origin = ORIGIN.get_or_init(|| {
+            let clock = quanta::Clock::new();
+            let base_ticks = clock.now();
+            Origin {
+                clock,
+                base: Instant::now(),
+                base_ticks,
+            }
+        });
+        QuantaClock { origin }
     }
 }
 
@@ -86,12 +101,26 @@ impl Default for QuantaClock {
 }
 
 #[cfg(feature = "quanta")]
+impl fmt::Debug for QuantaClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuantaClock")
+            .field("since", &self.origin.base)
+            .finish()
+    }
+}
+
+#[cfg(feature = "quanta")]
 impl Clock for QuantaClock {
     #[inline]
     fn now(&self) -> Instant {
-        let elapsed = self.clock.now().saturating_duration_since(self.base_ticks);
+        let Origin {
+            clock,
+            base,
+            base_ticks,
+        } = self.origin;
+        let elapsed = clock.now().saturating_duration_since(*base_ticks);
         // Past what an `Instant` can hold (centuries): stand still.
-        self.base.checked_add(elapsed).unwrap_or(self.base)
+        base.checked_add(elapsed).unwrap_or(*base)
     }
 }
 

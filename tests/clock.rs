@@ -26,7 +26,6 @@ fn quanta_time_never_goes_backwards_on_any_thread() {
     let clock = QuantaClock::new();
     let threads: Vec<_> = (0..4)
         .map(|_| {
-            let clock = clock.clone();
             std::thread::spawn(move || {
                 let mut last = clock.now();
                 for _ in 0..200_000 {
@@ -72,7 +71,7 @@ fn an_open_breaker_never_admits_before_its_cooldown_ends() {
         })
         .unwrap(),
     )
-    .clock(clock.clone())
+    .clock(clock)
     .build()
     .unwrap();
     for _ in 0..10 {

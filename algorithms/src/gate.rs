@@ -99,10 +99,7 @@ impl Gate {
             admit_probability: sanitize_probability(self.admit_probability)
                 * sanitize_probability(other.admit_probability),
             probe: self.probe || other.probe,
-            until: match (self.until, other.until) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+            until: earlier(self.until, other.until),
         }
     }
 
@@ -117,6 +114,15 @@ impl Gate {
             admit_probability: sanitize_probability(self.admit_probability),
             ..self
         }
+    }
+}
+
+/// The earlier of two instants, either of which may be absent.
+#[inline]
+pub(crate) fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

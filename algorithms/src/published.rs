@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::gate::earlier;
 use crate::{Gate, Outcome, Sample};
 
 /// What a policy learns from a finished call, so that the runtime can skip
@@ -268,13 +269,6 @@ impl Published {
             hints: self.hints.meet(other.hints),
             refusers,
         }
-    }
-}
-
-fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

@@ -574,10 +574,7 @@ impl Vegas {
             None => self.probe_window.deadline(),
             Some(at) => Some(at),
         });
-        match (self.window.deadline(), probe) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        crate::gate::earlier(self.window.deadline(), probe)
     }
 }
 

@@ -280,11 +280,11 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             observer: self.observer,
         };
         {
-            let policy = limiter.lock();
-            let mut policy = policy;
-            limiter.publish(&mut policy);
+            let mut policy = limiter.lock();
+            let published = policy.publish();
+            limiter.store(&published, &mut policy.last);
             if let Some(observer) = &limiter.observer {
-                observer.gate_changed(&policy.publish().gate.sanitized());
+                observer.gate_changed(&published.gate.sanitized());
             }
         }
         Ok(limiter)

@@ -129,10 +129,7 @@ impl Breaker {
                 limit: concurrency,
                 admit_probability: probability,
                 probe: true,
-                until: match (trial.period_end, deadline) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                },
+                until: crate::gate::earlier(trial.period_end, deadline),
             },
         }
     }

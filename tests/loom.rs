@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use loom::thread;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::{
-    Algorithm, Batching, BreakerState, Feedback, Fixed, Gate, Hints, Published, Sample, Snapshot,
-    Transition,
+    Algorithm, Batching, BreakerState, Deferral, Feedback, Fixed, Gate, Hints, Published, Sample,
+    Snapshot, Transition,
 };
 use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
 
@@ -395,6 +395,70 @@ fn batched_beside_a_failure(sharding: Sharding) {
         let _ = limiter.snapshot(); // hands over what is still batched
         assert_eq!(tally.failures.load(Ordering::SeqCst), 1);
         assert_eq!(tally.successes.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// Counts what it is told, like [`Tally`], but times every call and lets
+/// every success be held for it (a latency policy's window that cannot
+/// close yet).
+#[derive(Clone, Default)]
+struct Patient(Tally);
+
+impl Algorithm for Patient {
+    fn name(&self) -> &'static str {
+        "patient"
+    }
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(3))
+            .with_hints(Hints::default().with_deferral(Some(Deferral::ALL)))
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        self.0.on_sample(now, sample);
+    }
+}
+
+#[test]
+fn held_successes_and_a_failure_beside_them_are_all_handed_over_once() {
+    held_beside_a_failure(Sharding::Off);
+}
+
+#[test]
+fn successes_held_on_parked_slots_and_a_failure_beside_them_are_all_handed_over_once() {
+    held_beside_a_failure(Sharding::Always);
+}
+
+/// Two successes held on one thread while a failure, told at once, hands
+/// over what is held on another: the pushes and the hand-over race on the
+/// buffer's mark. Bounded to [`PREEMPTIONS`]: the clock reads and the
+/// buffer's lock beside the policy's make it one of the largest models.
+fn held_beside_a_failure(sharding: Sharding) {
+    bounded(move || {
+        let patient = Patient::default();
+        let limiter = Arc::new(
+            Limiter::builder(patient.clone())
+                .clock(ManualClock::new())
+                .sharding(sharding)
+                .build()
+                .unwrap(),
+        );
+        let caller = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    let permit = limiter.try_acquire().unwrap();
+                    assert!(permit.in_flight_at_start() <= 3);
+                    permit.success();
+                }
+            })
+        };
+        let permit = limiter.try_acquire().unwrap();
+        assert!(permit.in_flight_at_start() <= 3);
+        permit.overload();
+        caller.join().unwrap();
+        assert_eq!(limiter.in_flight(), 0);
+        let _ = limiter.snapshot(); // hands over what is still held
+        assert_eq!(patient.0.failures.load(Ordering::SeqCst), 1);
+        assert_eq!(patient.0.successes.load(Ordering::SeqCst), 2);
     });
 }
 

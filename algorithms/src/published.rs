@@ -130,6 +130,92 @@ impl Quiet {
     }
 }
 
+/// Successes a policy lets the runtime hold, each with the instant it
+/// finished, and hand over later, oldest first, before any other event the
+/// policy hears of: a success no slower than `max_latency`, finishing
+/// before `until` (`None`: at any time), not a probe and not
+/// [stale](Sample::stale).
+///
+/// A policy publishes one while such a success would change only what it
+/// accumulates, not what it publishes: a latency window that cannot close
+/// before `until` takes every call into its sums, and its gate moves only
+/// when it closes. The runtime then need not take the policy's lock for
+/// every finished call: threads sharing one limiter hold their successes
+/// apart and hand them over in bulk. Samples held by different threads
+/// reach the policy sorted by the instant they finished.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::{Algorithm, Deferral, Gradient, GradientConfig, Outcome, Sample};
+///
+/// let mut gradient = Gradient::new(GradientConfig::default())?;
+/// // An empty window: its first call says when it may close.
+/// assert_eq!(gradient.publish().hints.deferral, None);
+/// let t0 = Instant::now();
+/// gradient.on_sample(t0, &Sample::new(Outcome::Success, Duration::from_millis(5), 1));
+/// let min = GradientConfig::default().window.min_duration;
+/// assert_eq!(
+///     gradient.publish().hints.deferral,
+///     Some(Deferral { until: Some(t0 + min), max_latency: Duration::MAX })
+/// );
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Deferral {
+    /// Successes finishing before this instant may be held (`None`: any).
+    pub until: Option<Instant>,
+    /// The slowest success that may be held.
+    pub max_latency: Duration,
+}
+
+impl Deferral {
+    /// Every success, at any time: for a policy that changes nothing on a
+    /// success.
+    pub const ALL: Deferral = Deferral {
+        until: None,
+        max_latency: Duration::MAX,
+    };
+
+    /// Every success no slower than `max_latency`, finishing before `until`.
+    #[must_use]
+    pub fn until(until: Option<Instant>, max_latency: Duration) -> Self {
+        Deferral { until, max_latency }
+    }
+
+    /// Whether `sample`, finished at `now`, may be held.
+    #[inline]
+    pub fn covers(&self, now: Instant, sample: &Sample) -> bool {
+        sample.outcome == Outcome::Success
+            && !sample.probe
+            && !sample.stale
+            && sample.latency <= self.max_latency
+            && self.until.is_none_or(|until| now < until)
+    }
+
+    /// The successes both may hold.
+    #[must_use]
+    pub fn meet(self, other: Deferral) -> Deferral {
+        Deferral {
+            until: earlier(self.until, other.until),
+            max_latency: self.max_latency.min(other.max_latency),
+        }
+    }
+
+    /// The deferral of a policy whose batched successes are just as good
+    /// held with their latency: one that never looks at a success's
+    /// latency, so a success it would let be batched may be deferred.
+    #[must_use]
+    pub fn from_batching(batching: Batching) -> Option<Deferral> {
+        match batching {
+            Batching::Never => None,
+            Batching::Until(t) => Some(Deferral::until(Some(t), Duration::MAX)),
+            Batching::Always => Some(Deferral::ALL),
+        }
+    }
+}
+
 /// What a policy publishes after every event: the one answer the runtime
 /// reads, under the policy's lock, and copies where the hot path sees it.
 ///
@@ -310,6 +396,9 @@ pub struct Hints {
     /// Which successes the runtime may count for the policy and hand over
     /// later, in one batch.
     pub batching: Batching,
+    /// Which successes the runtime may hold, latency and all, and hand
+    /// over later, oldest first (`None`: none).
+    pub deferral: Option<Deferral>,
 }
 
 impl Default for Hints {
@@ -320,6 +409,7 @@ impl Default for Hints {
             feedback: Feedback::Timed,
             quiet: None,
             batching: Batching::Never,
+            deferral: None,
         }
     }
 }
@@ -331,6 +421,7 @@ impl Hints {
         feedback: Feedback::Nothing,
         quiet: Some(Quiet::ALL),
         batching: Batching::Always,
+        deferral: Some(Deferral::ALL),
     };
 
     /// The same hints with `feedback`.
@@ -357,8 +448,16 @@ impl Hints {
         self
     }
 
+    /// The same hints with `deferral`.
+    #[must_use]
+    #[inline]
+    pub fn with_deferral(mut self, deferral: Option<Deferral>) -> Self {
+        self.deferral = deferral;
+        self
+    }
+
     /// What two policies need together: the more feedback, the successes
-    /// quiet to both, the successes both let be batched.
+    /// quiet to both, the successes both let be batched or held.
     #[must_use]
     pub fn meet(self, other: Hints) -> Hints {
         Hints {
@@ -378,11 +477,15 @@ impl Hints {
                 }
                 (Batching::Always, Batching::Always) => Batching::Always,
             },
+            deferral: match (self.deferral, other.deferral) {
+                (Some(a), Some(b)) => Some(a.meet(b)),
+                _ => None,
+            },
         }
     }
 
     /// Whether these hints ask for at least what `needed` asks for: as much
-    /// feedback, no success quiet or batched here that is not there.
+    /// feedback, no success quiet, batched or held here that is not there.
     #[must_use]
     pub fn covers(&self, needed: &Hints) -> bool {
         let quiet = match (self.quiet, needed.quiet) {
@@ -397,7 +500,19 @@ impl Hints {
             (Batching::Until(a), Batching::Until(b)) => a <= b,
             (Batching::Always | Batching::Until(_), _) => false,
         };
-        self.feedback >= needed.feedback && quiet && batching
+        let deferral = match (self.deferral, needed.deferral) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(b)) => {
+                a.max_latency <= b.max_latency
+                    && match (a.until, b.until) {
+                        (_, None) => true,
+                        (None, Some(_)) => false,
+                        (Some(x), Some(y)) => x <= y,
+                    }
+            }
+        };
+        self.feedback >= needed.feedback && quiet && batching && deferral
     }
 }
 

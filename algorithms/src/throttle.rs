@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use crate::buckets::{self, BucketRing, Tally};
 use crate::{
-    check, Algorithm, Batching, ConfigError, Feedback, Gate, Hints, Outcome, Published, Sample,
-    Snapshot, MAX_LIMIT,
+    check, Algorithm, Batching, ConfigError, Deferral, Feedback, Gate, Hints, Outcome, Published,
+    Sample, Snapshot, MAX_LIMIT,
 };
 
 /// The largest `K` [`ThrottleConfig::validate`] accepts. At `K = 100` the
@@ -365,13 +365,15 @@ impl Algorithm for Throttle {
     }
 
     /// Outcomes only (the throttle never looks at latency), successes
-    /// batched while none could make it reject.
+    /// batched (or held, latency and all) while none could make it reject.
     #[inline]
     fn publish(&self) -> Published {
+        let batching = self.batching();
         Published::new(self.gate()).with_hints(
             Hints::default()
                 .with_feedback(Feedback::Outcomes)
-                .with_batching(self.batching()),
+                .with_batching(batching)
+                .with_deferral(Deferral::from_batching(batching)),
         )
     }
 

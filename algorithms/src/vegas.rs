@@ -9,7 +9,9 @@ use crate::latency::recent::Recent;
 use crate::latency::secs_to_duration;
 use crate::latency::window::{Window, WindowConfig, WindowSummary};
 use crate::rng::SplitMix64;
-use crate::{check, Algorithm, ConfigError, Gate, Outcome, Published, Sample, Snapshot};
+use crate::{
+    check, Algorithm, ConfigError, Deferral, Gate, Hints, Outcome, Published, Sample, Snapshot,
+};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
 /// zero latency is read as this, so ratios stay finite.
@@ -583,10 +585,21 @@ impl Algorithm for Vegas {
         "vegas"
     }
 
-    /// Every call, timed; wakes when a window is due.
+    /// Every call, timed; wakes when a window is due. Outside a re-probe,
+    /// nothing but a window's close moves the gate: the calls that finish
+    /// before it may close are held for it.
     #[inline]
     fn publish(&self) -> Published {
-        Published::new(self.gate()).with_wake_at(self.wake_at())
+        let deferral = match self.probe {
+            Some(_) => None,
+            None => self
+                .window
+                .earliest_close()
+                .map(|t| Deferral::until(Some(t), Duration::MAX)),
+        };
+        Published::new(self.gate())
+            .with_wake_at(self.wake_at())
+            .with_hints(Hints::default().with_deferral(deferral))
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {

@@ -546,9 +546,9 @@ proptest! {
     })]
 
     /// Whatever the members and whatever happens, the stack never claims
-    /// less than a member needs: as much feedback, no success quiet or
-    /// batched for the stack that is not for every member, and a wake-up no
-    /// later than any member's.
+    /// less than a member needs: as much feedback, no success quiet,
+    /// batched or held for the stack that is not for every member, and a
+    /// wake-up no later than any member's.
     #[test]
     fn a_stacks_hints_never_claim_less_than_a_member_needs(
         members in prop::collection::vec(policy(), 1..5),
@@ -599,6 +599,59 @@ proptest! {
                     prop_assert!(published.wake_at.is_some_and(|t| t <= due));
                 }
                 prop_assert!(published.gate.limit <= member.gate.sanitized().limit);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
+        ..ProptestConfig::with_cases(256)
+    })]
+
+    /// A success a policy lets the runtime hold (its
+    /// [`Deferral`](rheostat_algorithms::Deferral)) changes nothing the
+    /// policy publishes: the runtime may hand it over later, and the
+    /// limiter admits and refuses meanwhile as if it had been told at once.
+    #[test]
+    fn a_held_success_changes_nothing_the_policy_publishes(
+        members in prop::collection::vec(policy(), 1..4),
+        events in prop::collection::vec(event(), 0..120),
+    ) {
+        let mut stack = Stack::new(members.iter().map(build_policy).collect())
+            .expect("non-empty");
+        let mut now = Instant::now();
+        let mut held = 0;
+        for event in events {
+            match event {
+                Event::Sample(fail, latency, in_flight, probe) => {
+                    let outcome = if fail { Outcome::Overload } else { Outcome::Success };
+                    let sample = Sample::new(outcome, ms(latency), in_flight).with_probe(probe);
+                    let before = stack.publish();
+                    let deferred = before
+                        .hints
+                        .deferral
+                        .is_some_and(|d| d.covers(now, &sample));
+                    stack.on_sample(now, &sample);
+                    if deferred {
+                        held += 1;
+                        prop_assert_eq!(stack.publish(), before, "after held success {}", held);
+                    }
+                }
+                Event::Successes(_) => {}
+                Event::Wait(dt) => {
+                    // Calls finish close together, mostly.
+                    now += ms(dt / 100);
+                    if stack.publish().wake_at.is_some_and(|t| t <= now) {
+                        stack.handle_timeout(now);
+                    }
+                }
+                Event::Admit => {
+                    if stack.publish().gate.probe {
+                        let _ = stack.on_admit(now);
+                    }
+                }
             }
         }
     }

@@ -118,6 +118,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now));
         };
         let probe = gate.probe();
+        self.catch_up(&mut policy, now);
         if !policy.on_admit(now) {
             self.slots.fetch_sub(1, Ordering::SeqCst);
             let transitions = self.drain(&mut policy);

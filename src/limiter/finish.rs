@@ -76,7 +76,38 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 return;
             }
         }
+        if outcome == Outcome::Success
+            && ticket.start.is_some()
+            && !ticket.probe()
+            && ticket.generation == self.generation()
+        {
+            let defer_until = self.defer_until.load(Ordering::SeqCst);
+            if defer_until != 0
+                && (defer_until == u64::MAX || self.nanos(now) < defer_until)
+                && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
+                    <= self.defer_latency.load(Ordering::SeqCst)
+            {
+                self.finish_deferred(ticket, latency, now);
+                return;
+            }
+        }
         self.finish_locked(ticket, outcome, latency, feedback, now);
+    }
+
+    /// Hold a success for the policy, without its lock; hand the held ones
+    /// over if this thread's buffer is full.
+    #[inline]
+    fn finish_deferred(&self, ticket: &Ticket, latency: Duration, now: Instant) {
+        let full = self
+            .deferred
+            .push(now, self.sample(ticket, Outcome::Success, latency));
+        self.release_slot();
+        if let Some(observer) = &self.observer {
+            observer.finished(Outcome::Success, latency, self.in_flight());
+        }
+        if full {
+            self.refresh(now);
+        }
     }
 
     /// Hand a finished call to the policy, under its lock.
@@ -114,12 +145,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         latency: Duration,
         now: Instant,
     ) -> Vec<Transition> {
-        let sample = Sample::new(outcome, latency, ticket.in_flight())
-            // Counted as at admission (slots parked on other cores
-            // included): one load, not a walk over the shards.
-            .with_in_flight_at_finish(slots_of(self.slots.load(Ordering::Relaxed)))
-            .with_probe(ticket.probe())
-            .with_stale(ticket.generation != self.generation());
+        let sample = self.sample(ticket, outcome, latency);
         let mut policy = self.lock();
         self.catch_up(&mut policy, now);
         policy.on_sample(now, &sample);
@@ -131,6 +157,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let transitions = self.drain(&mut policy);
         self.store(&published, &mut policy.last);
         transitions
+    }
+
+    /// What the policy is told of a call that ends now.
+    #[inline]
+    fn sample(&self, ticket: &Ticket, outcome: Outcome, latency: Duration) -> Sample {
+        Sample::new(outcome, latency, ticket.in_flight())
+            // Counted as at admission (slots parked on other cores
+            // included): one load, not a walk over the shards.
+            .with_in_flight_at_finish(slots_of(self.slots.load(Ordering::Relaxed)))
+            .with_probe(ticket.probe())
+            .with_stale(ticket.generation != self.generation())
     }
 
     /// Give back the slot of a success the policy lets us count for it

@@ -3,6 +3,7 @@
 mod admit;
 mod attempt;
 mod builder;
+mod deferred;
 mod finish;
 mod gate;
 mod permit;
@@ -19,8 +20,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Hints, Outcome,
-    Published, Quiet, Refusal, Sample, Snapshot, Transition,
+    check, Algorithm, Batching, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints,
+    Outcome, Published, Quiet, Refusal, Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, RejectReason, Rejection};
@@ -29,6 +30,7 @@ use crate::sync::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
     PoisonError,
 };
+use deferred::Deferred;
 use gate::{AtomicGate, Packed, ALWAYS};
 use published::Held;
 use shards::{slots_of, Parked, Shards, ONE_BATCHED, SLOTS};
@@ -86,6 +88,13 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     /// Successes finishing before this many nanoseconds after `epoch` may be
     /// batched: 0 for none, `u64::MAX` for all.
     batch_until: AtomicU64,
+    /// Successes finishing before this many nanoseconds after `epoch` may be
+    /// held for the policy ([`Deferral`]): 0 for none, `u64::MAX` for all.
+    defer_until: AtomicU64,
+    /// The slowest success that may be held, in nanoseconds.
+    defer_latency: AtomicU64,
+    /// The successes held.
+    deferred: Deferred,
     /// The policy's [`Quiet`] successes in one word: the most calls in
     /// flight at admission (the high 32 bits; 0 for none) and the longest
     /// latency in whole microseconds (rounded down, at most `u32::MAX`).

@@ -10,6 +10,8 @@ use super::*;
 pub(super) struct Held<A> {
     pub(super) policy: A,
     pub(super) last: Last,
+    /// The held successes being handed over (kept for its allocation).
+    scratch: Vec<(Instant, Sample)>,
 }
 
 /// The instants of the answer last stored (as `u64::MAX` in the atomics
@@ -18,6 +20,7 @@ pub(super) struct Held<A> {
 pub(super) struct Last {
     wake_at: Option<Instant>,
     expires: Option<Instant>,
+    deferral: Option<Deferral>,
 }
 
 impl<A> Held<A> {
@@ -25,6 +28,7 @@ impl<A> Held<A> {
         Held {
             policy,
             last: Last::default(),
+            scratch: Vec::new(),
         }
     }
 }
@@ -90,10 +94,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // from inside an admission (the queue may be locked by our caller).
     }
 
-    /// Before any event reaches the policy: hand over the successes batched
-    /// for it, then the rejections counted since it last heard.
+    /// Before any event reaches the policy: hand over the successes held
+    /// and batched for it, then the rejections counted since it last heard.
     #[inline]
-    pub(super) fn catch_up(&self, policy: &mut A, now: Instant) {
+    pub(super) fn catch_up(&self, held: &mut Held<A>, now: Instant) {
+        if !self.deferred.is_empty() {
+            self.hand_over(held);
+        }
+        let policy = &mut held.policy;
         let mut batched = 0;
         if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
             batched = self.slots.fetch_and(SLOTS, Ordering::SeqCst) >> 32;
@@ -112,6 +120,18 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// Hand the successes held for the policy over, oldest first.
+    #[cold]
+    fn hand_over(&self, held: &mut Held<A>) {
+        let Held {
+            policy, scratch, ..
+        } = held;
+        self.deferred.take(scratch);
+        for (at, sample) in scratch.drain(..) {
+            policy.on_sample(at, &sample);
+        }
+    }
+
     /// Ask the policy for its answer and copy it where the hot path reads it.
     #[inline]
     pub(super) fn publish(&self, held: &mut Held<A>) {
@@ -126,6 +146,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             feedback,
             quiet,
             batching,
+            deferral,
             ..
         } = published.hints;
         let feedback = if self.observer.is_some() {
@@ -143,6 +164,18 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         };
         if self.batch_until.load(Ordering::Relaxed) != batch_until {
             self.batch_until.store(batch_until, Ordering::SeqCst);
+        }
+        if last.deferral != deferral {
+            last.deferral = deferral;
+            let (until, latency) = match deferral {
+                None => (0, 0),
+                Some(Deferral { until, max_latency }) => (
+                    until.map_or(u64::MAX, |t| self.nanos(t)),
+                    u64::try_from(max_latency.as_nanos()).unwrap_or(u64::MAX),
+                ),
+            };
+            self.defer_latency.store(latency, Ordering::SeqCst);
+            self.defer_until.store(until, Ordering::SeqCst);
         }
         let quiet = match quiet {
             Some(Quiet {

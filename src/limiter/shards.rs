@@ -246,7 +246,7 @@ impl Parked<'_> {
 
 /// Shards per limiter: the machine's parallelism, rounded up to a power of
 /// two, at least 2 and at most [`MAX_SHARDS`].
-fn shard_count() -> usize {
+pub(super) fn shard_count() -> usize {
     #[cfg(not(rheostat_loom))]
     {
         static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -276,7 +276,7 @@ loom::thread_local! {
 /// This thread's shard: threads take shards in turn as they first use any
 /// limiter, so the first threads on a machine each have one of their own.
 #[inline]
-fn index() -> usize {
+pub(super) fn index() -> usize {
     SHARD.with(|shard| {
         let index = shard.get();
         if index != usize::MAX {

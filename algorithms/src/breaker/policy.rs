@@ -15,8 +15,8 @@ use super::settings::{Judge, Ramp};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
-    Algorithm, Batching, BreakerState, ConfigError, Feedback, Gate, Hints, Outcome, Published,
-    Sample, Snapshot, Transition, MAX_LIMIT,
+    Algorithm, Batching, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints, Outcome,
+    Published, Sample, Snapshot, Transition, MAX_LIMIT,
 };
 
 /// The name a breaker reports in snapshots and transitions.
@@ -543,15 +543,18 @@ impl Algorithm for Breaker {
     }
 
     /// The gate; outcomes or timed calls as the state needs; successes
-    /// batched while none could trip it; woken when a timer is due.
+    /// batched (or held, latency and all) while none could trip it; woken
+    /// when a timer is due.
     #[inline]
     fn publish(&self) -> Published {
+        let batching = self.batching();
         Published::new(self.gate())
             .with_wake_at(self.wake_at())
             .with_hints(
                 Hints::default()
                     .with_feedback(self.feedback())
-                    .with_batching(self.batching()),
+                    .with_batching(batching)
+                    .with_deferral(Deferral::from_batching(batching)),
             )
     }
 

@@ -390,6 +390,21 @@ impl Window {
         )
     }
 
+    /// The earliest instant at which the open window may close: no call
+    /// finishing before it closes the window, so a policy that changes only
+    /// when its window closes may let such calls be held for it (see
+    /// [`Deferral`](crate::Deferral)). `None` while the window is empty:
+    /// its first call says when.
+    #[inline]
+    pub fn earliest_close(&self) -> Option<Instant> {
+        let started = self.started?;
+        Some(
+            started
+                .checked_add(self.config.min_duration)
+                .unwrap_or(started),
+        )
+    }
+
     /// Record one finished call at `now`, and close the window if that makes
     /// it due. Returns the summary of the window it closed, if it closed one.
     /// [`Outcome::Ignore`] calls are not recorded (but a window that is due

@@ -1,0 +1,111 @@
+//! Successes held for the policy without its lock, each with the instant it
+//! finished, and handed over before the next event the policy hears of.
+//!
+//! A latency policy (Vegas, Gradient, the latency mode of Aimd) learns from
+//! every call but moves its gate only when its window closes. Taking its
+//! lock for each finished call made threads sharing one limiter queue on
+//! that lock: two threads made about 0.6 of one thread's rate. While the
+//! policy publishes a [`Deferral`](crate::algorithms::Deferral), a success
+//! it covers is pushed instead on a short buffer of the finishing thread's
+//! own — one per shard, each behind its own lock on its own cache line —
+//! and the buffers are emptied into the policy, oldest first, under its
+//! lock, before the next event it hears of: a call the deferral does not
+//! cover, a timeout, a refusal it counts, an update, or a buffer filling up.
+//!
+//! Nothing is lost: a buffer's bit in `marks` is set, under the buffer's
+//! lock, by the push that makes it non-empty, and a hand-over clears the
+//! bits before it empties the buffers they mark. A push that comes between
+//! the two is emptied with the rest; one that comes after sets the bit
+//! again.
+
+use std::time::Instant;
+
+use super::shards::{index, shard_count};
+use super::slots::Line;
+use crate::algorithms::Sample;
+use crate::sync::{AtomicU64, Mutex, Ordering, PoisonError};
+
+/// Samples a buffer holds before the call that fills it hands them over.
+pub(super) const CAPACITY: usize = 32;
+
+/// The most buffers a limiter sets up: threads beyond share them.
+const MAX_BUFFERS: usize = 16;
+
+type Buffer = Line<Mutex<Vec<(Instant, Sample)>>>;
+
+/// The held successes of one limiter.
+pub(super) struct Deferred {
+    /// One buffer per shard, set up by the first success held.
+    buffers: std::sync::OnceLock<Box<[Buffer]>>,
+    /// One bit per buffer that may hold samples.
+    marks: AtomicU64,
+}
+
+impl Deferred {
+    pub(super) fn new() -> Self {
+        let deferred = Deferred {
+            buffers: std::sync::OnceLock::new(),
+            marks: AtomicU64::new(0),
+        };
+        // Under loom, set up before any thread starts: loom cannot see the
+        // ordering `std`'s `OnceLock` publishes with (see `contended`).
+        #[cfg(rheostat_loom)]
+        deferred.buffers();
+        deferred
+    }
+
+    fn buffers(&self) -> &[Buffer] {
+        self.buffers.get_or_init(|| {
+            (0..shard_count().min(MAX_BUFFERS))
+                .map(|_| Line(Mutex::new(Vec::new())))
+                .collect()
+        })
+    }
+
+    /// Hold `sample`, finished at `at`; whether this thread's buffer is now
+    /// full and should be handed over.
+    #[inline]
+    pub(super) fn push(&self, at: Instant, sample: Sample) -> bool {
+        let buffers = self.buffers();
+        // The count is a power of two.
+        let i = index() & (buffers.len() - 1);
+        let mut buffer = buffers[i].lock().unwrap_or_else(PoisonError::into_inner);
+        if buffer.capacity() == 0 {
+            buffer.reserve_exact(CAPACITY);
+        }
+        buffer.push((at, sample));
+        let len = buffer.len();
+        if len == 1 {
+            self.marks.fetch_or(1 << i, Ordering::SeqCst);
+        }
+        len >= CAPACITY
+    }
+
+    /// Whether any sample may be held.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.marks.load(Ordering::SeqCst) == 0
+    }
+
+    /// Move every held sample into `out`, sorted by the instant it finished
+    /// (samples of one thread keep their order).
+    pub(super) fn take(&self, out: &mut Vec<(Instant, Sample)>) {
+        let mut marks = self.marks.swap(0, Ordering::SeqCst);
+        let Some(buffers) = self.buffers.get() else {
+            return;
+        };
+        let mut sources = 0;
+        while marks != 0 {
+            let i = marks.trailing_zeros() as usize;
+            marks &= marks - 1;
+            let mut buffer = buffers[i].lock().unwrap_or_else(PoisonError::into_inner);
+            if !buffer.is_empty() {
+                sources += 1;
+                out.append(&mut buffer);
+            }
+        }
+        if sources > 1 {
+            out.sort_by_key(|(at, _)| *at);
+        }
+    }
+}

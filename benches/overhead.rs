@@ -2,14 +2,18 @@
 //!
 //! The baseline is the least any latency-measuring limiter must do: take and
 //! release a `tokio::sync::Semaphore` permit and read the clock twice (once at
-//! admission, once at completion). Run with `cargo bench --bench overhead`.
+//! admission, once at completion). Run with `cargo bench --bench overhead`:
+//! criterion's report for each, then one table of this run's medians with
+//! its date and the machine's load.
 
 mod common;
 
+use std::cell::RefCell;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion};
 use rheostat::algorithms::Algorithm;
 use rheostat::algorithms::{
     Aimd, AimdConfig, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Stack, Throttle,
@@ -17,29 +21,56 @@ use rheostat::algorithms::{
 };
 use rheostat::Limiter;
 
+/// Samples per case, and the nanoseconds per call each gave, by case.
+const SAMPLES: usize = 100;
+thread_local! {
+    static TIMES: RefCell<Vec<(&'static str, &'static str, Vec<f64>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Time `call` as criterion's case `id` of `group`, and keep each sample's
+/// nanoseconds per call for the summary.
+fn timed(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &'static str,
+    id: &'static str,
+    mut call: impl FnMut(),
+) {
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                call();
+            }
+            let elapsed = start.elapsed();
+            #[allow(clippy::cast_precision_loss, reason = "a mean of nanoseconds")]
+            let per_call = elapsed.as_secs_f64() * 1e9 / iters.max(1) as f64;
+            TIMES.with_borrow_mut(|times| {
+                match times.iter_mut().find(|(g, i, _)| *g == name && *i == id) {
+                    Some((_, _, samples)) => samples.push(per_call),
+                    None => times.push((name, id, vec![per_call])),
+                }
+            });
+            elapsed
+        });
+    });
+}
+
 fn overhead(c: &mut Criterion) {
     let mut group = c.benchmark_group("overhead");
+    group.sample_size(SAMPLES);
+    let g = &mut group;
 
     let semaphore = tokio::sync::Semaphore::new(1_000);
-    group.bench_function("baseline: semaphore + 2 clock reads", |b| {
-        b.iter(|| {
-            let start = Instant::now();
-            let permit = semaphore.try_acquire();
-            let elapsed = Instant::now().duration_since(start);
-            drop(black_box(permit));
-            black_box(elapsed)
-        });
+    timed(g, OVERHEAD, BASELINE, || {
+        let start = Instant::now();
+        let permit = semaphore.try_acquire();
+        let elapsed = Instant::now().duration_since(start);
+        drop(black_box(permit));
+        black_box(elapsed);
     });
 
     let fixed = Limiter::new(Fixed::new(1_000).expect("valid"));
-    group.bench_function("rheostat fixed", |b| {
-        b.iter(|| {
-            let permit = fixed.try_acquire();
-            if let Ok(p) = black_box(permit) {
-                p.success();
-            }
-        });
-    });
+    timed(g, OVERHEAD, "rheostat fixed", || one_call(&fixed));
 
     let aimd = Limiter::new(
         Aimd::new(AimdConfig {
@@ -50,14 +81,7 @@ fn overhead(c: &mut Criterion) {
         })
         .expect("valid"),
     );
-    group.bench_function("rheostat aimd", |b| {
-        b.iter(|| {
-            let permit = aimd.try_acquire();
-            if let Ok(p) = black_box(permit) {
-                p.success();
-            }
-        });
-    });
+    timed(g, OVERHEAD, "rheostat aimd", || one_call(&aimd));
 
     let vegas = Limiter::new(
         Vegas::new(VegasConfig {
@@ -67,7 +91,7 @@ fn overhead(c: &mut Criterion) {
         })
         .expect("valid"),
     );
-    group.bench_function("rheostat vegas", |b| b.iter(|| one_call(&vegas)));
+    timed(g, OVERHEAD, "rheostat vegas", || one_call(&vegas));
 
     let gradient = Limiter::new(
         Gradient::new(GradientConfig {
@@ -77,27 +101,20 @@ fn overhead(c: &mut Criterion) {
         })
         .expect("valid"),
     );
-    group.bench_function("rheostat gradient", |b| b.iter(|| one_call(&gradient)));
+    timed(g, OVERHEAD, "rheostat gradient", || one_call(&gradient));
 
     let breaker = Limiter::new(Breaker::new(BreakerConfig::default()).expect("valid"));
-    group.bench_function("rheostat breaker (closed)", |b| {
-        b.iter(|| one_call(&breaker))
+    timed(g, OVERHEAD, "rheostat breaker (closed)", || {
+        one_call(&breaker)
     });
 
     let open = common::open_breaker();
-    group.bench_function("rheostat breaker (open, rejecting)", |b| {
-        b.iter(|| black_box(open.try_acquire()).is_err());
+    timed(g, OVERHEAD, "rheostat breaker (open, rejecting)", || {
+        black_box(black_box(open.try_acquire()).is_err());
     });
 
     let throttle = Limiter::new(Throttle::new(ThrottleConfig::default()).expect("valid"));
-    group.bench_function("rheostat throttle", |b| {
-        b.iter(|| {
-            let permit = throttle.try_acquire();
-            if let Ok(p) = black_box(permit) {
-                p.success();
-            }
-        });
-    });
+    timed(g, OVERHEAD, "rheostat throttle", || one_call(&throttle));
 
     let stack = Limiter::new(
         Stack::builder()
@@ -106,19 +123,14 @@ fn overhead(c: &mut Criterion) {
             .build()
             .expect("valid"),
     );
-    group.bench_function("rheostat stack (fixed + throttle)", |b| {
-        b.iter(|| {
-            let permit = stack.try_acquire();
-            if let Ok(p) = black_box(permit) {
-                p.success();
-            }
-        });
+    timed(g, OVERHEAD, "rheostat stack (fixed + throttle)", || {
+        one_call(&stack);
     });
 
     let full = Limiter::new(Fixed::new(1).expect("valid"));
     let _held = full.try_acquire();
-    group.bench_function("rheostat fixed, rejected", |b| {
-        b.iter(|| black_box(full.try_acquire()).is_err());
+    timed(g, OVERHEAD, "rheostat fixed, rejected", || {
+        black_box(black_box(full.try_acquire()).is_err());
     });
 
     group.finish();
@@ -128,30 +140,84 @@ fn overhead(c: &mut Criterion) {
 fn clocks(c: &mut Criterion) {
     use rheostat::{Clock, QuantaClock, SystemClock};
     let mut group = c.benchmark_group("clock");
-    group.bench_function("Instant::now", |b| b.iter(|| black_box(Instant::now())));
-    group.bench_function("SystemClock", |b| {
-        b.iter(|| black_box(SystemClock.now()));
+    group.sample_size(SAMPLES);
+    let g = &mut group;
+    timed(g, CLOCK, "Instant::now", || {
+        black_box(Instant::now());
+    });
+    timed(g, CLOCK, "SystemClock", || {
+        black_box(SystemClock.now());
     });
     let quanta_clock = QuantaClock::new();
-    group.bench_function("QuantaClock (an Instant from the TSC)", |b| {
-        b.iter(|| black_box(quanta_clock.now()));
+    timed(g, CLOCK, "QuantaClock (an Instant from the TSC)", || {
+        black_box(quanta_clock.now());
     });
     let raw = quanta::Clock::new();
-    group.bench_function("quanta::Clock::now", |b| b.iter(|| black_box(raw.now())));
-    group.bench_function("quanta::Clock::raw", |b| b.iter(|| black_box(raw.raw())));
-    let upkeep = quanta::Upkeep::new(std::time::Duration::from_millis(1)).start();
-    group.bench_function("quanta::Clock::recent (1 ms upkeep thread)", |b| {
-        b.iter(|| black_box(raw.recent()));
+    timed(g, CLOCK, "quanta::Clock::now", || {
+        black_box(raw.now());
     });
+    timed(g, CLOCK, "quanta::Clock::raw", || {
+        black_box(raw.raw());
+    });
+    let upkeep = quanta::Upkeep::new(Duration::from_millis(1)).start();
+    timed(
+        g,
+        CLOCK,
+        "quanta::Clock::recent (1 ms upkeep thread)",
+        || {
+            black_box(raw.recent());
+        },
+    );
     drop(upkeep);
     group.finish();
 }
 
-mod group {
-    #![allow(missing_docs, reason = "generated by criterion")]
-    criterion::criterion_group!(benches, super::overhead, super::clocks);
+const OVERHEAD: &str = "overhead";
+const CLOCK: &str = "clock";
+const BASELINE: &str = "baseline: semaphore + 2 clock reads";
+
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
-criterion_main!(group::benches);
+
+/// This run's medians, one table per group, with the run's date and load.
+fn summary(load_before: &str) {
+    println!("\n## overhead: one run (medians over {SAMPLES} criterion samples)\n");
+    println!(
+        "Ended {}; load average before and after: {load_before} / {}\n",
+        common::utc_now(),
+        common::load_average()
+    );
+    TIMES.with_borrow(|times| {
+        let baseline = times
+            .iter()
+            .find(|(g, id, _)| *g == OVERHEAD && *id == BASELINE)
+            .map(|(_, _, s)| median(s));
+        println!("| one call, uncontended | median | × baseline |");
+        println!("| --- | ---: | ---: |");
+        for (_, id, samples) in times.iter().filter(|(g, _, _)| *g == OVERHEAD) {
+            let m = median(samples);
+            let ratio = baseline.map_or(String::from("–"), |b| format!("{:.2}", m / b));
+            println!("| {id} | {m:.1} ns | {ratio} |");
+        }
+        println!("\n| one clock read | median |");
+        println!("| --- | ---: |");
+        for (_, id, samples) in times.iter().filter(|(g, _, _)| *g == CLOCK) {
+            println!("| {id} | {:.1} ns |", median(samples));
+        }
+    });
+}
+
+fn main() {
+    let load_before = common::load_average();
+    let mut c = Criterion::default().configure_from_args();
+    overhead(&mut c);
+    clocks(&mut c);
+    c.final_summary();
+    summary(&load_before);
+}
 
 /// One uncontended call: acquire, record a success, release.
 fn one_call<A: Algorithm>(limiter: &Limiter<A>) {

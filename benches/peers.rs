@@ -979,36 +979,6 @@ fn congestion_gradient_panic() -> Option<String> {
 
 // ----- the summary ----------------------------------------------------------
 
-/// The first three fields of `/proc/loadavg`, where there is one.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".to_owned())
-}
-
-/// Now, in UTC, as `2026-12-01 11:35`: the date a summary's run ended.
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = i64::try_from(days).unwrap_or(0) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rest / 3_600,
-        rest % 3_600 / 60
-    )
-}
-
 fn summary(
     rec: &Recorder,
     memory: &(Vec<Footprint>, Vec<(&'static str, isize)>),
@@ -1018,8 +988,8 @@ fn summary(
     println!("\n## peers: one run (medians over {SAMPLES} criterion samples)\n");
     println!(
         "Ended {}; load average before and after: {load_before} / {}\n",
-        utc_now(),
-        load_average()
+        common::utc_now(),
+        common::load_average()
     );
 
     for (group, title) in [
@@ -1117,7 +1087,7 @@ fn main() {
     };
     println!("congestion-limiter Gradient: not benched: {gradient}");
 
-    let load_before = load_average();
+    let load_before = common::load_average();
     let rec = Recorder::default();
     let mut c = Criterion::default().configure_from_args();
     uncontended(&mut c, &rec);

@@ -21,8 +21,8 @@ pub(crate) use std::sync::{
 };
 
 /// Poisoning is `std`'s in both: loom's `Mutex::lock` returns a
-/// `std::sync::LockResult`.
-pub(crate) use std::sync::PoisonError;
+/// `std::sync::LockResult`, and its `try_lock` a `std::sync::TryLockResult`.
+pub(crate) use std::sync::{PoisonError, TryLockError};
 
 /// Orders the access before it and the access after it in the single total
 /// order of sequentially consistent operations, as the `SeqCst` accesses on

@@ -20,6 +20,11 @@ use rheostat::algorithms::{
 };
 use rheostat::{Clock, Limiter, ManualClock, Outcome, Sharding};
 
+/// Held successes are buffered once two threads have met on the policy's
+/// lock; `Sharding::Always` sets the buffers up at once, for a test driven
+/// from one thread.
+const AT_ONCE: Sharding = Sharding::Always;
+
 /// A policy that writes down every call it is told of, with the instant
 /// it finished, and can be made to refuse deferral.
 struct Told<P> {
@@ -82,6 +87,7 @@ fn held_successes_reach_the_policy_in_order_before_its_next_event() {
     let log = Arc::clone(&policy.log);
     let limiter = Limiter::builder(policy)
         .clock(clock.clone())
+        .sharding(AT_ONCE)
         .build()
         .unwrap();
     let call = |latency: u64, outcome: Outcome| {
@@ -129,6 +135,7 @@ fn a_success_after_the_window_may_close_is_told_at_once_with_those_held() {
     let (log, count) = (Arc::clone(&policy.log), Arc::clone(&policy.count));
     let limiter = Limiter::builder(policy)
         .clock(clock.clone())
+        .sharding(AT_ONCE)
         .build()
         .unwrap();
     for _ in 0..20 {
@@ -151,6 +158,7 @@ fn a_snapshot_hands_over_what_is_held() {
     let count = Arc::clone(&policy.count);
     let limiter = Limiter::builder(policy)
         .clock(clock.clone())
+        .sharding(AT_ONCE)
         .build()
         .unwrap();
     for _ in 0..5 {
@@ -211,16 +219,29 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
-    fn holding_successes_changes_no_admission_and_no_limit(
+    fn holding_successes_or_asking_nothing_after_them_changes_no_admission_and_no_limit(
         kind in prop_oneof![Just(Kind::Vegas), Just(Kind::Gradient), Just(Kind::Aimd)],
         ops in prop::collection::vec(op(), 1..600),
+        buffered in any::<bool>(),
     ) {
+        // With buffers, successes are held; without (one thread, never
+        // contended), each is told at once and the policy is asked nothing
+        // after it.
+        let sharding = if buffered { AT_ONCE } else { Sharding::OnContention };
         let (clock_a, clock_b) = (ManualClock::new(), ManualClock::new());
         let held = Told::new(policy(kind), true);
         let told = Told::new(policy(kind), false);
         let (count_a, count_b) = (Arc::clone(&held.count), Arc::clone(&told.count));
-        let a = Limiter::builder(held).clock(clock_a.clone()).build().unwrap();
-        let b = Limiter::builder(told).clock(clock_b.clone()).build().unwrap();
+        let a = Limiter::builder(held)
+            .clock(clock_a.clone())
+            .sharding(sharding)
+            .build()
+            .unwrap();
+        let b = Limiter::builder(told)
+            .clock(clock_b.clone())
+            .sharding(sharding)
+            .build()
+            .unwrap();
         let (mut kept_a, mut kept_b) = (Vec::new(), Vec::new());
         for (i, op) in ops.iter().enumerate() {
             match *op {
@@ -259,6 +280,27 @@ proptest! {
         prop_assert_eq!(x.raw_limit.map(f64::to_bits), y.raw_limit.map(f64::to_bits));
         prop_assert_eq!(count_a.load(Ordering::SeqCst), count_b.load(Ordering::SeqCst));
     }
+}
+
+#[test]
+fn one_thread_alone_holds_nothing() {
+    let clock = ManualClock::new();
+    let policy = Told::new(Gradient::new(GradientConfig::default()).unwrap(), true);
+    let count = Arc::clone(&policy.count);
+    let limiter = Limiter::builder(policy)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let permit = limiter.try_acquire().unwrap();
+        clock.advance(ms(1));
+        permit.success();
+    }
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        5,
+        "told at once: its lock is never contended"
+    );
 }
 
 #[test]

@@ -137,12 +137,13 @@ impl Quiet {
 /// [stale](Sample::stale).
 ///
 /// A policy publishes one while such a success would change only what it
-/// accumulates, not what it publishes: a latency window that cannot close
-/// before `until` takes every call into its sums, and its gate moves only
-/// when it closes. The runtime then need not take the policy's lock for
-/// every finished call: threads sharing one limiter hold their successes
-/// apart and hand them over in bulk. Samples held by different threads
-/// reach the policy sorted by the instant they finished.
+/// accumulates — not what it publishes, and it reports no transition: a
+/// latency window that cannot close before `until` takes every call into
+/// its sums, and its gate moves only when it closes. The runtime then
+/// need not ask the policy for its answer after such a success, nor take
+/// its lock for every one: threads sharing one limiter hold their
+/// successes apart and hand them over in bulk. Samples held by different
+/// threads reach the policy sorted by the instant they finished.
 ///
 /// # Examples
 ///

@@ -637,6 +637,7 @@ proptest! {
                     if deferred {
                         held += 1;
                         prop_assert_eq!(stack.publish(), before, "after held success {}", held);
+                        prop_assert!(stack.poll_transition().is_none(), "a transition");
                     }
                 }
                 Event::Successes(_) => {}

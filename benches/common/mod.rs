@@ -24,3 +24,17 @@ pub(crate) fn open_breaker() -> Limiter<Breaker> {
     assert!(open.try_acquire().is_err(), "the breaker must be open");
     open
 }
+
+/// The first three fields of `/proc/loadavg`, where there is one.
+pub(crate) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// Now, in UTC, as `2026-12-01T11:35Z`: when a summary's run ended.
+pub(crate) fn utc_now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace('T', " ")
+}

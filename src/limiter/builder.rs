@@ -262,7 +262,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             batch_until: AtomicU64::new(0),
             defer_until: AtomicU64::new(0),
             defer_latency: AtomicU64::new(0),
-            deferred: Deferred::new(),
+            deferred: Deferred::new(self.options.sharding == Sharding::Always),
             quiet: AtomicU64::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
             generation: AtomicU32::new(0),

@@ -12,6 +12,11 @@
 //! lock, before the next event it hears of: a call the deferral does not
 //! cover, a timeout, a refusal it counts, an update, or a buffer filling up.
 //!
+//! The buffers are set up the first time a thread finds the policy's lock
+//! taken (or at once, with [`Sharding::Always`](super::Sharding::Always)):
+//! one thread alone gains nothing from them — its lock is never contended —
+//! and a limiter only ever used by one thread at a time keeps no buffer.
+//!
 //! Nothing is lost: a buffer's bit in `marks` is set, under the buffer's
 //! lock, by the push that makes it non-empty, and a hand-over clears the
 //! bits before it empties the buffers they mark. A push that comes between
@@ -42,16 +47,25 @@ pub(super) struct Deferred {
 }
 
 impl Deferred {
-    pub(super) fn new() -> Self {
+    /// Held successes, with the buffers set up at once if `now`.
+    pub(super) fn new(now: bool) -> Self {
         let deferred = Deferred {
             buffers: std::sync::OnceLock::new(),
             marks: AtomicU64::new(0),
         };
-        // Under loom, set up before any thread starts: loom cannot see the
-        // ordering `std`'s `OnceLock` publishes with (see `contended`).
-        #[cfg(rheostat_loom)]
-        deferred.buffers();
+        // Under loom, always set up before any thread starts: loom cannot
+        // see the ordering `std`'s `OnceLock` publishes with (see
+        // `contended`).
+        if now || cfg!(rheostat_loom) {
+            deferred.set_up();
+        }
         deferred
+    }
+
+    /// Set the buffers up, if they are not yet.
+    #[cold]
+    pub(super) fn set_up(&self) {
+        self.buffers();
     }
 
     fn buffers(&self) -> &[Buffer] {
@@ -60,6 +74,12 @@ impl Deferred {
                 .map(|_| Line(Mutex::new(Vec::new())))
                 .collect()
         })
+    }
+
+    /// Whether successes may be held: the buffers are set up.
+    #[inline]
+    pub(super) fn is_set_up(&self) -> bool {
+        self.buffers.get().is_some()
     }
 
     /// Hold `sample`, finished at `at`; whether this thread's buffer is now

@@ -80,18 +80,55 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             && ticket.start.is_some()
             && !ticket.probe()
             && ticket.generation == self.generation()
+            && self.deferral_covers(now, latency)
         {
-            let defer_until = self.defer_until.load(Ordering::SeqCst);
-            if defer_until != 0
-                && (defer_until == u64::MAX || self.nanos(now) < defer_until)
-                && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
-                    <= self.defer_latency.load(Ordering::SeqCst)
-            {
+            if self.deferred.is_set_up() {
                 self.finish_deferred(ticket, latency, now);
-                return;
+            } else {
+                self.finish_covered(ticket, latency, now);
             }
+            return;
         }
         self.finish_locked(ticket, outcome, latency, feedback, now);
+    }
+
+    /// Whether the policy's deferral, as last published, covers a success
+    /// that took `latency` and finished at `now`.
+    #[inline]
+    fn deferral_covers(&self, now: Instant, latency: Duration) -> bool {
+        let until = self.defer_until.load(Ordering::SeqCst);
+        until != 0
+            && (until == u64::MAX || self.nanos(now) < until)
+            && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
+                <= self.defer_latency.load(Ordering::SeqCst)
+    }
+
+    /// Tell the policy of a success its deferral covers, under its lock,
+    /// and ask it nothing: by the deferral's promise, nothing it publishes
+    /// moves. If another thread holds the lock, set up the buffers that
+    /// hold such successes from now on. If anything else is waiting to be
+    /// handed over first, or the policy is due to be woken, it goes the
+    /// whole way.
+    #[inline]
+    fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant) {
+        let sample = self.sample(ticket, Outcome::Success, latency);
+        let transitions = self.learn_sample(sample, now, Some(latency));
+        self.release_slot();
+        if let Some(observer) = &self.observer {
+            observer.finished(Outcome::Success, latency, self.in_flight());
+        }
+        self.report(transitions);
+    }
+
+    /// Whether, under the policy's lock, something must reach the policy
+    /// before the next call, or the policy is due to be woken at `now`.
+    #[inline]
+    fn pending(&self, now: Instant) -> bool {
+        self.rejected.load(Ordering::Relaxed) != 0
+            || self.slots.load(Ordering::SeqCst) >> 32 != 0
+            || self.slots.shards.get().is_some()
+            || !self.deferred.is_empty()
+            || self.nanos(now) >= self.until.load(Ordering::SeqCst)
     }
 
     /// Hold a success for the policy, without its lock; hand the held ones
@@ -145,8 +182,26 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         latency: Duration,
         now: Instant,
     ) -> Vec<Transition> {
-        let sample = self.sample(ticket, outcome, latency);
-        let mut policy = self.lock();
+        self.learn_sample(self.sample(ticket, outcome, latency), now, None)
+    }
+
+    /// Tell the policy of `sample`, under its lock, and publish what it
+    /// makes of it — unless it is a success of `covered` latency that the
+    /// policy's deferral covers, as the lock finds it, with nothing else
+    /// pending: then nothing the policy publishes moves (the deferral's
+    /// promise), and it is asked nothing.
+    #[inline]
+    fn learn_sample(
+        &self,
+        sample: Sample,
+        now: Instant,
+        covered: Option<Duration>,
+    ) -> Vec<Transition> {
+        let mut policy = self.lock_or_defer();
+        if covered.is_some_and(|latency| self.deferral_covers(now, latency)) && !self.pending(now) {
+            policy.on_sample(now, &sample);
+            return Vec::new();
+        }
         self.catch_up(&mut policy, now);
         policy.on_sample(now, &sample);
         let mut published = policy.publish();

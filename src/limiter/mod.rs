@@ -28,7 +28,7 @@ use crate::error::{CallError, RejectReason, Rejection};
 use crate::observe::Observer;
 use crate::sync::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
-    PoisonError,
+    PoisonError, TryLockError,
 };
 use deferred::Deferred;
 use gate::{AtomicGate, Packed, ALWAYS};
@@ -484,6 +484,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let permit = self.try_acquire().map_err(CallError::Rejected)?;
         let timeout = permit.timeout(timeout);
         permit.run(timeout, classify, call).await
+    }
+
+    /// Lock the policy to tell it of a finished call; if another thread
+    /// holds the lock, set up the buffers that hold successes for it from
+    /// now on (see `deferred.rs`).
+    #[inline]
+    fn lock_or_defer(&self) -> MutexGuard<'_, Held<A>> {
+        match self.policy.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.deferred.set_up();
+                self.lock()
+            }
+        }
     }
 
     #[inline]

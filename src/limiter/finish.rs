@@ -80,25 +80,27 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             && ticket.start.is_some()
             && !ticket.probe()
             && ticket.generation == self.generation()
-            && self.deferral_covers(now, latency)
         {
-            if self.deferred.is_set_up() {
-                self.finish_deferred(ticket, latency, now);
-            } else {
-                self.finish_covered(ticket, latency, now);
+            let at = self.nanos(now);
+            if self.deferral_covers(at, latency) {
+                if self.deferred.is_set_up() {
+                    self.finish_deferred(ticket, latency, now);
+                } else {
+                    self.finish_covered(ticket, latency, now, at);
+                }
+                return;
             }
-            return;
         }
         self.finish_locked(ticket, outcome, latency, feedback, now);
     }
 
     /// Whether the policy's deferral, as last published, covers a success
-    /// that took `latency` and finished at `now`.
+    /// that took `latency` and finished `at` nanoseconds after the epoch.
     #[inline]
-    fn deferral_covers(&self, now: Instant, latency: Duration) -> bool {
+    fn deferral_covers(&self, at: u64, latency: Duration) -> bool {
         let until = self.defer_until.load(Ordering::SeqCst);
         until != 0
-            && (until == u64::MAX || self.nanos(now) < until)
+            && (until == u64::MAX || at < until)
             && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
                 <= self.defer_latency.load(Ordering::SeqCst)
     }
@@ -110,9 +112,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// handed over first, or the policy is due to be woken, it goes the
     /// whole way.
     #[inline]
-    fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant) {
+    fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant, at: u64) {
         let sample = self.sample(ticket, Outcome::Success, latency);
-        let transitions = self.learn_sample(sample, now, Some(latency));
+        let transitions = self.learn_sample(sample, now, Some((latency, at)));
         self.release_slot();
         if let Some(observer) = &self.observer {
             observer.finished(Outcome::Success, latency, self.in_flight());
@@ -121,14 +123,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Whether, under the policy's lock, something must reach the policy
-    /// before the next call, or the policy is due to be woken at `now`.
+    /// before the next call, or the policy is due to be woken `at`
+    /// nanoseconds after the epoch.
     #[inline]
-    fn pending(&self, now: Instant) -> bool {
+    fn pending(&self, at: u64) -> bool {
         self.rejected.load(Ordering::Relaxed) != 0
             || self.slots.load(Ordering::SeqCst) >> 32 != 0
             || self.slots.shards.get().is_some()
             || !self.deferred.is_empty()
-            || self.nanos(now) >= self.until.load(Ordering::SeqCst)
+            || at >= self.until.load(Ordering::SeqCst)
     }
 
     /// Hold a success for the policy, without its lock; hand the held ones
@@ -186,19 +189,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Tell the policy of `sample`, under its lock, and publish what it
-    /// makes of it — unless it is a success of `covered` latency that the
-    /// policy's deferral covers, as the lock finds it, with nothing else
-    /// pending: then nothing the policy publishes moves (the deferral's
-    /// promise), and it is asked nothing.
+    /// makes of it — unless it is a success, of the `covered` latency and
+    /// finish (in nanoseconds after the epoch), that the policy's deferral
+    /// covers as the lock finds it, with nothing else pending: then nothing
+    /// the policy publishes moves (the deferral's promise), and it is asked
+    /// nothing.
     #[inline]
     fn learn_sample(
         &self,
         sample: Sample,
         now: Instant,
-        covered: Option<Duration>,
+        covered: Option<(Duration, u64)>,
     ) -> Vec<Transition> {
         let mut policy = self.lock_or_defer();
-        if covered.is_some_and(|latency| self.deferral_covers(now, latency)) && !self.pending(now) {
+        if covered
+            .is_some_and(|(latency, at)| self.deferral_covers(at, latency) && !self.pending(at))
+        {
             policy.on_sample(now, &sample);
             return Vec::new();
         }

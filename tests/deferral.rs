@@ -80,21 +80,38 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// A limiter over `policy` on `clock`, with `sharding`.
+fn limiter<P: Algorithm>(
+    policy: P,
+    clock: &ManualClock,
+    sharding: Sharding,
+) -> Limiter<P, ManualClock> {
+    Limiter::builder(policy)
+        .clock(clock.clone())
+        .sharding(sharding)
+        .build()
+        .unwrap()
+}
+
+/// One call that takes `latency` on `clock` and ends with `outcome`.
+fn call<P: Algorithm>(
+    limiter: &Limiter<P, ManualClock>,
+    clock: &ManualClock,
+    latency: Duration,
+    outcome: Outcome,
+) {
+    let permit = limiter.try_acquire().unwrap();
+    clock.advance(latency);
+    permit.record(outcome);
+}
+
 #[test]
 fn held_successes_reach_the_policy_in_order_before_its_next_event() {
     let clock = ManualClock::new();
     let policy = Told::new(Gradient::new(GradientConfig::default()).unwrap(), true);
     let log = Arc::clone(&policy.log);
-    let limiter = Limiter::builder(policy)
-        .clock(clock.clone())
-        .sharding(AT_ONCE)
-        .build()
-        .unwrap();
-    let call = |latency: u64, outcome: Outcome| {
-        let permit = limiter.try_acquire().unwrap();
-        clock.advance(ms(latency));
-        permit.record(outcome);
-    };
+    let limiter = limiter(policy, &clock, AT_ONCE);
+    let call = |latency: u64, outcome: Outcome| call(&limiter, &clock, ms(latency), outcome);
     // The first call opens the window: told at once, it says when the
     // window may close.
     call(5, Outcome::Success);
@@ -133,15 +150,9 @@ fn a_success_after_the_window_may_close_is_told_at_once_with_those_held() {
     let clock = ManualClock::new();
     let policy = Told::new(Gradient::new(GradientConfig::default()).unwrap(), true);
     let (log, count) = (Arc::clone(&policy.log), Arc::clone(&policy.count));
-    let limiter = Limiter::builder(policy)
-        .clock(clock.clone())
-        .sharding(AT_ONCE)
-        .build()
-        .unwrap();
+    let limiter = limiter(policy, &clock, AT_ONCE);
     for _ in 0..20 {
-        let permit = limiter.try_acquire().unwrap();
-        clock.advance(ms(2));
-        permit.success();
+        call(&limiter, &clock, ms(2), Outcome::Success);
     }
     assert_eq!(count.load(Ordering::SeqCst), 1);
     clock.advance(GradientConfig::default().window.min_duration);
@@ -156,15 +167,9 @@ fn a_snapshot_hands_over_what_is_held() {
     let clock = ManualClock::new();
     let policy = Told::new(Vegas::new(VegasConfig::default()).unwrap(), true);
     let count = Arc::clone(&policy.count);
-    let limiter = Limiter::builder(policy)
-        .clock(clock.clone())
-        .sharding(AT_ONCE)
-        .build()
-        .unwrap();
+    let limiter = limiter(policy, &clock, AT_ONCE);
     for _ in 0..5 {
-        let permit = limiter.try_acquire().unwrap();
-        clock.advance(ms(1));
-        permit.success();
+        call(&limiter, &clock, ms(1), Outcome::Success);
     }
     assert_eq!(count.load(Ordering::SeqCst), 1);
     let _ = limiter.snapshot();
@@ -232,16 +237,8 @@ proptest! {
         let held = Told::new(policy(kind), true);
         let told = Told::new(policy(kind), false);
         let (count_a, count_b) = (Arc::clone(&held.count), Arc::clone(&told.count));
-        let a = Limiter::builder(held)
-            .clock(clock_a.clone())
-            .sharding(sharding)
-            .build()
-            .unwrap();
-        let b = Limiter::builder(told)
-            .clock(clock_b.clone())
-            .sharding(sharding)
-            .build()
-            .unwrap();
+        let a = limiter(held, &clock_a, sharding);
+        let b = limiter(told, &clock_b, sharding);
         let (mut kept_a, mut kept_b) = (Vec::new(), Vec::new());
         for (i, op) in ops.iter().enumerate() {
             match *op {
@@ -287,14 +284,9 @@ fn one_thread_alone_holds_nothing() {
     let clock = ManualClock::new();
     let policy = Told::new(Gradient::new(GradientConfig::default()).unwrap(), true);
     let count = Arc::clone(&policy.count);
-    let limiter = Limiter::builder(policy)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let limiter = limiter(policy, &clock, Sharding::OnContention);
     for _ in 0..5 {
-        let permit = limiter.try_acquire().unwrap();
-        clock.advance(ms(1));
-        permit.success();
+        call(&limiter, &clock, ms(1), Outcome::Success);
     }
     assert_eq!(
         count.load(Ordering::SeqCst),

@@ -382,12 +382,7 @@ impl Window {
     /// if no other call arrives; `None` while it is empty.
     #[inline]
     pub fn deadline(&self) -> Option<Instant> {
-        let started = self.started?;
-        Some(
-            started
-                .checked_add(self.config.max_duration)
-                .unwrap_or(started),
-        )
+        self.after_start(self.config.max_duration)
     }
 
     /// The earliest instant at which the open window may close: no call
@@ -397,12 +392,15 @@ impl Window {
     /// its first call says when.
     #[inline]
     pub fn earliest_close(&self) -> Option<Instant> {
+        self.after_start(self.config.min_duration)
+    }
+
+    /// `duration` after the open window's start (its start, if that is
+    /// past the end of time); `None` while it is empty.
+    #[inline]
+    fn after_start(&self, duration: Duration) -> Option<Instant> {
         let started = self.started?;
-        Some(
-            started
-                .checked_add(self.config.min_duration)
-                .unwrap_or(started),
-        )
+        Some(started.checked_add(duration).unwrap_or(started))
     }
 
     /// Record one finished call at `now`, and close the window if that makes

@@ -417,20 +417,24 @@ impl Algorithm for Patient {
     }
 }
 
+/// Without buffers (under loom they are set up only at once), each covered
+/// success is told under the lock and the policy asked nothing after it.
 #[test]
-fn held_successes_and_a_failure_beside_them_are_all_handed_over_once() {
+fn covered_successes_and_a_failure_beside_them_all_reach_the_policy_once() {
     held_beside_a_failure(Sharding::Off);
 }
 
+/// With buffers set up at once, the successes are held.
 #[test]
 fn successes_held_on_parked_slots_and_a_failure_beside_them_are_all_handed_over_once() {
     held_beside_a_failure(Sharding::Always);
 }
 
-/// Two successes held on one thread while a failure, told at once, hands
-/// over what is held on another: the pushes and the hand-over race on the
-/// buffer's mark. Bounded to [`PREEMPTIONS`]: the clock reads and the
-/// buffer's lock beside the policy's make it one of the largest models.
+/// Two successes the deferral covers, on one thread, while a failure, told
+/// at once, hands over what is held on another: with buffers, the pushes
+/// and the hand-over race on the buffer's mark. Bounded to
+/// [`PREEMPTIONS`]: the clock reads and the buffer's lock beside the
+/// policy's make it one of the largest models.
 fn held_beside_a_failure(sharding: Sharding) {
     bounded(move || {
         let patient = Patient::default();

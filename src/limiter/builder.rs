@@ -248,7 +248,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             });
         }
         let epoch = self.clock.now();
-        let gate = self.policy.publish().gate;
+        let published = self.policy.publish();
+        let gate = published.gate;
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
@@ -262,7 +263,12 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             batch_until: AtomicU64::new(0),
             defer_until: AtomicU64::new(0),
             defer_latency: AtomicU64::new(0),
-            deferred: Deferred::new(self.options.sharding == Sharding::Always),
+            // Under loom, only for a policy that defers from the start: the
+            // buffers' lock would add to every other model's interleavings.
+            deferred: Deferred::new(
+                self.options.sharding == Sharding::Always
+                    && (cfg!(not(rheostat_loom)) || published.hints.deferral.is_some()),
+            ),
             quiet: AtomicU64::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
             generation: AtomicU32::new(0),

@@ -17,6 +17,11 @@
 //! one thread alone gains nothing from them — its lock is never contended —
 //! and a limiter only ever used by one thread at a time keeps no buffer.
 //!
+//! Under loom, buffers are set up only at once, before any thread starts
+//! (loom cannot see the ordering `std`'s `OnceLock` publishes them with;
+//! see `contended` in `slots.rs`), and only for a policy that defers from
+//! the start.
+//!
 //! Nothing is lost: a buffer's bit in `marks` is set, under the buffer's
 //! lock, by the push that makes it non-empty, and a hand-over clears the
 //! bits before it empties the buffers they mark. A push that comes between
@@ -53,10 +58,7 @@ impl Deferred {
             buffers: std::sync::OnceLock::new(),
             marks: AtomicU64::new(0),
         };
-        // Under loom, always set up before any thread starts: loom cannot
-        // see the ordering `std`'s `OnceLock` publishes with (see
-        // `contended`).
-        if now || cfg!(rheostat_loom) {
+        if now {
             deferred.set_up();
         }
         deferred
@@ -101,10 +103,11 @@ impl Deferred {
         len >= CAPACITY
     }
 
-    /// Whether any sample may be held.
+    /// Whether no sample is held (no atomic step while the buffers are not
+    /// set up).
     #[inline]
     pub(super) fn is_empty(&self) -> bool {
-        self.marks.load(Ordering::SeqCst) == 0
+        self.buffers.get().is_none() || self.marks.load(Ordering::SeqCst) == 0
     }
 
     /// Move every held sample into `out`, sorted by the instant it finished

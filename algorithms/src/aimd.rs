@@ -12,8 +12,8 @@ use latency::Rounds;
 use crate::latency::secs_to_duration;
 use crate::window::WindowConfig;
 use crate::{
-    check, Algorithm, ConfigError, Deferral, Gate, Hints, Outcome, Published, Quiet, Sample,
-    Snapshot, MAX_LIMIT,
+    check, Algorithm, ConfigError, Gate, Hints, Outcome, Published, Quiet, Sample, Snapshot,
+    MAX_LIMIT,
 };
 
 /// Which rule set an [`Aimd`] follows.
@@ -474,12 +474,7 @@ impl Algorithm for Aimd {
             // A success no slower than the timeout is no drop: until the
             // window may close, it changes only what the window holds.
             Some(rounds) => published.with_wake_at(rounds.window.deadline()).with_hints(
-                Hints::default().with_deferral(
-                    rounds
-                        .window
-                        .earliest_close()
-                        .map(|t| Deferral::until(Some(t), self.core.config.timeout)),
-                ),
+                Hints::default().with_deferral(rounds.window.deferral(self.core.config.timeout)),
             ),
             None => published.with_hints(Hints::default().with_quiet(self.quiet())),
         }

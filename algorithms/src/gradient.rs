@@ -8,7 +8,7 @@ use crate::latency::outage::{Failing, Outage};
 use crate::latency::recent::Recent;
 use crate::latency::secs_to_duration;
 use crate::latency::window::{Window, WindowConfig, WindowSummary};
-use crate::{check, Algorithm, ConfigError, Deferral, Gate, Hints, Published, Sample, Snapshot};
+use crate::{check, Algorithm, ConfigError, Gate, Hints, Published, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
 /// zero latency is read as this, so ratios stay finite.
@@ -502,13 +502,9 @@ impl Algorithm for Gradient {
     fn publish(&self) -> Published {
         // Nothing but a window's close moves the gate: the calls that
         // finish before it may close are held for it.
-        let deferral = self
-            .window
-            .earliest_close()
-            .map(|t| Deferral::until(Some(t), Duration::MAX));
         Published::new(self.gate())
             .with_wake_at(self.window.deadline())
-            .with_hints(Hints::default().with_deferral(deferral))
+            .with_hints(Hints::default().with_deferral(self.window.deferral(Duration::MAX)))
     }
 
     fn on_sample(&mut self, now: Instant, sample: &Sample) {

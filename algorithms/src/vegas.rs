@@ -9,9 +9,7 @@ use crate::latency::recent::Recent;
 use crate::latency::secs_to_duration;
 use crate::latency::window::{Window, WindowConfig, WindowSummary};
 use crate::rng::SplitMix64;
-use crate::{
-    check, Algorithm, ConfigError, Deferral, Gate, Hints, Outcome, Published, Sample, Snapshot,
-};
+use crate::{check, Algorithm, ConfigError, Gate, Hints, Outcome, Published, Sample, Snapshot};
 
 /// The shortest round-trip time the arithmetic uses, in seconds (1 ns): a
 /// zero latency is read as this, so ratios stay finite.
@@ -592,10 +590,7 @@ impl Algorithm for Vegas {
     fn publish(&self) -> Published {
         let deferral = match self.probe {
             Some(_) => None,
-            None => self
-                .window
-                .earliest_close()
-                .map(|t| Deferral::until(Some(t), Duration::MAX)),
+            None => self.window.deferral(Duration::MAX),
         };
         Published::new(self.gate())
             .with_wake_at(self.wake_at())

@@ -69,14 +69,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 .saturating_add(u64::from(latency.subsec_nanos().div_ceil(1_000)));
             if micros <= quiet & 0xFFFF_FFFF {
                 // It would change nothing: the policy is not told.
-                self.release_slot();
-                if let Some(observer) = &self.observer {
-                    observer.finished(outcome, latency, self.in_flight());
-                }
+                self.release_observed(outcome, latency);
                 return;
             }
         }
         if outcome == Outcome::Success
+            && self.defer_until.load(Ordering::SeqCst) != 0
             && ticket.start.is_some()
             && !ticket.probe()
             && ticket.generation == self.generation()
@@ -115,10 +113,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant, at: u64) {
         let sample = self.sample(ticket, Outcome::Success, latency);
         let transitions = self.learn_sample(sample, now, Some((latency, at)));
-        self.release_slot();
-        if let Some(observer) = &self.observer {
-            observer.finished(Outcome::Success, latency, self.in_flight());
-        }
+        self.release_observed(Outcome::Success, latency);
         self.report(transitions);
     }
 
@@ -141,10 +136,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let full = self
             .deferred
             .push(now, self.sample(ticket, Outcome::Success, latency));
-        self.release_slot();
-        if let Some(observer) = &self.observer {
-            observer.finished(Outcome::Success, latency, self.in_flight());
-        }
+        self.release_observed(Outcome::Success, latency);
         if full {
             self.refresh(now);
         }
@@ -168,11 +160,18 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             outcome
         };
         let transitions = self.learn(ticket, outcome, latency, now);
+        self.release_observed(outcome, latency);
+        self.report(transitions);
+    }
+
+    /// Give back a finished call's slot, then tell the observer, if any, how
+    /// it ended.
+    #[inline]
+    fn release_observed(&self, outcome: Outcome, latency: Duration) {
         self.release_slot();
         if let Some(observer) = &self.observer {
             observer.finished(outcome, latency, self.in_flight());
         }
-        self.report(transitions);
     }
 
     /// Tell the policy how one call (or one attempt of it) went, under its

@@ -395,6 +395,15 @@ impl Window {
         self.after_start(self.config.min_duration)
     }
 
+    /// The successes a policy that moves only when this window closes may
+    /// let be held for it: those no slower than `max_latency` that finish
+    /// before the window may close; `None` while it is empty.
+    #[inline]
+    pub fn deferral(&self, max_latency: Duration) -> Option<crate::Deferral> {
+        self.earliest_close()
+            .map(|t| crate::Deferral::until(Some(t), max_latency))
+    }
+
     /// `duration` after the open window's start (its start, if that is
     /// past the end of time); `None` while it is empty.
     #[inline]

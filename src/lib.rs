@@ -34,7 +34,7 @@
 //!     .call(Duration::from_millis(800), |r: &Result<u32, ()>| match r {
 //!         Ok(_) => Outcome::Success,
 //!         Err(_) => Outcome::Overload,
-//!     }, async { Ok(42) })
+//!     }, || async { Ok(42) })
 //!     .await;
 //! assert_eq!(answer.unwrap(), 42);
 //! # Ok(())
@@ -60,6 +60,7 @@ mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod observe;
+pub mod retry;
 mod sync;
 #[cfg(feature = "tower")]
 pub mod tower;

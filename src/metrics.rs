@@ -11,6 +11,7 @@
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome`, (`reason`) | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter, with a `reason`) |
 //! | `rheostat_transitions_total` | counter | `limiter`, `from`, `to` | breaker state changes |
 //! | `rheostat_call_duration_seconds` | histogram | `limiter` | latency of finished calls, in seconds |
+//! | `rheostat_retries_total` | counter | `limiter`, `outcome` | what the [retry policy](crate::retry) decided after each failed attempt: `sent`, `budget_exhausted`, `deadline`, `not_retryable`, `rejected`, `exhausted` ([`RetryOutcome::as_str`]); registered at the first decision, so never for a limiter without a retry policy |
 //!
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,
 //! 4 forced closed, 5 disabled, 6 metrics-only ([`state_value`]). A limiter
@@ -67,6 +68,7 @@ use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
 use crate::limiter::Builder;
 use crate::observe::Observer;
+use crate::retry::RetryOutcome;
 
 /// Feeds one limiter's figures to the `metrics` facade; see the [module
 /// documentation](self) for the metrics and their labels.
@@ -84,6 +86,9 @@ pub struct MetricsObserver {
     /// By [`REASONS`].
     rejected: [Counter; REASONS.len()],
     duration: Histogram,
+    /// By [`RetryOutcome::ALL`], registered at the first retry decision:
+    /// never for a limiter without a retry policy.
+    retries: OnceLock<[Counter; RetryOutcome::ALL.len()]>,
 }
 
 /// Every rejection reason, in the order of [`MetricsObserver::rejected`].
@@ -135,6 +140,7 @@ impl MetricsObserver {
                 "rheostat_call_duration_seconds",
                 "limiter" => limiter.clone()
             ),
+            retries: OnceLock::new(),
             limiter,
         }
     }
@@ -187,6 +193,10 @@ fn describe() {
         "rheostat_transitions_total",
         "Breaker state changes, by from and to"
     );
+    ::metrics::describe_counter!(
+        "rheostat_retries_total",
+        "Decisions after failed attempts: sent, budget_exhausted, deadline, not_retryable, rejected, exhausted"
+    );
     ::metrics::describe_histogram!(
         "rheostat_call_duration_seconds",
         Unit::Seconds,
@@ -235,6 +245,23 @@ impl Observer for MetricsObserver {
         )
         .increment(1);
         self.set_breaker_state(transition.to);
+    }
+
+    fn retry(&self, outcome: RetryOutcome) {
+        let counters = self.retries.get_or_init(|| {
+            RetryOutcome::ALL.map(|o| {
+                ::metrics::counter!(
+                    "rheostat_retries_total",
+                    "limiter" => self.limiter.clone(),
+                    "outcome" => o.as_str()
+                )
+            })
+        });
+        let at = RetryOutcome::ALL
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or(0);
+        counters[at].increment(1);
     }
 }
 

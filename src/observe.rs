@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::algorithms::{Gate, Outcome, Transition};
 use crate::error::Rejection;
+use crate::retry::RetryOutcome;
 
 /// Told what a [`Limiter`](crate::Limiter) does, call by call.
 ///
@@ -62,6 +63,16 @@ pub trait Observer: Send + Sync + 'static {
     fn transition(&self, transition: &Transition) {
         let _ = transition;
     }
+
+    /// What the [retry policy](crate::retry) decided after a failed
+    /// attempt.
+    fn retry(&self, outcome: RetryOutcome) {
+        let _ = outcome;
+    }
+
+    /// The retry budget has just run dry: the first retry it refused after
+    /// one it granted (or since the limiter was built).
+    fn retry_budget_exhausted(&self) {}
 }
 
 /// The observer that observes nothing.
@@ -114,6 +125,14 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.transition(transition);
         self.1.transition(transition);
     }
+    fn retry(&self, outcome: RetryOutcome) {
+        self.0.retry(outcome);
+        self.1.retry(outcome);
+    }
+    fn retry_budget_exhausted(&self) {
+        self.0.retry_budget_exhausted();
+        self.1.retry_budget_exhausted();
+    }
 }
 
 /// Observing through a pointer: `Box<O>` and `Arc<O>` tell `O`.
@@ -134,6 +153,12 @@ macro_rules! forward {
             }
             fn transition(&self, transition: &Transition) {
                 (**self).transition(transition);
+            }
+            fn retry(&self, outcome: RetryOutcome) {
+                (**self).retry(outcome);
+            }
+            fn retry_budget_exhausted(&self) {
+                (**self).retry_budget_exhausted();
             }
         }
     };

@@ -8,6 +8,10 @@
 //! - a breaker closing (or forced closed) at `INFO`: `circuit closed`;
 //! - any other change (half-open, disabled, metrics-only) at `DEBUG`.
 //!
+//! - a limiter's retry budget running dry at `WARN`: `retry budget
+//!   exhausted` (`limiter`), once each time it runs dry after granting a
+//!   retry (see [`crate::retry`]).
+//!
 //! Nothing is logged per call.
 //!
 //! # Examples
@@ -69,6 +73,11 @@ impl Observer for TracingObserver {
             BreakerState::Closed | BreakerState::ForcedClosed => event!(info, "circuit closed"),
             _ => event!(debug, "breaker state changed"),
         }
+    }
+
+    fn retry_budget_exhausted(&self) {
+        let limiter: &str = &self.limiter;
+        ::tracing::warn!(limiter, "retry budget exhausted");
     }
 }
 

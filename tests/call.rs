@@ -28,25 +28,21 @@ async fn call_records_success_overload_on_timeout_and_the_classifiers_choice() {
     let timeout = Duration::from_millis(800);
     assert_eq!(
         limiter
-            .call(timeout, classify, async { Ok(7) })
+            .call(timeout, classify, || async { Ok(7) })
             .await
             .unwrap(),
         7
     );
     assert!(matches!(
-        limiter.call(timeout, classify, async { Err(404) }).await,
+        limiter.call(timeout, classify, || async { Err(404) }).await,
         Err(CallError::Failed(404))
     ));
     assert!(matches!(
-        limiter.call(timeout, classify, async { Err(503) }).await,
+        limiter.call(timeout, classify, || async { Err(503) }).await,
         Err(CallError::Failed(503))
     ));
     let hang = limiter
-        .call(
-            timeout,
-            classify,
-            std::future::pending::<Result<u32, u16>>(),
-        )
+        .call(timeout, classify, std::future::pending::<Result<u32, u16>>)
         .await;
     assert!(matches!(hang, Err(CallError::TimedOut(t)) if t == timeout));
     assert_eq!(
@@ -71,7 +67,7 @@ async fn call_refuses_a_zero_or_endless_timeout_with_a_typed_error() {
     let limiter = Limiter::new(Fixed::new(1).unwrap());
     let ok = |_: &Result<(), ()>| Outcome::Success;
     for bad in [Duration::ZERO, Duration::MAX] {
-        match limiter.call(bad, ok, async { Ok(()) }).await {
+        match limiter.call(bad, ok, || async { Ok(()) }).await {
             Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
             other => panic!("expected InvalidTimeout, got {other:?}"),
         }
@@ -88,7 +84,7 @@ async fn call_on_a_full_limiter_is_rejected_without_running() {
         .call(
             Duration::from_secs(1),
             |_: &Result<(), ()>| Outcome::Success,
-            async {
+            || async {
                 ran.store(true, std::sync::atomic::Ordering::SeqCst);
                 Ok(())
             },
@@ -103,9 +99,11 @@ async fn a_zero_or_enormous_call_timeout_is_refused_and_releases_the_slot() {
     let limiter = Limiter::new(Fixed::new(1).unwrap());
     for timeout in [Duration::ZERO, MAX_DURATION * 2, Duration::MAX] {
         let result = limiter
-            .call(timeout, |_: &Result<(), ()>| Outcome::Success, async {
-                Ok(())
-            })
+            .call(
+                timeout,
+                |_: &Result<(), ()>| Outcome::Success,
+                || async { Ok(()) },
+            )
             .await;
         match result {
             Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
@@ -123,10 +121,14 @@ async fn a_zero_or_enormous_call_timeout_is_refused_and_releases_the_slot() {
     }
     // The longest allowed timeout is honoured, not overflowed.
     let answer = limiter
-        .call(MAX_DURATION, |_: &Result<u8, ()>| Outcome::Success, async {
-            tokio::time::sleep(Duration::from_secs(86_400)).await;
-            Ok(7)
-        })
+        .call(
+            MAX_DURATION,
+            |_: &Result<u8, ()>| Outcome::Success,
+            || async {
+                tokio::time::sleep(Duration::from_secs(86_400)).await;
+                Ok(7)
+            },
+        )
         .await;
     assert_eq!(answer.unwrap(), 7);
 }

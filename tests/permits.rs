@@ -91,7 +91,7 @@ fn limiters_permits_and_futures_are_send_and_sync() {
     send(&limiter.call(
         Duration::from_secs(1),
         |_: &Result<(), ()>| Outcome::Success,
-        async { Ok(()) },
+        || async { Ok(()) },
     ));
 }
 

@@ -620,7 +620,7 @@ impl World {
                 let call = limiter.call(
                     Duration::from_secs(1),
                     |_: &Result<(), ()>| outcome,
-                    async move {
+                    move || async move {
                         tokio::time::sleep(took).await;
                         Ok(())
                     },
@@ -638,7 +638,7 @@ impl World {
                 let call = limiter.call(
                     Duration::from_secs(1),
                     |_: &Result<(), ()>| Outcome::Success,
-                    async move {
+                    move || async move {
                         tokio::time::sleep(took).await;
                         if panics {
                             std::panic::panic_any(INJECTED);

@@ -14,6 +14,7 @@ use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
 use crate::limiter::QueueOrder;
 use crate::limiter::Sharding;
 use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
+use crate::retry::RetryConfig;
 
 /// One limiter: its policy and its own options.
 ///
@@ -67,6 +68,10 @@ pub struct LimiterConfig {
     pub sharding: Sharding,
     /// The policy (required).
     pub policy: PolicyConfig,
+    /// How failed calls are retried (see [`crate::retry`]); none if left
+    /// out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryConfig>,
 }
 
 /// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
@@ -88,6 +93,8 @@ struct LimiterFields {
     #[serde(default)]
     sharding: Sharding,
     policy: PolicyConfig,
+    #[serde(default)]
+    retry: Option<RetryConfig>,
 }
 
 impl From<LimiterFields> for LimiterConfig {
@@ -99,6 +106,7 @@ impl From<LimiterFields> for LimiterConfig {
             on_drop: f.on_drop,
             sharding: f.sharding,
             policy: f.policy,
+            retry: f.retry,
         }
     }
 }
@@ -130,6 +138,7 @@ impl LimiterConfig {
             on_drop: default_on_drop(),
             sharding: Sharding::OnContention,
             policy: policy.into(),
+            retry: None,
         }
     }
 
@@ -140,7 +149,7 @@ impl LimiterConfig {
     /// The first field out of range, named as this limiter's table in a
     /// file writes it: `max_waiters`, `max_wait`, or a policy field as
     /// [`PolicyConfig::build`] names it, after `policy.`
-    /// (`policy.backoff`).
+    /// (`policy.backoff`), or a retry field (`retry.attempts`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.check_options()?;
         self.policy.validate().map_err(|e| located("policy", &e))
@@ -156,6 +165,9 @@ impl LimiterConfig {
         }
         if let Some(wait) = self.max_wait {
             check::duration("max_wait", wait)?;
+        }
+        if let Some(retry) = &self.retry {
+            retry.validate()?;
         }
         Ok(())
     }
@@ -179,6 +191,9 @@ impl LimiterConfig {
             .sharding(self.sharding);
         if let Some(wait) = self.max_wait {
             builder = builder.max_wait(wait);
+        }
+        if let Some(retry) = &self.retry {
+            builder = builder.retry(retry.clone());
         }
         Ok(builder)
     }

@@ -24,6 +24,7 @@ pub(super) struct Rare {
     pub(super) max_wait: Option<Duration>,
     pub(super) active_probe: Option<ActiveProbe>,
     pub(super) on_transition: Option<TransitionHook>,
+    pub(super) retry: Option<crate::retry::Retry>,
 }
 
 impl Options {
@@ -39,6 +40,10 @@ impl Options {
         self.rare.as_ref().and_then(|r| r.active_probe.as_ref())
     }
 
+    pub(super) fn retry(&self) -> Option<&crate::retry::Retry> {
+        self.rare.as_ref().and_then(|r| r.retry.as_ref())
+    }
+
     pub(super) fn on_transition(&self) -> Option<&TransitionHook> {
         self.rare.as_ref().and_then(|r| r.on_transition.as_ref())
     }
@@ -50,6 +55,7 @@ impl fmt::Debug for Rare {
             .field("max_wait", &self.max_wait)
             .field("active_probe", &self.active_probe)
             .field("on_transition", &self.on_transition.is_some())
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -77,6 +83,7 @@ pub struct Builder<A, C = DefaultClock> {
     options: Options,
     seed: u64,
     observer: Option<Box<dyn Observer>>,
+    retry: Option<crate::retry::RetryConfig>,
     /// Observers made at [`Builder::build`], with the final name and the
     /// policy's starting breaker state, so that the order of the builder's
     /// calls does not matter (`.metrics().name("x")` labels `x`).
@@ -102,6 +109,7 @@ impl<A: Algorithm> Builder<A, DefaultClock> {
             },
             seed: 0x0005_EED0_F4E0_57A7,
             observer: None,
+            retry: None,
             named: Vec::new(),
         }
     }
@@ -116,6 +124,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             options: self.options,
             seed: self.seed,
             observer: self.observer,
+            retry: self.retry,
             named: self.named,
         }
     }
@@ -193,6 +202,15 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
+    /// Retry failed calls made through [`Limiter::call`] and the tower
+    /// layer, as `config` says (see [`crate::retry`]). The jitter is drawn
+    /// from the limiter's [seed](Builder::seed).
+    #[must_use]
+    pub fn retry(mut self, config: crate::retry::RetryConfig) -> Self {
+        self.retry = Some(config);
+        self
+    }
+
     pub(super) fn default_build(self) -> Limiter<A, C> {
         match self.build() {
             Ok(limiter) => limiter,
@@ -224,8 +242,12 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// # Errors
     ///
     /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` zero or
-    /// above a year.
+    /// above a year; a retry field out of range (as
+    /// [`RetryConfig::validate`](crate::retry::RetryConfig::validate)).
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
+        if let Some(config) = &self.retry {
+            config.validate()?;
+        }
         if self.options.max_waiters > MAX_WAITERS {
             return Err(ConfigError::new(
                 "limiter.max_waiters",
@@ -248,6 +270,10 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             });
         }
         let epoch = self.clock.now();
+        if let Some(config) = self.retry.take() {
+            self.options.rare_mut().retry =
+                Some(crate::retry::Retry::new(config, self.seed, epoch)?);
+        }
         let published = self.policy.publish();
         let gate = published.gate;
         let members = self.policy.members().into_boxed_slice();

@@ -24,7 +24,7 @@ use crate::algorithms::{
     Outcome, Published, Quiet, Refusal, Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{CallError, RejectReason, Rejection};
+use crate::error::{RejectReason, Rejection};
 use crate::observe::Observer;
 use crate::sync::{
     AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
@@ -418,72 +418,25 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(OwnedPermit::new(self, ticket))
     }
 
-    /// Run `call` under a permit taken with [`Limiter::try_acquire`], give it
-    /// at most `timeout`, and record its outcome as `classify` says. A call
-    /// that runs out of time is recorded as [`Outcome::Overload`]. A call
-    /// admitted as a probe is given the [probe
-    /// timeout](Limiter::probe_timeout) instead (see [`Permit::timeout`]);
-    /// to choose a probe's timeout yourself, take the permit with
-    /// [`Limiter::try_acquire`] and use [`Permit::run`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops the permit, which records the limiter's
-    /// drop outcome (by default [`Outcome::Ignore`]).
-    ///
-    /// # Errors
-    ///
-    /// [`CallError::Rejected`] if refused, [`CallError::TimedOut`],
-    /// [`CallError::Failed`] with the call's own error, or
-    /// [`CallError::InvalidTimeout`] for a zero or over-a-year timeout.
-    ///
-    /// # Panics
-    ///
-    /// If polled outside a Tokio runtime with the time driver enabled.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, CallError, Limiter, Outcome};
-    ///
-    /// #[derive(Debug)]
-    /// enum HttpError { Status(u16) }
-    ///
-    /// // 5xx is the dependency's fault; 4xx is ours and teaches nothing.
-    /// let classify = |r: &Result<&str, HttpError>| match r {
-    ///     Ok(_) => Outcome::Success,
-    ///     Err(HttpError::Status(s)) if *s >= 500 => Outcome::Overload,
-    ///     Err(_) => Outcome::Ignore,
-    /// };
-    /// let limiter = Limiter::new(Fixed::new(10).unwrap());
-    /// let body = limiter
-    ///     .call(Duration::from_secs(1), classify, async { Ok("hello") })
-    ///     .await
-    ///     .unwrap();
-    /// assert_eq!(body, "hello");
-    ///
-    /// let hung = limiter
-    ///     .call(Duration::from_millis(5), classify, std::future::pending())
-    ///     .await;
-    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
-    /// # }
-    /// ```
-    pub async fn call<F, T, E, K>(
+    /// [`Limiter::acquire`], waiting no longer than `left` either.
+    pub(crate) async fn acquire_within(
         &self,
-        timeout: Duration,
-        classify: K,
-        call: F,
-    ) -> Result<T, CallError<E>>
-    where
-        F: Future<Output = Result<T, E>>,
-        K: FnOnce(&Result<T, E>) -> Outcome,
-    {
-        let permit = self.try_acquire().map_err(CallError::Rejected)?;
-        let timeout = permit.timeout(timeout);
-        permit.run(timeout, classify, call).await
+        left: Option<Duration>,
+    ) -> Result<Permit<'_, A, C>, Rejection> {
+        let wait = match (self.options.max_wait(), left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.wait_for_slot(wait).await
+    }
+
+    pub(crate) fn observer(&self) -> Option<&dyn Observer> {
+        self.observer.as_deref()
+    }
+
+    /// The retry policy given to [`Builder::retry`], if any.
+    pub fn retry(&self) -> Option<&crate::retry::Retry> {
+        self.options.retry()
     }
 
     /// Lock the policy to tell it of a finished call; if another thread

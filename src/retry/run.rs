@@ -1,0 +1,195 @@
+//! [`Limiter::call`]: one call, its attempts and the waits between them.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::{Decision, Ended, Verdict};
+use crate::algorithms::{check, Algorithm, Outcome};
+use crate::clock::Clock;
+use crate::error::{CallError, RejectReason};
+use crate::limiter::{Limiter, Permit, Readiness};
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// Run a call under a permit taken with [`Limiter::try_acquire`], give
+    /// each attempt at most `timeout`, and record its outcome as `classify`
+    /// says; if the limiter has a [retry policy](crate::retry) and the
+    /// outcome is a retryable failure, make another attempt (a new future
+    /// from `make`) within its bounds.
+    ///
+    /// An attempt that runs out of time is recorded as
+    /// [`Outcome::Overload`]. An attempt admitted as a probe is given the
+    /// [probe timeout](Limiter::probe_timeout) instead (see
+    /// [`Permit::timeout`]), still cut at the retry's deadline; to choose a
+    /// probe's timeout yourself, take the permit with
+    /// [`Limiter::try_acquire`] and use [`Permit::run`].
+    ///
+    /// `classify` returns an [`Outcome`] or, to say more to the retry, a
+    /// [`Verdict`] (whether an overload is worth retrying, the server's
+    /// `Retry-After`). The call's result is the last attempt's: a value the
+    /// classifier counted as a failure (an HTTP 503 response, say) is
+    /// returned as it is once no retry follows.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the permit of the attempt in flight, which
+    /// records the limiter's drop outcome (by default [`Outcome::Ignore`]);
+    /// dropped during a backoff, nothing is held.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] if refused, [`CallError::TimedOut`],
+    /// [`CallError::Failed`] with the call's own error (each of the last
+    /// attempt), or [`CallError::InvalidTimeout`] for a zero or
+    /// over-a-year timeout.
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, CallError, Limiter, Outcome};
+    ///
+    /// #[derive(Debug)]
+    /// enum HttpError { Status(u16) }
+    ///
+    /// // 5xx is the dependency's fault; 4xx is ours and teaches nothing.
+    /// let classify = |r: &Result<&str, HttpError>| match r {
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(HttpError::Status(s)) if *s >= 500 => Outcome::Overload,
+    ///     Err(_) => Outcome::Ignore,
+    /// };
+    /// let limiter = Limiter::new(Fixed::new(10).unwrap());
+    /// let body = limiter
+    ///     .call(Duration::from_secs(1), classify, || async { Ok("hello") })
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(body, "hello");
+    ///
+    /// let hung = limiter
+    ///     .call(Duration::from_millis(5), classify, std::future::pending)
+    ///     .await;
+    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
+    /// # }
+    /// ```
+    pub async fn call<M, F, T, E, K, V>(
+        &self,
+        timeout: Duration,
+        mut classify: K,
+        mut make: M,
+    ) -> Result<T, CallError<E>>
+    where
+        M: FnMut() -> F,
+        F: Future<Output = Result<T, E>>,
+        K: FnMut(&Result<T, E>) -> V,
+        V: Into<Verdict>,
+    {
+        let Some(retry) = self.retry() else {
+            let permit = self.try_acquire().map_err(CallError::Rejected)?;
+            let timeout = permit.timeout(timeout);
+            return permit
+                .run(timeout, |r| classify(r).into().outcome, make())
+                .await;
+        };
+        if let Err(e) = check::duration("timeout", timeout) {
+            return Err(CallError::InvalidTimeout(e));
+        }
+        let mut call = retry.begin(self.clock().now(), timeout);
+        let mut next = retry.first_timeout(&call);
+        let mut waited = false;
+        loop {
+            call.attempts += 1;
+            let (ended, result) = match self.admit_attempt(&mut waited, &call, retry).await {
+                Err(reason_and_error) => reason_and_error,
+                Ok(permit) => {
+                    let limit = match retry.config().deadline {
+                        Some(deadline) => {
+                            let spent = self.clock().now().saturating_duration_since(call.started);
+                            deadline.saturating_sub(spent)
+                        }
+                        None => Duration::MAX,
+                    };
+                    let timeout = permit.timeout(next).min(limit);
+                    if timeout.is_zero() {
+                        permit.ignore();
+                        return Err(CallError::TimedOut(timeout));
+                    }
+                    match tokio::time::timeout(timeout, make()).await {
+                        Err(_elapsed) => {
+                            permit.overload();
+                            (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
+                        }
+                        Ok(result) => {
+                            let verdict: Verdict = classify(&result).into();
+                            permit.record(verdict.outcome);
+                            if verdict.outcome == Outcome::Success {
+                                return result.map_err(CallError::Failed);
+                            }
+                            (Ended::Ran(verdict), result.map_err(CallError::Failed))
+                        }
+                    }
+                }
+            };
+            let shut = matches!(self.readiness(), Readiness::Shut { .. });
+            let (decision, dry) = retry.decide(&call, ended, self.clock().now(), shut);
+            self.observe_retry(decision, dry);
+            match decision {
+                Decision::Stop(_) => return result,
+                Decision::Retry { wait, timeout } => {
+                    drop(result);
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    next = timeout;
+                }
+            }
+        }
+    }
+
+    /// Tell the observer, if any, what was decided after a failed attempt.
+    fn observe_retry(&self, decision: Decision, dry: bool) {
+        let Some(observer) = self.observer() else {
+            return;
+        };
+        observer.retry(match decision {
+            Decision::Retry { .. } => super::RetryOutcome::Sent,
+            Decision::Stop(outcome) => outcome,
+        });
+        if dry {
+            observer.retry_budget_exhausted();
+        }
+    }
+
+    /// A permit for the next attempt of `call`, or how its refusal ends it:
+    /// a refusal because the limit is reached waits once in the queue if
+    /// the retry allows it.
+    async fn admit_attempt<T, E>(
+        &self,
+        waited: &mut bool,
+        call: &super::Call,
+        retry: &super::Retry,
+    ) -> Result<Permit<'_, A, C>, (Ended, Result<T, CallError<E>>)> {
+        match self.try_acquire() {
+            Ok(permit) => Ok(permit),
+            Err(rejection)
+                if rejection.reason() == RejectReason::LimitReached
+                    && retry.config().wait_on_limit
+                    && !*waited =>
+            {
+                *waited = true;
+                let left = retry.config().deadline.map(|deadline| {
+                    deadline
+                        .saturating_sub(self.clock().now().saturating_duration_since(call.started))
+                });
+                self.acquire_within(left)
+                    .await
+                    .map_err(|r| (Ended::Refused(r.reason()), Err(CallError::Rejected(r))))
+            }
+            Err(r) => Err((Ended::Refused(r.reason()), Err(CallError::Rejected(r)))),
+        }
+    }
+}

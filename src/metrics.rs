@@ -11,7 +11,7 @@
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome`, (`reason`) | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter, with a `reason`) |
 //! | `rheostat_transitions_total` | counter | `limiter`, `from`, `to` | breaker state changes |
 //! | `rheostat_call_duration_seconds` | histogram | `limiter` | latency of finished calls, in seconds |
-//! | `rheostat_retries_total` | counter | `limiter`, `outcome` | what the [retry policy](crate::retry) decided after each failed attempt: `sent`, `budget_exhausted`, `deadline`, `not_retryable`, `rejected`, `exhausted` ([`RetryOutcome::as_str`]); registered at the first decision, so never for a limiter without a retry policy |
+//! | `rheostat_retries_total` | counter | `limiter`, `outcome` | what the [retry policy](crate::retry) decided after each failed attempt: `sent`, `budget_exhausted`, `deadline`, `not_retryable`, `rejected`, `exhausted` ([`RetryOutcome::as_str`]); registered by [`Builder::metrics`] for a limiter with a retry policy, and never for one without |
 //!
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,
 //! 4 forced closed, 5 disabled, 6 metrics-only ([`state_value`]). A limiter
@@ -86,8 +86,8 @@ pub struct MetricsObserver {
     /// By [`REASONS`].
     rejected: [Counter; REASONS.len()],
     duration: Histogram,
-    /// By [`RetryOutcome::ALL`], registered at the first retry decision:
-    /// never for a limiter without a retry policy.
+    /// By [`RetryOutcome::ALL`]: registered for a limiter with a retry
+    /// policy, never for one without.
     retries: OnceLock<[Counter; RetryOutcome::ALL.len()]>,
 }
 
@@ -143,6 +143,25 @@ impl MetricsObserver {
             retries: OnceLock::new(),
             limiter,
         }
+    }
+
+    /// Register `rheostat_retries_total`, one series per outcome, with the
+    /// recorder installed now ([`Builder::metrics`] does it for a limiter
+    /// with a retry policy; otherwise the first retry decision does).
+    pub fn register_retries(&self) {
+        let _ = self.retries();
+    }
+
+    fn retries(&self) -> &[Counter; RetryOutcome::ALL.len()] {
+        self.retries.get_or_init(|| {
+            RetryOutcome::ALL.map(|o| {
+                ::metrics::counter!(
+                    "rheostat_retries_total",
+                    "limiter" => self.limiter.clone(),
+                    "outcome" => o.as_str()
+                )
+            })
+        })
     }
 
     /// Set `rheostat_breaker_state` (the observer sets it on every
@@ -248,15 +267,7 @@ impl Observer for MetricsObserver {
     }
 
     fn retry(&self, outcome: RetryOutcome) {
-        let counters = self.retries.get_or_init(|| {
-            RetryOutcome::ALL.map(|o| {
-                ::metrics::counter!(
-                    "rheostat_retries_total",
-                    "limiter" => self.limiter.clone(),
-                    "outcome" => o.as_str()
-                )
-            })
-        });
+        let counters = self.retries();
         let at = RetryOutcome::ALL
             .iter()
             .position(|o| *o == outcome)
@@ -282,10 +293,13 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// installed then: install it first.
     #[must_use]
     pub fn metrics(self) -> Self {
-        self.observe_named(Box::new(|name, state| {
-            let observer = MetricsObserver::new(name.to_owned());
-            if let Some(state) = state {
+        self.observe_named(Box::new(|named| {
+            let observer = MetricsObserver::new(named.name.to_owned());
+            if let Some(state) = named.state {
                 observer.set_breaker_state(state);
+            }
+            if named.retries {
+                observer.register_retries();
             }
             Box::new(observer)
         }))

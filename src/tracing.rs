@@ -87,8 +87,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// [`crate::tracing`].
     #[must_use]
     pub fn tracing(self) -> Self {
-        self.observe_named(Box::new(|name, _| {
-            Box::new(TracingObserver::new(name.to_owned()))
+        self.observe_named(Box::new(|named| {
+            Box::new(TracingObserver::new(named.name.to_owned()))
         }))
     }
 }

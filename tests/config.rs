@@ -305,7 +305,13 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     // Stacks name the member.
     ("[limiters.p.policy]\npolicy = \"stack\"\nmembers = []", "limiters.p.policy.members", "at least one policy", 3),
     ("[limiters.p.policy]\npolicy = \"stack\"\n[[limiters.p.policy.members]]\npolicy = \"fixed\"\nlimit = 4\n[[limiters.p.policy.members]]\npolicy = \"aimd\"\nbackoff = 2", "limiters.p.policy.members[1].backoff", "found 2", 8),
-    ("[limiters.p.policy]\npolicy = \"stack\"\n[[limiters.p.policy.members]]\npolicy = \"aimd\"\nbackof = 0.5", "limiters.p.policy.members[0].backof", "unknown field `backof`", 5),
+    ("[limiters.p.policy]\npolicy = \"stack\"\n[[limiters.p.policy.members]]\npolicy = \"aimd\"\nbackof = 0.5", "limiters.p.policy.members[0].backof", "unknown field `backof`", 5),    // The retry block beside the policy.
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nattempts = 0", "limiters.p.retry.attempts", "found 0, expected a whole number in [1, 10]", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbudget = { ratio = nan }", "limiters.p.retry.budget.ratio", "found NaN, expected a number in [0, 1]", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbudget.ratio = 1.5", "limiters.p.retry.budget.ratio", "found 1.5", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\ntimeout = \"2s\"\ndeadline = \"1s\"", "limiters.p.retry.deadline", "at least one attempt's timeout", 5),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\natempts = 2", "limiters.p.retry.atempts", "unknown field `atempts`", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbackoff = { base = \"soon\" }", "limiters.p.retry.backoff.base", "soon", 4),
 ];
 
 #[test]
@@ -649,4 +655,50 @@ fn a_policy_is_checked_where_serde_reads_it() {
     let good: PolicyConfig =
         serde_json::from_str(r#"{"policy": "aimd", "backoff": 0.5}"#).expect("in range");
     assert!(good.build().is_ok());
+}
+
+#[test]
+fn one_block_per_dependency_holds_its_limit_its_breaker_and_its_retry() {
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.payments.policy]
+        policy = "stack"
+
+        [[limiters.payments.policy.members]]
+        policy = "breaker"
+
+        [[limiters.payments.policy.members]]
+        policy = "gradient"
+
+        [limiters.payments.retry]
+        attempts = 3
+        timeout = "800ms"
+        deadline = "2s"
+        backoff = { base = "50ms", cap = "1s" }
+        budget = { ratio = 0.1, min_per_second = 5, ttl = "10s" }
+    "#,
+    )
+    .unwrap();
+    let payments = file.build("payments").unwrap();
+    let retry = payments.retry().expect("a retry policy");
+    assert_eq!(retry.config().attempts, 3);
+    assert_eq!(retry.config().timeout, Some(Duration::from_millis(800)));
+    assert_eq!(retry.config().deadline, Some(Duration::from_secs(2)));
+    assert_eq!(retry.config().budget.ratio, 0.1);
+    assert_eq!(retry.config().budget.min_per_second, 5.0);
+    // Left out, no retry; the defaults fill what a block leaves out.
+    let plain = LimitersConfig::from_toml("[limiters.p.policy]\npolicy = \"aimd\"").unwrap();
+    assert!(plain.build("p").unwrap().retry().is_none());
+    let short = LimitersConfig::from_toml(
+        "[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nattempts = 2",
+    )
+    .unwrap();
+    let config = short.build("p").unwrap().retry().unwrap().config().clone();
+    assert_eq!(
+        config,
+        rheostat::retry::RetryConfig {
+            attempts: 2,
+            ..Default::default()
+        }
+    );
 }

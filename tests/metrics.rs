@@ -324,3 +324,81 @@ fn metrics_sit_beside_another_observer() {
         1
     );
 }
+
+#[test]
+fn retry_decisions_are_counted_by_outcome_from_the_start() {
+    use rheostat::retry::{Backoff, RetryConfig};
+    use rheostat::{Outcome, TokioClock};
+
+    let recorder = DebuggingRecorder::new();
+    let (plain, limiter) = metrics::with_local_recorder(&recorder, || {
+        let plain = Limiter::builder(Fixed::new(4).unwrap())
+            .name("plain")
+            .metrics()
+            .build()
+            .unwrap();
+        let limiter = Limiter::builder(Fixed::new(4).unwrap())
+            .name("payments")
+            .clock(TokioClock)
+            .retry(RetryConfig {
+                backoff: Backoff {
+                    base: Duration::from_millis(1),
+                    cap: Duration::from_millis(1),
+                },
+                ..RetryConfig::default()
+            })
+            .metrics()
+            .build()
+            .unwrap();
+        (plain, limiter)
+    });
+    let seen = read(&recorder);
+    for outcome in [
+        "sent",
+        "budget_exhausted",
+        "deadline",
+        "not_retryable",
+        "rejected",
+        "exhausted",
+    ] {
+        let pairs = [("limiter", "payments"), ("outcome", outcome)];
+        assert_eq!(counter(&seen, "rheostat_retries_total", &pairs), 0);
+    }
+    // A limiter without a retry policy has no such series.
+    assert!(!seen
+        .keys()
+        .any(|(_, name, labels)| name == "rheostat_retries_total"
+            && labels.contains(&("limiter".to_owned(), "plain".to_owned()))));
+    drop(plain);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let classify = |r: &Result<(), u16>| match r {
+            Ok(()) => Outcome::Success,
+            Err(s) if *s >= 500 => Outcome::Overload,
+            Err(_) => Outcome::Ignore,
+        };
+        let _ = limiter
+            .call(Duration::from_secs(1), classify, || async { Err(503) })
+            .await;
+        let _ = limiter
+            .call(Duration::from_secs(1), classify, || async { Err(404) })
+            .await;
+    });
+    let seen = read(&recorder);
+    let count = |outcome| {
+        counter(
+            &seen,
+            "rheostat_retries_total",
+            &[("limiter", "payments"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (count("sent"), count("exhausted"), count("not_retryable")),
+        (2, 1, 1)
+    );
+}

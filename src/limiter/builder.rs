@@ -90,9 +90,22 @@ pub struct Builder<A, C = DefaultClock> {
     named: Vec<NamedObserver>,
 }
 
-/// Makes an observer from the limiter's name and its policy's breaker state.
-pub(crate) type NamedObserver =
-    Box<dyn FnOnce(&str, Option<BreakerState>) -> Box<dyn Observer> + Send>;
+/// Makes an observer from what the limiter is when built.
+pub(crate) type NamedObserver = Box<dyn FnOnce(&Named<'_>) -> Box<dyn Observer> + Send>;
+
+/// What an observer made at [`Builder::build`] is told of its limiter.
+#[cfg_attr(
+    not(any(feature = "metrics", feature = "tracing")),
+    allow(dead_code, reason = "read by the optional observers")
+)]
+pub(crate) struct Named<'a> {
+    /// The limiter's name.
+    pub(crate) name: &'a str,
+    /// Its policy's starting breaker state, if it has a breaker.
+    pub(crate) state: Option<BreakerState>,
+    /// Whether it has a retry policy.
+    pub(crate) retries: bool,
+}
 
 impl<A: Algorithm> Builder<A, DefaultClock> {
     pub(super) fn new(policy: A) -> Self {
@@ -262,8 +275,13 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;
         }
         let state = self.policy.snapshot().state;
+        let named = Named {
+            name: &self.options.name,
+            state,
+            retries: self.retry.is_some(),
+        };
         for make in std::mem::take(&mut self.named) {
-            let observer = make(&self.options.name, state);
+            let observer = make(&named);
             self.observer = Some(match self.observer.take() {
                 Some(previous) => Box::new((previous, observer)),
                 None => observer,

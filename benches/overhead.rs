@@ -19,7 +19,8 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Stack, Throttle,
     ThrottleConfig, Vegas, VegasConfig,
 };
-use rheostat::Limiter;
+use rheostat::retry::RetryConfig;
+use rheostat::{Limiter, Outcome};
 
 /// Samples per case, and the nanoseconds per call each gave, by case.
 const SAMPLES: usize = 100;
@@ -136,6 +137,62 @@ fn overhead(c: &mut Criterion) {
     group.finish();
 }
 
+/// `Limiter::call` on the recommended policy (`Aimd` at its defaults), a
+/// call that succeeds at once, with and without a retry policy: what the
+/// feature costs a call that needs no retry. Each sample times the limiter
+/// without a retry for as many calls just before the one with it, and the
+/// ratio is the median of the per-sample ratios.
+fn retry(c: &mut Criterion) {
+    let mut group = c.benchmark_group("retry");
+    group.sample_size(SAMPLES);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let aimd = || Aimd::new(AimdConfig::default()).expect("valid");
+    let plain = Limiter::new(aimd());
+    let retrying = Limiter::builder(aimd())
+        .retry(RetryConfig::default())
+        .build()
+        .expect("valid");
+    let calls = |limiter: &Limiter<Aimd>, iters: u64| {
+        rt.block_on(async {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let answer = limiter
+                    .call(
+                        Duration::from_secs(1),
+                        |_: &Result<(), ()>| Outcome::Success,
+                        || async { Ok(()) },
+                    )
+                    .await;
+                black_box(answer.is_ok());
+            }
+            start.elapsed()
+        })
+    };
+    let record = |id: &'static str, elapsed: Duration, iters: u64| {
+        #[allow(clippy::cast_precision_loss, reason = "a mean of nanoseconds")]
+        let per_call = elapsed.as_secs_f64() * 1e9 / iters.max(1) as f64;
+        TIMES.with_borrow_mut(|times| {
+            match times.iter_mut().find(|(g, i, _)| *g == RETRY && *i == id) {
+                Some((_, _, samples)) => samples.push(per_call),
+                None => times.push((RETRY, id, vec![per_call])),
+            }
+        });
+    };
+    group.bench_function(RETRY_ON, |b| {
+        b.iter_custom(|iters| {
+            let without = calls(&plain, iters);
+            let with = calls(&retrying, iters);
+            record(RETRY_OFF, without, iters);
+            record(RETRY_ON, with, iters);
+            with
+        });
+    });
+    group.finish();
+}
+
 /// What one clock read costs, each way the limiter could read the time.
 fn clocks(c: &mut Criterion) {
     use rheostat::{Clock, QuantaClock, SystemClock};
@@ -174,6 +231,9 @@ fn clocks(c: &mut Criterion) {
 
 const OVERHEAD: &str = "overhead";
 const CLOCK: &str = "clock";
+const RETRY: &str = "retry";
+const RETRY_OFF: &str = "`Limiter::call`, `Aimd`, no retry policy";
+const RETRY_ON: &str = "`Limiter::call`, `Aimd`, the default retry policy";
 const BASELINE: &str = "baseline: semaphore + 2 clock reads";
 
 fn median(samples: &[f64]) -> f64 {
@@ -202,6 +262,16 @@ fn summary(load_before: &str) {
             let ratio = baseline.map_or(String::from("–"), |b| format!("{:.2}", m / b));
             println!("| {id} | {m:.1} ns | {ratio} |");
         }
+        let pairs: Vec<_> = times.iter().filter(|(g, _, _)| *g == RETRY).collect();
+        if let [(_, off, without), (_, on, with)] = pairs[..] {
+            let ratios: Vec<f64> = with.iter().zip(without).map(|(w, o)| w / o).collect();
+            println!(
+                "\n| one call through `Limiter::call`, succeeding at once | median | × without |"
+            );
+            println!("| --- | ---: | ---: |");
+            println!("| {off} | {:.1} ns | 1.00 |", median(without));
+            println!("| {on} | {:.1} ns | {:.3} |", median(with), median(&ratios));
+        }
         println!("\n| one clock read | median |");
         println!("| --- | ---: |");
         for (_, id, samples) in times.iter().filter(|(g, _, _)| *g == CLOCK) {
@@ -214,6 +284,7 @@ fn main() {
     let load_before = common::load_average();
     let mut c = Criterion::default().configure_from_args();
     overhead(&mut c);
+    retry(&mut c);
     clocks(&mut c);
     c.final_summary();
     summary(&load_before);

@@ -585,3 +585,49 @@ fn a_waiter_enqueued_while_a_slot_is_parked_is_handed_it() {
         assert_eq!(limiter.in_flight(), 0);
     });
 }
+
+/// A retry budget with room for one retry per two calls: two threads that
+/// each begin a call and then ask for a retry are granted exactly one, in
+/// every interleaving (the later withdrawal, under the budget's lock, sees
+/// both calls; the earlier may see one, which earns half a retry).
+#[test]
+fn two_calls_that_earn_one_retry_between_them_are_granted_exactly_one() {
+    use rheostat::retry::{Backoff, Budget, Decision, Ended, Retry, RetryConfig};
+    loom::model(|| {
+        let origin = Instant::now();
+        let retry = Arc::new(
+            Retry::new(
+                RetryConfig {
+                    backoff: Backoff {
+                        base: Duration::ZERO,
+                        cap: Duration::ZERO,
+                    },
+                    budget: Budget {
+                        ratio: 0.5,
+                        min_per_second: 0.0,
+                        ttl: Duration::from_secs(10),
+                    },
+                    ..RetryConfig::default()
+                },
+                1,
+                origin,
+            )
+            .unwrap(),
+        );
+        let ask = move |retry: &Retry| {
+            let mut call = retry.begin(origin, Duration::from_secs(1));
+            call.attempts = 1;
+            matches!(
+                retry.after(&call, Ended::Ran(Outcome::Overload.into()), origin, false),
+                Decision::Retry { .. }
+            )
+        };
+        let other = {
+            let retry = Arc::clone(&retry);
+            thread::spawn(move || ask(&retry))
+        };
+        let here = ask(&retry);
+        let there = other.join().unwrap();
+        assert_eq!(u32::from(here) + u32::from(there), 1);
+    });
+}

@@ -40,6 +40,9 @@ pub(crate) struct Account {
     origin: Instant,
     /// Nanoseconds per bucket.
     width: u64,
+    /// `2^64 / width`, rounded up: an interval's index is a multiplication
+    /// and a shift, not a division, on the path every call takes.
+    inverse: u128,
     ratio: f64,
     /// `min_per_second × ttl`.
     reserve: f64,
@@ -57,9 +60,11 @@ const COUNT: u64 = 0xFFFF_FFFF;
 impl Account {
     pub(crate) fn new(budget: &Budget, origin: Instant) -> Self {
         let ttl = u64::try_from(budget.ttl.as_nanos()).unwrap_or(u64::MAX);
+        let width = (ttl / BUCKETS as u64).max(1);
         Account {
             origin,
-            width: (ttl / BUCKETS as u64).max(1),
+            width,
+            inverse: (1u128 << 64).div_ceil(u128::from(width)),
             ratio: budget.ratio,
             reserve: budget.min_per_second * budget.ttl.as_secs_f64(),
             deposits: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -70,12 +75,16 @@ impl Account {
     }
 
     /// The index of the interval holding `now` (a clock that went back
-    /// before the origin reads as the first).
+    /// before the origin reads as the first). With the inverse rounded up,
+    /// `k × width` nanoseconds is exactly the start of interval `k` for
+    /// every `k` within centuries; an interval may begin under a nanosecond
+    /// early, never late.
     #[inline]
     fn interval(&self, now: Instant) -> u32 {
-        let nanos = now.saturating_duration_since(self.origin).as_nanos();
+        let since = now.saturating_duration_since(self.origin);
+        let nanos = u128::from(since.as_secs()) * 1_000_000_000 + u128::from(since.subsec_nanos());
         #[allow(clippy::cast_possible_truncation, reason = "an index that wraps")]
-        let index = (nanos / u128::from(self.width)) as u32;
+        let index = ((nanos * self.inverse) >> 64) as u32;
         index
     }
 

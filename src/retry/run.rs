@@ -98,12 +98,34 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if let Err(e) = check::duration("timeout", timeout) {
             return Err(CallError::InvalidTimeout(e));
         }
-        let mut call = retry.begin(self.clock().now(), timeout);
+        // The call begins at its first admission (the instant the limiter
+        // read for it, if it read one) or refusal.
+        let first = self.try_acquire();
+        let began = match &first {
+            Ok(permit) => permit.started(),
+            Err(_) => None,
+        };
+        let mut call = retry.begin(began.unwrap_or_else(|| self.clock().now()), timeout);
         let mut next = retry.first_timeout(&call);
         let mut waited = false;
+        let mut first = Some(first);
         loop {
             call.attempts += 1;
-            let (ended, result) = match self.admit_attempt(&mut waited, &call, retry).await {
+            let admitted = match first.take() {
+                Some(Ok(permit)) => Ok(permit),
+                Some(Err(rejection)) => {
+                    self.after_refusal(rejection, &mut waited, &call, retry)
+                        .await
+                }
+                None => match self.try_acquire() {
+                    Ok(permit) => Ok(permit),
+                    Err(rejection) => {
+                        self.after_refusal(rejection, &mut waited, &call, retry)
+                            .await
+                    }
+                },
+            };
+            let (ended, result) = match admitted {
                 Err(reason_and_error) => reason_and_error,
                 Ok(permit) => {
                     let limit = match retry.config().deadline {
@@ -151,7 +173,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Tell the observer, if any, what was decided after a failed attempt.
-    fn observe_retry(&self, decision: Decision, dry: bool) {
+    pub(crate) fn observe_retry(&self, decision: Decision, dry: bool) {
         let Some(observer) = self.observer() else {
             return;
         };
@@ -164,32 +186,28 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// A permit for the next attempt of `call`, or how its refusal ends it:
-    /// a refusal because the limit is reached waits once in the queue if
-    /// the retry allows it.
-    async fn admit_attempt<T, E>(
+    /// How a refused attempt of `call` goes on: a refusal because the limit
+    /// is reached waits once in the queue if the retry allows it; any other
+    /// ends the attempt.
+    async fn after_refusal<T, E>(
         &self,
+        rejection: crate::Rejection,
         waited: &mut bool,
         call: &super::Call,
         retry: &super::Retry,
     ) -> Result<Permit<'_, A, C>, (Ended, Result<T, CallError<E>>)> {
-        match self.try_acquire() {
-            Ok(permit) => Ok(permit),
-            Err(rejection)
-                if rejection.reason() == RejectReason::LimitReached
-                    && retry.config().wait_on_limit
-                    && !*waited =>
-            {
-                *waited = true;
-                let left = retry.config().deadline.map(|deadline| {
-                    deadline
-                        .saturating_sub(self.clock().now().saturating_duration_since(call.started))
-                });
-                self.acquire_within(left)
-                    .await
-                    .map_err(|r| (Ended::Refused(r.reason()), Err(CallError::Rejected(r))))
-            }
-            Err(r) => Err((Ended::Refused(r.reason()), Err(CallError::Rejected(r)))),
+        let refused =
+            |r: crate::Rejection| (Ended::Refused(r.reason()), Err(CallError::Rejected(r)));
+        if rejection.reason() != RejectReason::LimitReached
+            || !retry.config().wait_on_limit
+            || *waited
+        {
+            return Err(refused(rejection));
         }
+        *waited = true;
+        let left = retry.config().deadline.map(|deadline| {
+            deadline.saturating_sub(self.clock().now().saturating_duration_since(call.started))
+        });
+        self.acquire_within(left).await.map_err(refused)
     }
 }

@@ -10,7 +10,7 @@
 //! reason and the line (here, `backoff = 1.5` for checkout):
 //!
 //! ```text
-//! examples/policies.toml:28: invalid `limiters.checkout.policy.backoff`: found 1.5, expected a number in (0, 1)
+//! examples/policies.toml:36: invalid `limiters.checkout.policy.backoff`: found 1.5, expected a number in (0, 1)
 //! ```
 
 use std::process::ExitCode;
@@ -54,8 +54,20 @@ fn describe(file: &LimitersConfig, name: &str) {
             } else {
                 gate.limit.to_string()
             };
+            let retry = limiter.retry().map_or(String::new(), |r| {
+                let c = r.config();
+                let deadline = c
+                    .deadline
+                    .map_or(String::new(), |d| format!(" within {d:?}"));
+                format!(
+                    "  retry: {} attempts{deadline}, budget {:.0}% + {}/s",
+                    c.attempts,
+                    c.budget.ratio * 100.0,
+                    c.budget.min_per_second
+                )
+            });
             println!(
-                "  {name:<16} {:<9}{members:<22} limit {limit:<10} admit {:.0}%",
+                "  {name:<16} {:<9}{members:<22} limit {limit:<10} admit {:.0}%{retry}",
                 snapshot.policy,
                 gate.admit_probability * 100.0,
             );

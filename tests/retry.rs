@@ -1,5 +1,10 @@
 //! The retry policy: attempts, deadline, budget, and the limiter's refusals.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

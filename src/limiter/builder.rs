@@ -102,8 +102,16 @@ pub(crate) struct Named<'a> {
     /// The limiter's name.
     pub(crate) name: &'a str,
     /// Its policy's starting breaker state, if it has a breaker.
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics observer")
+    )]
     pub(crate) state: Option<BreakerState>,
     /// Whether it has a retry policy.
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics observer")
+    )]
     pub(crate) retries: bool,
 }
 

@@ -3,8 +3,10 @@
 //!
 //! A [`RetryConfig`] given to a limiter ([`Builder::retry`](crate::Builder::retry),
 //! or a `retry` table beside the `policy` table of a configuration file)
-//! makes [`Limiter::call`](crate::Limiter::call) and the tower layer retry
-//! a failed call, within four bounds:
+//! makes [`Limiter::call`](crate::Limiter::call) retry a failed call (and,
+//! with the `tower` feature, the layer `RheostatLayer::retry` makes, and
+//! with `tower-retry`, tower's own `Retry` through `RetryPolicy`), within
+//! four bounds:
 //!
 //! - **attempts**: at most `attempts` per call, the first included;
 //! - **deadline**: no retry starts after the call's deadline, and each
@@ -19,8 +21,8 @@
 //!   [`RetryConfig::wait_on_limit`] is set.
 //!
 //! Only failures the classifier calls retryable are retried: by default an
-//! [`Outcome::Overload`](crate::Outcome::Overload) (a timeout, a 5xx, a
-//! refused connection), never an [`Outcome::Ignore`](crate::Outcome::Ignore)
+//! [`Outcome::Overload`] (a timeout, a 5xx, a
+//! refused connection), never an [`Outcome::Ignore`]
 //! (a 4xx), and never a success. A classifier may say more with a
 //! [`Verdict`]: that an overload is not worth retrying, or how long the
 //! server asked to wait (`Retry-After`), which is then a floor on the
@@ -284,7 +286,7 @@ impl Retry {
         Ok(Retry {
             account: Account::new(&config.budget, origin),
             config,
-            rng: AtomicU64::new(seed ^ 0x7E57_0F_BAC0_FF5E),
+            rng: AtomicU64::new(seed ^ 0x7E57_0FBA_C0FF_5E00),
         })
     }
 

@@ -1,19 +1,26 @@
-//! The response future.
+//! The response futures.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
+use tower_service::Service;
 
 use super::classify::Classify;
-use crate::algorithms::Algorithm;
+use super::retry::{Queue, StartQueue};
+use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{CallError, Rejection};
-use crate::limiter::OwnedPermit;
+use crate::error::{CallError, RejectReason, Rejection};
+use crate::limiter::{Limiter, OwnedPermit, Readiness};
+use crate::retry::{Call, Decision, Ended, Retry, RetryOutcome, Verdict};
+
+#[cfg(feature = "tower-retry")]
+pub use super::policy::RetryBackoff;
 
 pin_project! {
     /// The response of a [`Rheostat`](super::Rheostat) service: the inner
@@ -160,6 +167,396 @@ impl<F, K, A: Algorithm, C: Clock> fmt::Debug for ResponseFuture<F, K, A, C> {
         f.debug_struct("ResponseFuture")
             .field("permit", &self.permit)
             .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a retrying call needs beyond its first attempt.
+pub(crate) struct Plan<S, Req, K, A, C> {
+    pub(crate) limiter: Arc<Limiter<A, C>>,
+    pub(crate) classifier: K,
+    pub(crate) start_queue: StartQueue<A, C>,
+    /// The call's account, `None` if the limiter has no retry policy (one
+    /// attempt, nothing observed).
+    pub(crate) call: Option<Call>,
+    /// The next attempt's timeout before a probe's or the deadline's; `None`
+    /// for none.
+    pub(crate) next: Option<Duration>,
+    /// Whether the rule allows sending the request again.
+    pub(crate) retryable: bool,
+    /// A clone of the inner service, for the attempts after the first.
+    pub(crate) service: Option<S>,
+    /// The request, kept for the attempts still to be sent.
+    pub(crate) request: Option<Req>,
+}
+
+/// How the first attempt began.
+pub(crate) enum First<F, A, C> {
+    /// Sent under `permit`, given at most `timeout`.
+    Called {
+        future: F,
+        permit: OwnedPermit<A, C>,
+        timeout: Option<Duration>,
+    },
+    /// Refused at admission.
+    Refused(Rejection),
+    /// Admitted with no time left before the deadline: not sent.
+    Expired,
+}
+
+/// The timeout of an attempt admitted under `permit`: a probe's timeout
+/// for a probe (or `next` if the limiter has none), `next` otherwise; cut
+/// to the `left` of the call's deadline. `None` for none.
+pub(crate) fn attempt_timeout<A: Algorithm, C: Clock>(
+    permit: Option<&OwnedPermit<A, C>>,
+    next: Option<Duration>,
+    left: Option<Duration>,
+) -> Option<Duration> {
+    let own = match permit {
+        Some(permit) if permit.is_probe() => permit.limiter().probe_timeout().or(next),
+        _ => next,
+    };
+    match (own, left) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What is left of `call`'s deadline, if `retry` gives it one.
+pub(crate) fn deadline_left<A: Algorithm, C: Clock>(
+    limiter: &Limiter<A, C>,
+    retry: &Retry,
+    call: &Call,
+) -> Option<Duration> {
+    retry.config().deadline.map(|deadline| {
+        let spent = limiter
+            .clock()
+            .now()
+            .saturating_duration_since(call.started);
+        deadline.saturating_sub(spent)
+    })
+}
+
+/// `timeout`, unless it stands for no timeout at all.
+pub(crate) fn finite(timeout: Duration) -> Option<Duration> {
+    (timeout != Duration::MAX).then_some(timeout)
+}
+
+pin_project! {
+    /// The response of a [`RheostatRetry`](super::RheostatRetry) service:
+    /// the last attempt's response, or why there is none.
+    ///
+    /// Each attempt holds its own permit until it completes, recorded as
+    /// the classifier says (or as an overload if its timeout ran out);
+    /// between attempts (the backoff) no permit is held. A response the
+    /// classifier counts as a failure (a 503) is returned as it is once no
+    /// retry follows.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it drops the attempt in flight and releases its permit as
+    /// the limiter's drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore)
+    /// unless configured otherwise); dropped during a backoff, nothing is
+    /// held; dropped while waiting in the limiter's queue, it leaves the
+    /// queue (a slot handed to it goes to the next waiter). No retry is
+    /// made after it is dropped.
+    ///
+    /// # Panics
+    ///
+    /// If polled after it completed, or polled outside a Tokio runtime with
+    /// the time driver enabled.
+    pub struct RetryResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        state: Attempt<S::Future, A, C>,
+        permit: Option<OwnedPermit<A, C>>,
+        timeout: Option<Duration>,
+        sleep: Option<Pin<Box<Sleep>>>,
+        service: Option<S>,
+        request: Option<Req>,
+        retryable: bool,
+        call: Option<Call>,
+        next: Option<Duration>,
+        waited: bool,
+        limiter: Arc<Limiter<A, C>>,
+        classifier: K,
+        start_queue: StartQueue<A, C>,
+    }
+}
+
+pin_project! {
+    #[project = AttemptProj]
+    enum Attempt<F, A, C> {
+        /// An attempt in flight.
+        Called {
+            #[pin]
+            future: F,
+        },
+        /// An attempt refused at admission.
+        Refused {
+            rejection: Rejection,
+        },
+        /// Waiting once in the limiter's queue.
+        Queued {
+            acquire: Queue<A, C>,
+        },
+        /// Admitted: waiting for the inner service to be ready.
+        Admitted,
+        /// Waiting before the next attempt.
+        Backoff {
+            sleep: Option<Pin<Box<Sleep>>>,
+        },
+        /// Admitted with no time left before the deadline.
+        Expired,
+        /// Finished.
+        Done,
+    }
+}
+
+impl<S, Req, K, A, C> RetryResponseFuture<S, Req, K, A, C>
+where
+    S: Service<Req>,
+{
+    pub(crate) fn new(plan: Plan<S, Req, K, A, C>, first: First<S::Future, A, C>) -> Self {
+        let (state, permit, timeout) = match first {
+            First::Called {
+                future,
+                permit,
+                timeout,
+            } => (Attempt::Called { future }, Some(permit), timeout),
+            First::Refused(rejection) => (Attempt::Refused { rejection }, None, None),
+            First::Expired => (Attempt::Expired, None, None),
+        };
+        RetryResponseFuture {
+            state,
+            permit,
+            timeout,
+            sleep: None,
+            service: plan.service,
+            request: plan.request,
+            retryable: plan.retryable,
+            call: plan.call,
+            next: plan.next,
+            waited: false,
+            limiter: plan.limiter,
+            classifier: plan.classifier,
+            start_queue: plan.start_queue,
+        }
+    }
+}
+
+impl<S, Req, K, A, C> Future for RetryResponseFuture<S, Req, K, A, C>
+where
+    S: Service<Req>,
+    Req: Clone,
+    K: Classify<S::Response, S::Error>,
+    A: Algorithm,
+    C: Clock,
+{
+    type Output = Result<S::Response, CallError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            // Each arm either moves on (`continue`), returns, or hands over
+            // a failed attempt: how it ended, and what the call returns if
+            // no retry follows.
+            let (ended, result) = match this.state.as_mut().project() {
+                AttemptProj::Called { future } => match future.poll(cx) {
+                    Poll::Ready(result) => {
+                        *this.sleep = None;
+                        let latency = this
+                            .permit
+                            .as_ref()
+                            .and_then(|permit| permit.started())
+                            .map_or(Duration::ZERO, |start| {
+                                this.limiter.clock().now().saturating_duration_since(start)
+                            });
+                        let verdict = if this.call.is_some() {
+                            this.classifier.verdict(&result, latency)
+                        } else {
+                            Verdict::new(this.classifier.classify(&result, latency))
+                        };
+                        if let Some(permit) = this.permit.take() {
+                            permit.record(verdict.outcome);
+                        }
+                        if verdict.outcome == Outcome::Success || this.call.is_none() {
+                            this.state.set(Attempt::Done);
+                            return Poll::Ready(result.map_err(CallError::Failed));
+                        }
+                        (Ended::Ran(verdict), result.map_err(CallError::Failed))
+                    }
+                    Poll::Pending => {
+                        let Some(after) = *this.timeout else {
+                            return Poll::Pending;
+                        };
+                        let sleep = this
+                            .sleep
+                            .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+                        ready!(sleep.as_mut().poll(cx));
+                        *this.sleep = None;
+                        if let Some(permit) = this.permit.take() {
+                            permit.overload();
+                        }
+                        if this.call.is_none() {
+                            this.state.set(Attempt::Done);
+                            return Poll::Ready(Err(CallError::TimedOut(after)));
+                        }
+                        (Ended::TimedOut, Err(CallError::TimedOut(after)))
+                    }
+                },
+                AttemptProj::Refused { rejection } => {
+                    let rejection = *rejection;
+                    let (Some(call), Some(retry)) = (this.call.as_ref(), this.limiter.retry())
+                    else {
+                        this.state.set(Attempt::Done);
+                        return Poll::Ready(Err(CallError::Rejected(rejection)));
+                    };
+                    // As `Limiter::call`: a refusal because the limit is
+                    // reached may wait once in the queue, if the retry
+                    // policy allows it.
+                    if rejection.reason() == RejectReason::LimitReached
+                        && retry.config().wait_on_limit
+                        && !*this.waited
+                        && this.service.is_some()
+                    {
+                        *this.waited = true;
+                        let left = deadline_left(this.limiter, retry, call);
+                        let acquire = (this.start_queue)(Arc::clone(this.limiter), left);
+                        this.state.set(Attempt::Queued { acquire });
+                        continue;
+                    }
+                    (
+                        Ended::Refused(rejection.reason()),
+                        Err(CallError::Rejected(rejection)),
+                    )
+                }
+                AttemptProj::Queued { acquire } => match ready!(acquire.as_mut().poll(cx)) {
+                    Ok(permit) => {
+                        *this.permit = Some(permit);
+                        this.state.set(Attempt::Admitted);
+                        continue;
+                    }
+                    Err(rejection) => (
+                        Ended::Refused(rejection.reason()),
+                        Err(CallError::Rejected(rejection)),
+                    ),
+                },
+                AttemptProj::Admitted => {
+                    let Some(service) = this.service.as_mut() else {
+                        unreachable!(
+                            "an attempt after the first is made only with a service to send it"
+                        )
+                    };
+                    if let Err(error) = ready!(service.poll_ready(cx)) {
+                        if let Some(permit) = this.permit.take() {
+                            permit.ignore();
+                        }
+                        this.state.set(Attempt::Done);
+                        return Poll::Ready(Err(CallError::Failed(error)));
+                    }
+                    let (left, last) = match (this.call.as_ref(), this.limiter.retry()) {
+                        (Some(call), Some(retry)) => (
+                            deadline_left(this.limiter, retry, call),
+                            call.attempts >= retry.config().attempts,
+                        ),
+                        _ => (None, true),
+                    };
+                    let timeout = attempt_timeout(this.permit.as_ref(), *this.next, left);
+                    if timeout == Some(Duration::ZERO) {
+                        if let Some(permit) = this.permit.take() {
+                            permit.ignore();
+                        }
+                        this.state.set(Attempt::Done);
+                        return Poll::Ready(Err(CallError::TimedOut(Duration::ZERO)));
+                    }
+                    // The request is cloned while another attempt may
+                    // follow, and moved into the last.
+                    let request = if last || !*this.retryable {
+                        this.request.take()
+                    } else {
+                        this.request.clone()
+                    };
+                    let Some(request) = request else {
+                        unreachable!("a request is kept until its last attempt is sent")
+                    };
+                    *this.timeout = timeout;
+                    *this.sleep = None;
+                    let future = service.call(request);
+                    this.state.set(Attempt::Called { future });
+                    continue;
+                }
+                AttemptProj::Backoff { sleep } => {
+                    if let Some(sleep) = sleep {
+                        ready!(sleep.as_mut().poll(cx));
+                    }
+                    if let Some(call) = this.call.as_mut() {
+                        call.attempts += 1;
+                    }
+                    let next = match this.limiter.try_acquire_timed() {
+                        Ok(permit) => {
+                            *this.permit = Some(permit.into_owned(Arc::clone(this.limiter)));
+                            Attempt::Admitted
+                        }
+                        Err(rejection) => Attempt::Refused { rejection },
+                    };
+                    this.state.set(next);
+                    continue;
+                }
+                AttemptProj::Expired => {
+                    this.state.set(Attempt::Done);
+                    return Poll::Ready(Err(CallError::TimedOut(Duration::ZERO)));
+                }
+                AttemptProj::Done => panic!("polled after completion"),
+            };
+
+            // A failed attempt: decide what follows, and tell the observer.
+            let (Some(call), Some(retry)) = (this.call.as_ref(), this.limiter.retry()) else {
+                this.state.set(Attempt::Done);
+                return Poll::Ready(result);
+            };
+            let wants_retry = match ended {
+                Ended::Ran(verdict) => verdict.may_retry(),
+                Ended::TimedOut => true,
+                Ended::Refused(_) => false,
+            };
+            let (decision, dry) = if wants_retry && !*this.retryable {
+                // The rule forbids sending it again: no retry is withdrawn
+                // from the budget.
+                (Decision::Stop(RetryOutcome::NotRetryable), false)
+            } else {
+                let shut = matches!(this.limiter.readiness(), Readiness::Shut { .. });
+                retry.decide(call, ended, this.limiter.clock().now(), shut)
+            };
+            this.limiter.observe_retry(decision, dry);
+            match decision {
+                Decision::Stop(_) => {
+                    this.state.set(Attempt::Done);
+                    return Poll::Ready(result);
+                }
+                Decision::Retry { wait, timeout } => {
+                    drop(result);
+                    *this.next = finite(timeout);
+                    let sleep = (!wait.is_zero()).then(|| Box::pin(tokio::time::sleep(wait)));
+                    this.state.set(Attempt::Backoff { sleep });
+                }
+            }
+        }
+    }
+}
+
+impl<S, Req, K, A: Algorithm, C: Clock> fmt::Debug for RetryResponseFuture<S, Req, K, A, C>
+where
+    S: Service<Req>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryResponseFuture")
+            .field("permit", &self.permit)
+            .field("timeout", &self.timeout)
+            .field("call", &self.call)
+            .field("retryable", &self.retryable)
             .finish_non_exhaustive()
     }
 }

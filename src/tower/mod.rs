@@ -2,7 +2,8 @@
 //! client service, so hyper, tonic or axum clients use it without glue.
 //!
 //! [`RheostatLayer`] wraps a service in a [`Rheostat`], whose calls return a
-//! [`future::ResponseFuture`]. (With the `config` feature, `KeyedLayer`
+//! [`future::ResponseFuture`] (or, [retrying](#retries), in a
+//! [`RheostatRetry`]). (With the `config` feature, `KeyedLayer`
 //! picks the limiter per request instead, by a key taken from the request,
 //! from `KeyedLimiters`.) For each request
 //! the service:
@@ -32,6 +33,89 @@
 //! is not a `poll_ready` error — that would tell tower the service is
 //! broken for good — but is returned by the next `call`'s future, without
 //! calling the inner service.
+//!
+//! # Retries
+//!
+//! [`RheostatLayer::retry`] opts in to retrying failed requests as the
+//! limiter's [retry policy](crate::retry) (given to
+//! [`Builder::retry`](crate::Builder::retry)) says, with the semantics of
+//! [`Limiter::call`](crate::Limiter::call):
+//!
+//! - a request is retried only if it failed as the classifier's
+//!   [verdict](Classify::verdict) allows (for HTTP: an error, or a 5xx
+//!   other than 501 and 505; never a 4xx, 429 included) and the
+//!   [`RetryRule`] allows sending it again (by default, only
+//!   [`Idempotent`] requests: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`,
+//!   `TRACE`);
+//! - at most `attempts` attempts, each admitted by the limiter and
+//!   recorded as its own call; the call counts once in the retry budget,
+//!   and a retry the budget cannot pay for is not sent;
+//! - no retry starts after the deadline, and each attempt's timeout (the
+//!   layer's, or the retry policy's own `timeout`) shrinks to end by it;
+//! - before a retry, a jittered backoff (`tokio::time::sleep`), at least
+//!   the server's `Retry-After`;
+//! - a refusal by the limiter is never retried (but for one wait in its
+//!   queue if [`wait_on_limit`](crate::retry::RetryConfig::wait_on_limit)
+//!   is set and the limit was reached), nor is a failure after which the
+//!   breaker is open;
+//! - every decision after a failed attempt is told to the limiter's
+//!   [`Observer`](crate::Observer);
+//! - the result is the last attempt's: a 503 is returned as a response
+//!   once no retry follows.
+//!
+//! The retrying service clones the request for each attempt, so it needs
+//! `Req: Clone`. For hyper, an `http::Request<B>` is `Clone` only if its
+//! body is: use a buffered body (`http_body_util::Full<Bytes>`, `String`,
+//! `()`); a streaming body cannot be sent twice, so collect it into one
+//! first. A limiter without a retry policy sends every request once.
+//! Dropping the response future releases the permit of the attempt in
+//! flight (see [`future::RetryResponseFuture`]).
+//!
+//! A stack that already uses tower's `Retry` middleware can spend the same
+//! budget with `RetryPolicy` (the `tower-retry` feature) instead.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use rheostat::retry::{Backoff, RetryConfig};
+//! use rheostat::tower::{HttpClassifier, RheostatLayer};
+//! use rheostat::{algorithms::Fixed, Limiter};
+//! use tower::{service_fn, Layer, ServiceExt};
+//!
+//! let limiter = Limiter::builder(Fixed::new(16)?)
+//!     .retry(RetryConfig {
+//!         deadline: Some(Duration::from_secs(2)),
+//!         backoff: Backoff { base: Duration::from_millis(1), cap: Duration::from_millis(5) },
+//!         ..RetryConfig::default()
+//!     })
+//!     .build()?;
+//! let sent = Arc::new(AtomicU32::new(0));
+//! let counter = Arc::clone(&sent);
+//! let client = RheostatLayer::new(Arc::new(limiter))
+//!     .classify(HttpClassifier::new())
+//!     .timeout(Duration::from_millis(500))?
+//!     .retry()
+//!     .layer(service_fn(move |_: http::Request<String>| {
+//!         // Unavailable twice, then served.
+//!         let status = if counter.fetch_add(1, Ordering::SeqCst) < 2 { 503 } else { 200 };
+//!         async move { http::Response::builder().status(status).body(()) }
+//!     }));
+//!
+//! let request = http::Request::get("http://example.com/").body(String::new())?;
+//! let response = client.clone().oneshot(request).await?;
+//! assert_eq!((response.status().as_u16(), sent.load(Ordering::SeqCst)), (200, 3));
+//!
+//! // A POST is not retried: its 503 comes back as it is.
+//! sent.store(0, Ordering::SeqCst);
+//! let request = http::Request::post("http://example.com/").body("{}".to_owned())?;
+//! let response = client.oneshot(request).await?;
+//! assert_eq!((response.status().as_u16(), sent.load(Ordering::SeqCst)), (503, 1));
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Examples
 //!
@@ -70,6 +154,9 @@ pub mod future;
 #[cfg(feature = "config")]
 mod keyed;
 mod layer;
+#[cfg(feature = "tower-retry")]
+mod policy;
+mod retry;
 mod service;
 
 #[cfg(feature = "http")]
@@ -78,4 +165,9 @@ pub use classify::{Classify, ClassifyFn, ResultClassifier};
 #[cfg(feature = "config")]
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
+#[cfg(feature = "tower-retry")]
+pub use policy::RetryPolicy;
+pub use retry::{
+    AnyRequest, Idempotent, IdempotentOnly, RetryRule, RheostatRetry, RheostatRetryLayer,
+};
 pub use service::Rheostat;

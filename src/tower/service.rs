@@ -90,6 +90,29 @@ impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
     pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
         &self.limiter
     }
+
+    /// The classifier.
+    pub(crate) fn classifier(&self) -> &K {
+        &self.classifier
+    }
+
+    /// The layer's timeout.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The slot for the next call: the one `poll_ready` reserved (or its
+    /// refusal), or, failing fast or called without `poll_ready`, one taken
+    /// now.
+    pub(crate) fn take_slot(&mut self) -> Result<OwnedPermit<A, C>, Rejection> {
+        match self.reserved.take() {
+            Some(slot) => slot,
+            None => self
+                .limiter
+                .try_acquire_timed()
+                .map(|permit| permit.into_owned(Arc::clone(&self.limiter))),
+        }
+    }
 }
 
 impl<S, Req, K, A, C> Service<Req> for Rheostat<S, K, A, C>
@@ -122,15 +145,7 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let slot = match self.reserved.take() {
-            Some(slot) => slot,
-            // Failing fast, or `call` without `poll_ready`: take a slot now.
-            None => self
-                .limiter
-                .try_acquire_timed()
-                .map(|permit| permit.into_owned(Arc::clone(&self.limiter))),
-        };
-        let permit = match slot {
+        let permit = match self.take_slot() {
             Ok(permit) => permit,
             Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
         };

@@ -1,0 +1,469 @@
+//! Retrying through the layer ([`RheostatLayer::retry`]), and the rule
+//! that says which requests may be sent more than once.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::classify::{Classify, ResultClassifier};
+use super::future::{attempt_timeout, deadline_left, finite, First, Plan, RetryResponseFuture};
+use super::layer::RheostatLayer;
+use super::service::Rheostat;
+use crate::algorithms::Algorithm;
+use crate::clock::{Clock, DefaultClock};
+use crate::error::{CallError, Rejection};
+use crate::limiter::{Limiter, OwnedPermit};
+
+/// Which requests a retrying service ([`RheostatLayer::retry`],
+/// and, with the `tower-retry` feature, `RetryPolicy`) may send more than
+/// once.
+///
+/// [`IdempotentOnly`] (the default) allows the requests that say they are
+/// [`Idempotent`]; [`AnyRequest`] allows every request. Implement it for a
+/// rule of your own (a `POST` carrying an `Idempotency-Key` header, a gRPC
+/// method known to be safe).
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::tower::RetryRule;
+///
+/// /// Reads may be retried, writes may not.
+/// #[derive(Clone, Copy, Debug)]
+/// struct ReadsOnly;
+///
+/// enum Query { Read(String), Write(String) }
+///
+/// impl RetryRule<Query> for ReadsOnly {
+///     fn may_retry(&self, query: &Query) -> bool {
+///         matches!(query, Query::Read(_))
+///     }
+/// }
+///
+/// assert!(ReadsOnly.may_retry(&Query::Read("balance".into())));
+/// assert!(!ReadsOnly.may_retry(&Query::Write("transfer".into())));
+/// ```
+pub trait RetryRule<Req> {
+    /// Whether `request` may be sent again after a failed attempt.
+    fn may_retry(&self, request: &Req) -> bool;
+}
+
+/// A request that knows whether sending it twice has the effect of sending
+/// it once, and so may be retried by the default rule, [`IdempotentOnly`].
+///
+/// With the `http` feature, implemented for `http::Method` and
+/// `http::Request`: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS` and
+/// `TRACE` are idempotent (RFC 9110, section 9.2.2); `POST`, `PATCH`,
+/// `CONNECT` and extension methods are not. Implement it for a request type
+/// of your own, or retry every request with
+/// [`RheostatRetryLayer::retry_any_method`].
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::tower::Idempotent;
+///
+/// assert!(http::Method::PUT.is_idempotent());
+/// assert!(!http::Method::POST.is_idempotent());
+/// let request = http::Request::delete("http://example.com/carts/7").body(()).unwrap();
+/// assert!(request.is_idempotent());
+/// ```
+pub trait Idempotent {
+    /// Whether sending it again is safe.
+    fn is_idempotent(&self) -> bool;
+}
+
+#[cfg(feature = "http")]
+impl Idempotent for http::Method {
+    fn is_idempotent(&self) -> bool {
+        matches!(
+            *self,
+            http::Method::GET
+                | http::Method::HEAD
+                | http::Method::PUT
+                | http::Method::DELETE
+                | http::Method::OPTIONS
+                | http::Method::TRACE
+        )
+    }
+}
+
+#[cfg(feature = "http")]
+impl<B> Idempotent for http::Request<B> {
+    fn is_idempotent(&self) -> bool {
+        self.method().is_idempotent()
+    }
+}
+
+/// The default [`RetryRule`]: retry a request only if it is
+/// [`Idempotent`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdempotentOnly;
+
+impl<Req: Idempotent> RetryRule<Req> for IdempotentOnly {
+    fn may_retry(&self, request: &Req) -> bool {
+        request.is_idempotent()
+    }
+}
+
+/// A [`RetryRule`] that retries every request, whatever its method: for
+/// requests that carry no method, or whose effects the server
+/// deduplicates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AnyRequest;
+
+impl<Req> RetryRule<Req> for AnyRequest {
+    fn may_retry(&self, _request: &Req) -> bool {
+        true
+    }
+}
+
+/// Waiting once in the limiter's queue for a retry's slot.
+pub(crate) type Queue<A, C> =
+    Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
+
+/// Starts that wait, within what is left of the call's deadline. A function
+/// pointer made where `A: 'static` is known, as in the service (see
+/// `StartAcquire` there).
+pub(crate) type StartQueue<A, C> = fn(Arc<Limiter<A, C>>, Option<Duration>) -> Queue<A, C>;
+
+fn start_queue<A: Algorithm + 'static, C: Clock>(
+    limiter: Arc<Limiter<A, C>>,
+    left: Option<Duration>,
+) -> Queue<A, C> {
+    Box::pin(async move {
+        let permit = limiter.acquire_within(left).await?;
+        Ok(permit.into_owned(Arc::clone(&limiter)))
+    })
+}
+
+impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
+    /// Retry failed requests as the limiter's [retry policy](crate::retry)
+    /// says: the same layer, whose service clones each request it may
+    /// retry (so it needs `Req: Clone`, which the plain layer does not) and
+    /// sends it again after a retryable failure.
+    ///
+    /// Only [`Idempotent`] requests are retried (for HTTP: `GET`, `HEAD`,
+    /// `PUT`, `DELETE`, `OPTIONS`, `TRACE`); see
+    /// [`RheostatRetryLayer::retry_any_method`] and
+    /// [`RheostatRetryLayer::retry_when`] to say otherwise. A limiter
+    /// without a retry policy ([`Builder::retry`](crate::Builder::retry)
+    /// not called) sends every request once, as the plain layer does,
+    /// without cloning it: the same as [`Limiter::call`]. See the [module
+    /// documentation](super#retries) for the bounds a retry keeps to.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping a response future ([`RetryResponseFuture`]) drops the
+    /// attempt in flight and releases its permit, recorded as the limiter's
+    /// drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore) unless
+    /// configured otherwise); dropped during a backoff, it holds nothing;
+    /// dropped while waiting in the limiter's queue, it leaves the queue.
+    /// No further attempt is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use rheostat::retry::RetryConfig;
+    /// use rheostat::tower::{HttpClassifier, RheostatLayer};
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let limiter = Limiter::builder(Fixed::new(32)?).retry(RetryConfig::default()).build()?;
+    /// let layer = RheostatLayer::new(Arc::new(limiter))
+    ///     .classify(HttpClassifier::new())
+    ///     .timeout(Duration::from_secs(2))?
+    ///     .retry();
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retry(self) -> RheostatRetryLayer<K, IdempotentOnly, A, C> {
+        RheostatRetryLayer {
+            layer: self,
+            rule: IdempotentOnly,
+        }
+    }
+}
+
+/// A [`RheostatLayer`] that retries: made by [`RheostatLayer::retry`];
+/// wraps a service in a [`RheostatRetry`].
+///
+/// Its service needs `Req: Clone`. An `http::Request<B>`
+/// is `Clone` only if its body `B` is: a buffered body such as
+/// `http_body_util::Full<Bytes>`, `String`, `Vec<u8>` or `()` can be retried;
+/// a streaming body (hyper's `Incoming`, a `BoxBody`) cannot be sent twice,
+/// so buffer it first (`http_body_util::BodyExt::collect`, then
+/// `Full::new(collected.to_bytes())`).
+pub struct RheostatRetryLayer<
+    K = ResultClassifier,
+    R = IdempotentOnly,
+    A = Box<dyn Algorithm>,
+    C = DefaultClock,
+> {
+    layer: RheostatLayer<K, A, C>,
+    rule: R,
+}
+
+impl<K, R, A: Algorithm, C: Clock> RheostatRetryLayer<K, R, A, C> {
+    /// Retry every request, whatever its method (or whether it has one):
+    /// for a dependency that deduplicates requests, or a request type that
+    /// does not implement [`Idempotent`].
+    pub fn retry_any_method(self) -> RheostatRetryLayer<K, AnyRequest, A, C> {
+        self.retry_when(AnyRequest)
+    }
+
+    /// Retry the requests `rule` allows.
+    pub fn retry_when<R2>(self, rule: R2) -> RheostatRetryLayer<K, R2, A, C> {
+        RheostatRetryLayer {
+            layer: self.layer,
+            rule,
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+        self.layer.limiter()
+    }
+}
+
+impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock> Layer<S>
+    for RheostatRetryLayer<K, R, A, C>
+{
+    type Service = RheostatRetry<S, K, R, A, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RheostatRetry {
+            rheostat: self.layer.layer(inner),
+            rule: self.rule.clone(),
+            start_queue: start_queue::<A, C>,
+        }
+    }
+}
+
+impl<K: Clone, R: Clone, A, C> Clone for RheostatRetryLayer<K, R, A, C> {
+    fn clone(&self) -> Self {
+        RheostatRetryLayer {
+            layer: self.layer.clone(),
+            rule: self.rule.clone(),
+        }
+    }
+}
+
+impl<K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug
+    for RheostatRetryLayer<K, R, A, C>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RheostatRetryLayer")
+            .field("layer", &self.layer)
+            .field("rule", &self.rule)
+            .finish()
+    }
+}
+
+/// A [`Rheostat`] that retries failed requests within the limiter's
+/// [retry policy](crate::retry). Made by [`RheostatLayer::retry`]; see the
+/// [module documentation](super#retries).
+///
+/// Readiness is the plain service's: failing fast, the inner service's;
+/// waiting ([`RheostatLayer::wait`]), a slot for the first attempt is
+/// waited for in `poll_ready`. A retry takes its slot without waiting
+/// unless the retry policy's [`wait_on_limit`](crate::retry::RetryConfig::wait_on_limit)
+/// allows one wait in the queue, and waits for a clone of the inner
+/// service to be ready before it is sent.
+pub struct RheostatRetry<S, K, R = IdempotentOnly, A = Box<dyn Algorithm>, C = DefaultClock> {
+    rheostat: Rheostat<S, K, A, C>,
+    rule: R,
+    start_queue: StartQueue<A, C>,
+}
+
+impl<S, K, R, A: Algorithm, C: Clock> RheostatRetry<S, K, R, A, C> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        self.rheostat.get_ref()
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        self.rheostat.get_mut()
+    }
+
+    /// The inner service, unwrapped (a slot reserved by `poll_ready` is
+    /// given back).
+    pub fn into_inner(self) -> S {
+        self.rheostat.into_inner()
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+        self.rheostat.limiter()
+    }
+}
+
+impl<S, Req, K, R, A, C> Service<Req> for RheostatRetry<S, K, R, A, C>
+where
+    S: Service<Req> + Clone,
+    Req: Clone,
+    K: Classify<S::Response, S::Error> + Clone,
+    R: RetryRule<Req>,
+    A: Algorithm,
+    C: Clock,
+{
+    type Response = S::Response;
+    type Error = CallError<S::Error>;
+    type Future = RetryResponseFuture<S, Req, K, A, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Service::<Req>::poll_ready(&mut self.rheostat, cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let limiter = Arc::clone(self.rheostat.limiter());
+        let layer_timeout = self.rheostat.timeout();
+        let mut plan = Plan {
+            limiter: Arc::clone(&limiter),
+            classifier: self.rheostat.classifier().clone(),
+            start_queue: self.start_queue,
+            call: None,
+            next: layer_timeout,
+            retryable: false,
+            service: None,
+            request: None,
+        };
+        let Some(retry) = limiter.retry() else {
+            // No retry policy: one attempt, as the plain service makes.
+            let first = match self.rheostat.take_slot() {
+                Err(rejection) => First::Refused(rejection),
+                Ok(permit) => First::Called {
+                    timeout: attempt_timeout(Some(&permit), layer_timeout, None),
+                    future: self.rheostat.get_mut().call(request),
+                    permit,
+                },
+            };
+            return RetryResponseFuture::new(plan, first);
+        };
+        // As `Limiter::call`: the call counts in the budget once, and its
+        // deadline runs from here.
+        let mut call = retry.begin(
+            limiter.clock().now(),
+            layer_timeout.unwrap_or(Duration::MAX),
+        );
+        call.attempts = 1;
+        let next = finite(retry.first_timeout(&call));
+        let retryable = self.rule.may_retry(&request);
+        let again = retryable && retry.config().attempts > 1;
+        let slot = self.rheostat.take_slot();
+        // A clone of the inner service sends what follows the first
+        // attempt: the retries, or the first attempt itself after a wait
+        // in the queue.
+        if again || slot.is_err() {
+            plan.service = Some(self.rheostat.get_ref().clone());
+        }
+        let first = match slot {
+            Err(rejection) => {
+                plan.request = Some(request);
+                First::Refused(rejection)
+            }
+            Ok(permit) => {
+                let left = deadline_left(&limiter, retry, &call);
+                match attempt_timeout(Some(&permit), next, left) {
+                    Some(Duration::ZERO) => {
+                        permit.ignore();
+                        First::Expired
+                    }
+                    timeout => {
+                        let sent = if again {
+                            let sent = request.clone();
+                            plan.request = Some(request);
+                            sent
+                        } else {
+                            request
+                        };
+                        First::Called {
+                            future: self.rheostat.get_mut().call(sent),
+                            permit,
+                            timeout,
+                        }
+                    }
+                }
+            }
+        };
+        plan.call = Some(call);
+        plan.next = next;
+        plan.retryable = retryable;
+        RetryResponseFuture::new(plan, first)
+    }
+}
+
+impl<S: Clone, K: Clone, R: Clone, A: Algorithm, C: Clock> Clone for RheostatRetry<S, K, R, A, C> {
+    /// A clone shares the limiter but not a slot reserved by `poll_ready`.
+    fn clone(&self) -> Self {
+        RheostatRetry {
+            rheostat: self.rheostat.clone(),
+            rule: self.rule.clone(),
+            start_queue: self.start_queue,
+        }
+    }
+}
+
+impl<S: fmt::Debug, K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug
+    for RheostatRetry<S, K, R, A, C>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RheostatRetry")
+            .field("rheostat", &self.rheostat)
+            .field("rule", &self.rule)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, feature = "http"))]
+mod tests {
+    use super::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};
+
+    fn request(method: &str) -> http::Request<()> {
+        http::Request::builder()
+            .method(method)
+            .uri("http://example.com/")
+            .body(())
+            .unwrap_or_else(|e| panic!("{method}: {e}"))
+    }
+
+    #[test]
+    fn only_the_idempotent_methods_are_retried_by_default() {
+        for method in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
+            assert!(request(method).is_idempotent(), "{method}");
+            assert!(IdempotentOnly.may_retry(&request(method)), "{method}");
+        }
+        for method in ["POST", "PATCH", "CONNECT", "PURGE", "LOCK", "get"] {
+            assert!(!request(method).is_idempotent(), "{method}");
+            assert!(!IdempotentOnly.may_retry(&request(method)), "{method}");
+        }
+    }
+
+    #[test]
+    fn any_request_retries_every_method_and_any_type() {
+        for method in ["GET", "POST", "PATCH", "CONNECT", "PURGE"] {
+            assert!(AnyRequest.may_retry(&request(method)), "{method}");
+        }
+        assert!(AnyRequest.may_retry(&"a request that is no HTTP request"));
+    }
+
+    #[test]
+    fn the_method_decides_whatever_the_body() {
+        let post = http::Request::post("http://example.com/")
+            .body(String::from("{}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!post.is_idempotent());
+        let put = http::Request::put("http://example.com/")
+            .body(vec![1u8, 2, 3])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(put.is_idempotent());
+    }
+}

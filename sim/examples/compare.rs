@@ -112,7 +112,7 @@ fn main() -> ExitCode {
 
     let result = compare(&scenarios, &args.policies, args.seed, |p| {
         eprint!(
-            "\r[{:>3}/{}] {:<14} {:<17} {:>6.2} s   ",
+            "\r[{:>3}/{}] {:<14} {:<22} {:>6.2} s   ",
             p.done,
             p.total,
             p.scenario,

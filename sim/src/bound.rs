@@ -16,7 +16,10 @@
 //!   timeout, or the recommended breaker's probe timeout, 30 s, for a
 //!   probe); retries are granted as if no budget
 //!   applied, and each attempt as if it met the dependency at its best
-//!   within the request's deadline. A queue item has no deadline.
+//!   within the request's deadline. A queue item has no deadline. A row
+//!   whose callers retry as its limiter decides makes up to its retry
+//!   policy's attempts: where that is not the scenario's `attempts`, the
+//!   row gets a bound of its own, the same in every other respect.
 //! - **The dependency serves at most its workers' worth.** A worker is
 //!   held for the whole service time (the model keeps serving after the
 //!   caller has given up), so `workers / mean service time` calls a
@@ -185,6 +188,19 @@ fn nanos(d: Duration) -> u64 {
 /// The bound for `scenario`, given the run's first attempts (`arrivals`)
 /// and queue items (`items`) per step.
 pub(crate) fn bound(scenario: &Scenario, arrivals: &[u32], items: &[u32]) -> Bound {
+    let attempts = scenario.traffic.as_ref().map_or(1, |t| t.attempts.0);
+    bound_with_attempts(scenario, arrivals, items, attempts)
+}
+
+/// The bound for callers of `scenario` that make up to `attempts` attempts
+/// a request (the row whose limiter decides its retries), everything else
+/// as the scenario says.
+pub(crate) fn bound_with_attempts(
+    scenario: &Scenario,
+    arrivals: &[u32],
+    items: &[u32],
+    attempts: u32,
+) -> Bound {
     let steps = arrivals.len().max(items.len());
     let dep = &scenario.dependency;
     let mut state = State {
@@ -261,10 +277,7 @@ pub(crate) fn bound(scenario: &Scenario, arrivals: &[u32], items: &[u32]) -> Bou
         .map(|(k, s)| attempt(s, k as f64 * STEP_SECS))
         .collect();
     let (deadline_steps, attempts) = traffic.map_or((1, 1), |t| {
-        (
-            (nanos(t.deadline).div_ceil(STEP) as usize).max(1),
-            t.attempts.0,
-        )
+        ((nanos(t.deadline).div_ceil(STEP) as usize).max(1), attempts)
     });
     // The best chance within each request's deadline (a sliding maximum).
     let best = sliding_max(&chances, deadline_steps);

@@ -18,7 +18,8 @@ use super::model::{Accept, Model};
 use super::policies::{self, PolicyKind};
 use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
-use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness};
+use rheostat::retry::{self, Call, Decision, RetryOutcome};
+use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness, RejectReason};
 
 type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
 
@@ -74,6 +75,26 @@ pub(crate) struct RunResult {
     pub(crate) per_second: Series,
     /// Simulated calls (arrivals and bulk attempts), for the speed figure.
     pub(crate) calls: u64,
+    /// What the limiter's retry did, for a row whose callers retry through
+    /// it.
+    pub(crate) retry: Option<RetryStats>,
+}
+
+/// What the limiter's retry did in one run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RetryStats {
+    /// Decisions after a failed attempt in the measured span, by outcome,
+    /// in the order of [`RetryOutcome::ALL`].
+    pub(crate) decisions: [u64; RetryOutcome::ALL.len()],
+    /// Requests that ended in the measured span, by attempts made (the
+    /// first entry: one attempt). Requests turned away by a full pool made
+    /// none and are not counted.
+    pub(crate) attempts: Vec<u64>,
+    /// The most attempts any request made, over the whole run.
+    pub(crate) most_attempts: u32,
+    /// Attempts, over the whole run, that followed a refused attempt of
+    /// the same request.
+    pub(crate) after_refusal: u64,
 }
 
 /// Per-second figures over the whole run.
@@ -138,6 +159,12 @@ struct Request {
     arrived: u64,
     deadline: u64,
     attempts: u32,
+    /// The limiter's account of the request, where its retry decides.
+    call: Option<Call>,
+    /// The next attempt's timeout (ns), where the limiter's retry decides.
+    next_timeout: u64,
+    /// Why the last attempt was refused, if it was.
+    refused: Option<RejectReason>,
 }
 
 #[derive(Default)]
@@ -224,6 +251,8 @@ struct World<'a> {
     clock: ManualClock,
     clairvoyant: Option<&'a Arc<AtomicU32>>,
     probe_aware: bool,
+    /// The callers retry as the limiter's retry decides.
+    limiter_retry: bool,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     now: u64,
@@ -276,24 +305,28 @@ pub(crate) fn run(
     let transitions: Arc<Mutex<Log>> = Arc::new(Mutex::new((Vec::new(), 0)));
     let instances = policies::instances(scenario);
     let mut limiters = Vec::with_capacity(instances as usize);
+    let retry_config = policies::retry_config(kind, scenario);
     for i in 0..instances {
         let policy = policies::build(kind, scenario, i, &limit_cell)?;
         let log = Arc::clone(&transitions);
-        limiters.push(
-            Limiter::builder(policy)
-                .clock(clock.clone())
-                .seed(seed ^ (u64::from(i) << 32) ^ 0xA5A5)
-                .on_transition(move |t| {
-                    if let Ok(mut log) = log.lock() {
-                        if log.0.len() < MAX_TRANSITIONS {
-                            log.0.push((t.at, i, t.from, t.to));
-                        } else {
-                            log.1 += 1;
-                        }
+        let builder = Limiter::builder(policy)
+            .clock(clock.clone())
+            .seed(seed ^ (u64::from(i) << 32) ^ 0xA5A5)
+            .on_transition(move |t| {
+                if let Ok(mut log) = log.lock() {
+                    if log.0.len() < MAX_TRANSITIONS {
+                        log.0.push((t.at, i, t.from, t.to));
+                    } else {
+                        log.1 += 1;
                     }
-                })
-                .build()?,
-        );
+                }
+            });
+        // Each instance's limiter has its own retry, and so its own budget.
+        let builder = match &retry_config {
+            Some(config) => builder.retry(config.clone()),
+            None => builder,
+        };
+        limiters.push(builder.build()?);
     }
     let end = nanos(scenario.duration);
     let window = scenario
@@ -308,6 +341,7 @@ pub(crate) fn run(
         clock,
         clairvoyant: (kind == PolicyKind::Clairvoyant).then_some(&limit_cell),
         probe_aware: kind.honours_probes(),
+        limiter_retry: retry_config.is_some(),
         events: BinaryHeap::new(),
         seq: 0,
         now: 0,
@@ -378,6 +412,7 @@ pub(crate) fn run(
                 healthy_turned_away: vec![0; seconds],
             },
             calls: 0,
+            retry: retry_config.as_ref().map(|_| RetryStats::default()),
         },
     };
     world.start();
@@ -685,12 +720,26 @@ impl<'a> World<'a> {
             }
             return;
         }
-        self.budgets[instance as usize].deposit(self.now);
+        // The limiter's retry counts the request in its budget; the
+        // scenario's callers count it in theirs.
+        let (call, next_timeout) = match self.limiters[instance as usize].retry() {
+            Some(retry) if self.limiter_retry => {
+                let call = retry.begin(self.clock.now(), traffic.timeout);
+                (Some(call), nanos(retry.first_timeout(&call)))
+            }
+            _ => {
+                self.budgets[instance as usize].deposit(self.now);
+                (None, 0)
+            }
+        };
         let req = self.requests.insert(Request {
             instance,
             arrived: self.now,
             deadline: self.now + nanos(traffic.deadline),
             attempts: 0,
+            call,
+            next_timeout,
+            refused: None,
         });
         self.set_active(self.active + 1);
         self.attempt(req);
@@ -733,7 +782,16 @@ impl<'a> World<'a> {
             return;
         };
         request.attempts += 1;
-        let (instance, deadline) = (request.instance, request.deadline);
+        if let Some(call) = request.call.as_mut() {
+            call.attempts = request.attempts;
+        }
+        let after_refusal = request.refused.take().is_some();
+        let (instance, deadline, attempts) = (request.instance, request.deadline, request.attempts);
+        let limiter_timeout = request.call.map(|call| (call, request.next_timeout));
+        if let Some(stats) = self.r.retry.as_mut() {
+            stats.most_attempts = stats.most_attempts.max(attempts);
+            stats.after_refusal += u64::from(after_refusal);
+        }
         let s = self.second();
         if let Some(slot) = self.r.per_second.tried.get_mut(s) {
             *slot += 1;
@@ -742,15 +800,40 @@ impl<'a> World<'a> {
             self.r.tried += 1;
         }
         match self.limiters[instance as usize].try_acquire() {
-            Err(_) => {
+            Err(rejection) => {
                 if self.in_window() {
                     self.r.rejected += 1;
+                }
+                if let Some(request) = self.requests.get_mut(req) {
+                    request.refused = Some(rejection.reason());
                 }
                 self.at(self.now + nanos(traffic.reject_cost), Event::Refused(req));
             }
             Ok(permit) => {
                 if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
                     *slot += 1;
+                }
+                if let Some((call, next)) = limiter_timeout {
+                    // As `Limiter::call` does: the retry's timeout for this
+                    // attempt, cut at the request's deadline; a probe's own,
+                    // whole.
+                    let spent = self.clock.now().saturating_duration_since(call.started);
+                    let limit = traffic.deadline.saturating_sub(spent);
+                    let timeout = if permit.is_probe() {
+                        permit.timeout(Duration::from_nanos(next))
+                    } else {
+                        Duration::from_nanos(next).min(limit)
+                    };
+                    if timeout.is_zero() {
+                        permit.ignore();
+                        if self.in_window() {
+                            self.r.failed += 1;
+                        }
+                        self.end_request(req);
+                    } else {
+                        self.send(Owner::Request(req), permit, nanos(timeout));
+                    }
+                    return;
                 }
                 let ordinary = nanos(traffic.timeout).min(deadline.saturating_sub(self.now));
                 // A probe gets the policy's probe timeout (`Permit::timeout`),
@@ -862,6 +945,10 @@ impl<'a> World<'a> {
         let Some(traffic) = &self.sc.traffic else {
             return;
         };
+        if self.limiter_retry && ended != Ended::Answered(Outcome::Success) {
+            self.limiter_retry_after(req, ended);
+            return;
+        }
         match ended {
             Ended::Answered(Outcome::Success) => {
                 let arrived = self.requests.get_mut(req).map_or(self.now, |r| r.arrived);
@@ -898,6 +985,61 @@ impl<'a> World<'a> {
         }
     }
 
+    /// An attempt of a request whose callers retry through the limiter
+    /// failed, was refused, or was answered with a client error: the
+    /// limiter's retry decides what follows, as in `Limiter::call`.
+    fn limiter_retry_after(&mut self, req: u64, ended: Ended) {
+        let in_window = self.in_window();
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
+        let limiter = &self.limiters[request.instance as usize];
+        let (Some(retry), Some(call)) = (limiter.retry(), request.call) else {
+            // Unreachable: the row's limiters have a retry, and its requests
+            // began a call. Should it happen, the request ends unanswered.
+            if in_window {
+                self.r.failed += 1;
+            }
+            self.end_request(req);
+            return;
+        };
+        let ended = match ended {
+            Ended::Answered(outcome) => retry::Ended::Ran(outcome.into()),
+            Ended::TimedOut => retry::Ended::TimedOut,
+            Ended::Refused => {
+                retry::Ended::Refused(request.refused.unwrap_or(RejectReason::LimitReached))
+            }
+        };
+        let shut = matches!(limiter.readiness(), Readiness::Shut { .. });
+        let (retry_now, outcome) = match retry.after(&call, ended, self.clock.now(), shut) {
+            Decision::Retry { wait, timeout } => (Some((wait, timeout)), Some(RetryOutcome::Sent)),
+            Decision::Stop(outcome) => (None, Some(outcome)),
+            // A decision this simulator does not know: the request stops.
+            _ => (None, None),
+        };
+        if let (Some(stats), Some(outcome), true) = (self.r.retry.as_mut(), outcome, in_window) {
+            if let Some(i) = RetryOutcome::ALL.iter().position(|&o| o == outcome) {
+                stats.decisions[i] += 1;
+            }
+        }
+        match retry_now {
+            Some((wait, timeout)) => {
+                request.next_timeout = nanos(timeout);
+                self.at(self.now + nanos(wait), Event::Retry(req));
+            }
+            None => {
+                if in_window {
+                    if ended == retry::Ended::Ran(Outcome::Ignore.into()) {
+                        self.r.client_errors += 1;
+                    } else {
+                        self.r.failed += 1;
+                    }
+                }
+                self.end_request(req);
+            }
+        }
+    }
+
     /// A success; `latency` from arrival for interactive requests.
     fn success(&mut self, latency: Option<u64>) {
         let s = self.second();
@@ -915,6 +1057,15 @@ impl<'a> World<'a> {
 
     fn end_request(&mut self, req: u64) {
         if let Some(request) = self.requests.remove(req) {
+            if self.in_window() {
+                if let Some(stats) = self.r.retry.as_mut() {
+                    let i = request.attempts.max(1) as usize - 1;
+                    if stats.attempts.len() <= i {
+                        stats.attempts.resize(i + 1, 0);
+                    }
+                    stats.attempts[i] += 1;
+                }
+            }
             self.set_active(self.active.saturating_sub(1));
             self.release_worker(request.instance);
         }

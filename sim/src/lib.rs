@@ -9,8 +9,9 @@
 //! fleet of instances, each with its own limiter and a finite worker pool
 //! shared with a healthy endpoint; per-attempt timeouts inside a deadline;
 //! refusals that cost time and may be retried; retries under a sliding
-//! window budget (or none); and bulk queue consumers that dead-letter an
-//! item after its attempts. Every event moves a
+//! window budget (or none), or as the limiter's own retry policy decides
+//! (the `breaker+gradient+retry` row); and bulk queue consumers that
+//! dead-letter an item after its attempts. Every event moves a
 //! [`ManualClock`](rheostat::ManualClock); the limiters are the ones users
 //! run. The same seed gives the same run, byte for byte.
 //!
@@ -69,8 +70,8 @@ pub use overrides::PolicyParams;
 pub use plot::svg;
 pub use policies::PolicyKind;
 pub use report::{
-    BoundReport, Comparison, HealthyReport, Latency, PolicyReport, Recovery, ScenarioReport,
-    SeriesReport, TransitionReport, MIN_DENOMINATOR,
+    BoundReport, Comparison, HealthyReport, Latency, PolicyReport, Recovery, RetryReport,
+    ScenarioReport, SeriesReport, TransitionReport, MIN_DENOMINATOR,
 };
 pub use scenario::{
     Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
@@ -198,6 +199,18 @@ pub fn compare(
                 .map(|(_, r)| bound::bound(sc, &r.arrivals, &r.items))
                 .unwrap_or_default();
             let bound_report = report::bound_report(sc, &bound);
+            // A row whose limiter decides its retries makes up to its retry
+            // policy's attempts: where that is not the scenario's, the row
+            // is measured against a bound of its own.
+            let own_bound = |kind: PolicyKind, r: &RunResult| {
+                let attempts = policies::retry_config(kind, sc)?.attempts;
+                let traffic = sc.traffic.as_ref()?;
+                (attempts != traffic.attempts.0).then(|| {
+                    let own = bound::bound_with_attempts(sc, &r.arrivals, &r.items, attempts);
+                    let own_report = report::bound_report(sc, &own);
+                    (own, own_report)
+                })
+            };
             ScenarioReport {
                 name: sc.name.clone(),
                 about: sc.about.clone(),
@@ -206,9 +219,17 @@ pub fn compare(
                     to - from
                 },
                 recovers_at_seconds: sc.recovers_at.map(|d| d.as_secs_f64()),
+                pool: sc.traffic.as_ref().map(|t| t.pool.0),
                 policies: runs
                     .iter()
-                    .map(|(k, r)| report::policy_report(sc, *k, r, &bound, &bound_report))
+                    .map(|(k, r)| match own_bound(*k, r) {
+                        Some((own, own_report)) => {
+                            let mut p = report::policy_report(sc, *k, r, &own, &own_report);
+                            p.own_bound = Some(own_report);
+                            p
+                        }
+                        None => report::policy_report(sc, *k, r, &bound, &bound_report),
+                    })
                     .collect(),
                 bound: bound_report,
             }

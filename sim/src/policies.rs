@@ -11,6 +11,7 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, ConfigError, Fixed, Gate, Gradient, GradientConfig, Published,
     Sample, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
 };
+use rheostat::retry::RetryConfig;
 
 /// A policy in the comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,11 +42,17 @@ pub enum PolicyKind {
     Throttle,
     /// The recommended breaker in front of a gradient limit.
     BreakerGradient,
+    /// The same limiter as [`PolicyKind::BreakerGradient`], with rheostat's
+    /// retry at its defaults (told the callers' timeout and deadline): its
+    /// callers retry as the limiter's [`Retry`](rheostat::retry::Retry)
+    /// decides, not as the scenario's `attempts`, `backoff`,
+    /// `retry_budget` and `retry_rejected` say.
+    BreakerGradientRetry,
 }
 
 impl PolicyKind {
     /// Every policy, in table order.
-    pub const ALL: [PolicyKind; 11] = [
+    pub const ALL: [PolicyKind; 12] = [
         PolicyKind::Clairvoyant,
         PolicyKind::None,
         PolicyKind::Bulkhead,
@@ -57,6 +64,7 @@ impl PolicyKind {
         PolicyKind::Gradient,
         PolicyKind::Throttle,
         PolicyKind::BreakerGradient,
+        PolicyKind::BreakerGradientRetry,
     ];
 
     /// The name used on the command line and in reports.
@@ -73,6 +81,7 @@ impl PolicyKind {
             PolicyKind::Gradient => "gradient",
             PolicyKind::Throttle => "throttle",
             PolicyKind::BreakerGradient => "breaker+gradient",
+            PolicyKind::BreakerGradientRetry => "breaker+gradient+retry",
         }
     }
 
@@ -97,6 +106,7 @@ impl PolicyKind {
                 | PolicyKind::Gradient
                 | PolicyKind::Throttle
                 | PolicyKind::BreakerGradient
+                | PolicyKind::BreakerGradientRetry
         )
     }
 
@@ -108,9 +118,20 @@ impl PolicyKind {
     }
 
     /// Whether a scenario may replace its policy (`[policies.NAME]`): every
-    /// row but the clairvoyant one, whose limit the simulator sets.
+    /// row but the clairvoyant one, whose limit the simulator sets, and
+    /// `breaker+gradient+retry`, which runs whatever `breaker+gradient`
+    /// runs.
     pub fn takes_override(self) -> bool {
-        self != PolicyKind::Clairvoyant
+        !matches!(
+            self,
+            PolicyKind::Clairvoyant | PolicyKind::BreakerGradientRetry
+        )
+    }
+
+    /// Whether its callers retry as the limiter's own retry policy decides
+    /// ([`rheostat::retry`]) instead of as the scenario says.
+    pub fn retries_in_limiter(self) -> bool {
+        self == PolicyKind::BreakerGradientRetry
     }
 
     /// Whether it is a breaker.
@@ -121,6 +142,7 @@ impl PolicyKind {
                 | PolicyKind::Breaker
                 | PolicyKind::BreakerUnscaled
                 | PolicyKind::BreakerGradient
+                | PolicyKind::BreakerGradientRetry
         )
     }
 }
@@ -168,15 +190,33 @@ pub(crate) fn slow_call(scenario: &Scenario) -> Duration {
         .unwrap_or(scenario.dependency.service.median * 4)
 }
 
+/// The retry policy row `kind`'s limiters are built with, if any:
+/// rheostat's defaults, told the two facts of the caller a user passes
+/// (each attempt's timeout and the request's deadline; an attempt never
+/// outlasts the deadline, so a timeout past it is the deadline).
+pub(crate) fn retry_config(kind: PolicyKind, scenario: &Scenario) -> Option<RetryConfig> {
+    let traffic = scenario.traffic.as_ref()?;
+    kind.retries_in_limiter().then(|| RetryConfig {
+        timeout: Some(traffic.timeout.min(traffic.deadline)),
+        deadline: Some(traffic.deadline),
+        ..RetryConfig::default()
+    })
+}
+
 /// Build `kind` for instance `instance` of `scenario`: the scenario's
 /// override if it has one, else the row's policy sized for the scenario.
-/// `clairvoyant` is the limit cell the clairvoyant row reads.
+/// `clairvoyant` is the limit cell the clairvoyant row reads. The row with
+/// the limiter's retry runs the `breaker+gradient` row's policy.
 pub(crate) fn build(
     kind: PolicyKind,
     scenario: &Scenario,
     instance: u32,
     clairvoyant: &Arc<AtomicU32>,
 ) -> Result<Box<dyn Algorithm>, ConfigError> {
+    let kind = match kind {
+        PolicyKind::BreakerGradientRetry => PolicyKind::BreakerGradient,
+        other => other,
+    };
     if let Some(config) = scenario.policies.override_for(kind) {
         return config.build();
     }
@@ -215,7 +255,7 @@ pub(crate) fn build(
         })?),
         PolicyKind::Gradient => Box::new(Gradient::new(GradientConfig::default())?),
         PolicyKind::Throttle => Box::new(Throttle::new(ThrottleConfig::default())?),
-        PolicyKind::BreakerGradient => Box::new(
+        PolicyKind::BreakerGradient | PolicyKind::BreakerGradientRetry => Box::new(
             Stack::builder()
                 .push(Breaker::new(recommended(fleet))?)
                 .push(Gradient::new(GradientConfig::default())?)

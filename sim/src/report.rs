@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::bound::Bound;
-use super::engine::RunResult;
+use super::engine::{RetryStats, RunResult};
 use super::policies::PolicyKind;
 use super::scenario::Scenario;
+use rheostat::retry::RetryOutcome;
 
 /// A ratio is printed only when its denominator counts at least this many
 /// calls; below it, the ratio says nothing.
@@ -43,6 +44,10 @@ pub struct ScenarioReport {
     pub measured_seconds: f64,
     /// When the dependency could serve again, seconds into the run.
     pub recovers_at_seconds: Option<f64>,
+    /// Workers in each caller instance's pool (`traffic.pool`): a policy
+    /// whose `pool_peak` reaches it saturated the pool. `None` without
+    /// interactive callers.
+    pub pool: Option<u32>,
     /// The most goodput the dependency could deliver to the offered load.
     pub bound: BoundReport,
     /// One report per policy, in the order asked for.
@@ -176,6 +181,64 @@ pub struct PolicyReport {
     pub transitions_dropped: u64,
     /// Figures over time, for plots.
     pub series: SeriesReport,
+    /// The bound for this row's own callers, where they retry otherwise
+    /// than the scenario's (the row whose limiter decides its retries makes
+    /// up to its retry policy's attempts): `goodput_vs_bound` and
+    /// `recovery` are against it. Absent where the scenario's bound applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_bound: Option<BoundReport>,
+    /// What the limiter's retry did, for the row whose callers retry
+    /// through it. Absent for the other rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryReport>,
+}
+
+/// What a limiter's retry ([`rheostat::retry::Retry`]) decided after the
+/// failed attempts of the row whose callers retry through it.
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct RetryReport {
+    /// Retries sent, in the measured span.
+    pub sent: u64,
+    /// Retries the budget had no room for.
+    pub budget_exhausted: u64,
+    /// Retries that could not start before the request's deadline.
+    pub deadline: u64,
+    /// Failures not worth retrying (client errors).
+    pub not_retryable: u64,
+    /// Attempts refused by the limiter, or failures after which its gate
+    /// was shut: never retried.
+    pub rejected: u64,
+    /// Requests that had used all their attempts.
+    pub exhausted: u64,
+    /// Requests that ended in the measured span, by attempts made: the
+    /// first entry counts those that made one.
+    pub attempts: Vec<u64>,
+    /// The most attempts any request made, over the whole run.
+    pub most_attempts: u32,
+    /// Attempts, over the whole run, made after a refused attempt of the
+    /// same request.
+    pub after_refusal: u64,
+}
+
+fn retry_report(stats: &RetryStats) -> RetryReport {
+    let count = |outcome: RetryOutcome| {
+        RetryOutcome::ALL
+            .iter()
+            .position(|&o| o == outcome)
+            .map_or(0, |i| stats.decisions[i])
+    };
+    RetryReport {
+        sent: count(RetryOutcome::Sent),
+        budget_exhausted: count(RetryOutcome::BudgetExhausted),
+        deadline: count(RetryOutcome::Deadline),
+        not_retryable: count(RetryOutcome::NotRetryable),
+        rejected: count(RetryOutcome::Rejected),
+        exhausted: count(RetryOutcome::Exhausted),
+        attempts: stats.attempts.clone(),
+        most_attempts: stats.most_attempts,
+        after_refusal: stats.after_refusal,
+    }
 }
 
 /// Success latency percentiles.
@@ -304,6 +367,8 @@ pub(crate) fn policy_report(
             .collect(),
         transitions_dropped: r.transitions_dropped,
         series: series(r),
+        own_bound: None,
+        retry: r.retry.as_ref().map(retry_report),
     }
 }
 
@@ -366,6 +431,12 @@ impl ScenarioReport {
         self.policies.iter().find(|p| p.policy == policy.name())
     }
 
+    /// The bound `policy`'s row is measured against: its own, if its
+    /// callers retry otherwise than the scenario's, else the scenario's.
+    pub fn bound_of<'a>(&'a self, policy: &'a PolicyReport) -> &'a BoundReport {
+        policy.own_bound.as_ref().unwrap_or(&self.bound)
+    }
+
     /// The scenario as a table, one row per policy.
     pub fn table(&self) -> String {
         let mut out = String::new();
@@ -376,6 +447,12 @@ impl ScenarioReport {
             "bound: {:.1}/s ({:.0} successes: {:.0} fluid + {:.0} allowance)",
             b.goodput, b.successes, b.fluid, b.allowance
         );
+        if let Some(pool) = self.pool {
+            let _ = writeln!(
+                out,
+                "caller pool: {pool} workers per instance (pool ^ at {pool}: saturated); amp: attempts sent per request offered"
+            );
+        }
         let _ = writeln!(
             out,
             "{:<17} {:>8} {:>6} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>7} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7} {:>7} {:>8} {:>6} {:>5} {:>6} {:>5}",
@@ -400,8 +477,7 @@ impl ScenarioReport {
                 Recovery::Never => "never".to_string(),
                 Recovery::After(s) => format!("{s:.0}s"),
             };
-            let _ = writeln!(
-                out,
+            let row = format!(
                 "{:<17} {:>8.1} {:>6} {:>7} {:>6.1} {:>6} {:>7} {:>8} {:>8} {:>7} {:>7} {:>6} {:>6} {:>7.1} {:>6} {:>7} {:>7} {:>8} {:>6.0} {:>5} {:>6} {:>5}",
                 p.policy,
                 p.goodput,
@@ -426,7 +502,64 @@ impl ScenarioReport {
                 p.closes,
                 p.dead_lettered
             );
+            let _ = writeln!(out, "{}", absorb(&row, p.policy.len(), NAME_WIDTH));
+        }
+        for p in &self.policies {
+            if let Some(own) = &p.own_bound {
+                let _ = writeln!(
+                    out,
+                    "{}: ×bound and recover against its own callers' bound, {:.1}/s ({:.0} successes: {:.0} fluid + {:.0} allowance)",
+                    p.policy, own.goodput, own.successes, own.fluid, own.allowance
+                );
+            }
+            if let Some(r) = &p.retry {
+                let attempts: Vec<String> = r.attempts.iter().map(u64::to_string).collect();
+                let _ = writeln!(
+                    out,
+                    "{}: retries {} sent, {} over budget, {} past deadline, {} rejected, {} exhausted, {} not retryable; requests by attempts [{}], at most {}",
+                    p.policy,
+                    r.sent,
+                    r.budget_exhausted,
+                    r.deadline,
+                    r.rejected,
+                    r.exhausted,
+                    r.not_retryable,
+                    attempts.join(", "),
+                    r.most_attempts
+                );
+            }
         }
         out
     }
+}
+
+/// The width of the table's policy column.
+const NAME_WIDTH: usize = 17;
+
+/// A table row whose first cell, `name_len` characters, overflows its
+/// `width`: take the excess back from the padding of the cells after it
+/// (keeping one space between cells), so that the columns after those
+/// line up again. A row that fits is returned as it is.
+fn absorb(row: &str, name_len: usize, width: usize) -> String {
+    let mut excess = name_len.saturating_sub(width);
+    if excess == 0 || row.len() < name_len {
+        return row.to_string();
+    }
+    let (name, rest) = row.split_at(name_len);
+    let mut out = String::with_capacity(row.len());
+    out.push_str(name);
+    let mut spaces: usize = 0;
+    for c in rest.chars() {
+        if c == ' ' {
+            spaces += 1;
+            continue;
+        }
+        let drop = excess.min(spaces.saturating_sub(1));
+        excess -= drop;
+        out.extend(std::iter::repeat_n(' ', spaces - drop));
+        spaces = 0;
+        out.push(c);
+    }
+    out.extend(std::iter::repeat_n(' ', spaces));
+    out
 }

@@ -215,7 +215,10 @@ pub struct Traffic {
     /// The caller's overall ceiling for one request, retries included.
     #[serde(with = "humantime_serde")]
     pub deadline: Duration,
-    /// Attempts per request, the first included. Default 1.
+    /// Attempts per request, the first included. Default 1. This, and
+    /// `backoff`, `retry_budget` and `retry_rejected`, are how the callers
+    /// of every row retry but `breaker+gradient+retry`'s, which retry as
+    /// the limiter's own retry policy decides.
     #[serde(default = "one")]
     pub attempts: Count,
     /// Wait before a retry.
@@ -405,12 +408,16 @@ impl<'de> Deserialize<'de> for Fraction {
 }
 
 /// The scenarios shipped in `scenarios/`, in the order they are compared.
-const BUILTIN: [(&str, &str); 10] = [
+const BUILTIN: [(&str, &str); 12] = [
     ("brownout.toml", include_str!("../scenarios/brownout.toml")),
     ("pileup.toml", include_str!("../scenarios/pileup.toml")),
     (
         "retry-storm.toml",
         include_str!("../scenarios/retry-storm.toml"),
+    ),
+    (
+        "plain-retry.toml",
+        include_str!("../scenarios/plain-retry.toml"),
     ),
     (
         "cold-start.toml",
@@ -420,6 +427,10 @@ const BUILTIN: [(&str, &str); 10] = [
     (
         "low-traffic.toml",
         include_str!("../scenarios/low-traffic.toml"),
+    ),
+    (
+        "transient.toml",
+        include_str!("../scenarios/transient.toml"),
     ),
     (
         "client-errors.toml",

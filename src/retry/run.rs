@@ -19,7 +19,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// An attempt that runs out of time is recorded as
     /// [`Outcome::Overload`]. An attempt admitted as a probe is given the
     /// [probe timeout](Limiter::probe_timeout) instead (see
-    /// [`Permit::timeout`]), still cut at the retry's deadline; to choose a
+    /// [`Permit::timeout`]), even past the retry's deadline (no retry
+    /// follows a probe that ends after it); to choose a
     /// probe's timeout yourself, take the permit with
     /// [`Limiter::try_acquire`] and use [`Permit::run`].
     ///
@@ -135,7 +136,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                         }
                         None => Duration::MAX,
                     };
-                    let timeout = permit.timeout(next).min(limit);
+                    // A probe is given its probe timeout whole, past the
+                    // deadline: cut to the caller's patience, a probe of a
+                    // dependency that answers slowly as it recovers fails
+                    // every time, and the breaker never closes.
+                    let timeout = if permit.is_probe() {
+                        permit.timeout(next)
+                    } else {
+                        next.min(limit)
+                    };
                     if timeout.is_zero() {
                         permit.ignore();
                         return Err(CallError::TimedOut(timeout));

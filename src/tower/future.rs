@@ -205,18 +205,18 @@ pub(crate) enum First<F, A, C> {
 }
 
 /// The timeout of an attempt admitted under `permit`: a probe's timeout
-/// for a probe (or `next` if the limiter has none), `next` otherwise; cut
+/// for a probe (or `next` if the limiter has none), whole, even past the
+/// call's deadline (as [`Limiter::call`] gives it); otherwise `next`, cut
 /// to the `left` of the call's deadline. `None` for none.
 pub(crate) fn attempt_timeout<A: Algorithm, C: Clock>(
     permit: Option<&OwnedPermit<A, C>>,
     next: Option<Duration>,
     left: Option<Duration>,
 ) -> Option<Duration> {
-    let own = match permit {
-        Some(permit) if permit.is_probe() => permit.limiter().probe_timeout().or(next),
-        _ => next,
-    };
-    match (own, left) {
+    if let Some(permit) = permit.filter(|p| p.is_probe()) {
+        return permit.limiter().probe_timeout().or(next);
+    }
+    match (next, left) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }

@@ -60,6 +60,7 @@ mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod observe;
+pub mod priority;
 pub mod retry;
 mod sync;
 #[cfg(feature = "tower")]

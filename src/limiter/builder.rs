@@ -84,6 +84,7 @@ pub struct Builder<A, C = DefaultClock> {
     seed: u64,
     observer: Option<Box<dyn Observer>>,
     retry: Option<crate::retry::RetryConfig>,
+    priorities: Option<crate::priority::Priorities>,
     /// Observers made at [`Builder::build`], with the final name and the
     /// policy's starting breaker state, so that the order of the builder's
     /// calls does not matter (`.metrics().name("x")` labels `x`).
@@ -131,6 +132,7 @@ impl<A: Algorithm> Builder<A, DefaultClock> {
             seed: 0x0005_EED0_F4E0_57A7,
             observer: None,
             retry: None,
+            priorities: None,
             named: Vec::new(),
         }
     }
@@ -146,6 +148,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             seed: self.seed,
             observer: self.observer,
             retry: self.retry,
+            priorities: self.priorities,
             named: self.named,
         }
     }
@@ -232,6 +235,16 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
+    /// Sort calls into ordered classes, most critical first, so that
+    /// throttling falls on the least critical first (see
+    /// [`crate::priority`]). Without this, classes given at acquisition are
+    /// ignored and nothing costs more.
+    #[must_use]
+    pub fn priorities(mut self, priorities: crate::priority::Priorities) -> Self {
+        self.priorities = Some(priorities);
+        self
+    }
+
     pub(super) fn default_build(self) -> Limiter<A, C> {
         match self.build() {
             Ok(limiter) => limiter,
@@ -268,6 +281,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if let Some(config) = &self.retry {
             config.validate()?;
+        }
+        if let Some(priorities) = &self.priorities {
+            priorities.validate()?;
         }
         if self.options.max_waiters > MAX_WAITERS {
             return Err(ConfigError::new(
@@ -329,7 +345,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             rejected: AtomicU64::new(0),
             culprits: AtomicU64::new(0),
             rng: AtomicU64::new(self.seed),
-            waiters: WaitQueue::new(self.options.order),
+            waiters: WaitQueue::new(self.options.order, self.priorities.is_some()),
             changed: tokio::sync::Notify::new(),
             ready_waiters: AtomicUsize::new(0),
             probing: AtomicBool::new(false),
@@ -339,6 +355,10 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             members,
             options: self.options,
             observer: self.observer,
+            classes: self
+                .priorities
+                .take()
+                .map(|p| Box::new(classes::Classes::new(p))),
         };
         {
             let mut policy = limiter.lock();

@@ -14,6 +14,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// [`Limiter::finish_timed`].
     #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
+        if ticket.class != classes::NO_CLASS {
+            self.release_class(ticket.class);
+        }
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
             // The policy learns nothing from it, and no observer is set (an
@@ -286,7 +289,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[cold]
     pub(super) fn serve_waiters(&self) {
         let now = self.clock.now();
-        self.waiters.serve(|| self.admit(now, false, false));
+        self.waiters.serve(|class| {
+            if class == classes::NO_CLASS {
+                self.admit(now, false, false)
+            } else {
+                self.admit_as(class, false, Some(now))
+            }
+        });
     }
 
     pub(crate) fn on_drop_outcome(&self) -> Outcome {

@@ -3,6 +3,7 @@
 mod admit;
 mod attempt;
 mod builder;
+mod classes;
 mod deferred;
 mod finish;
 mod gate;
@@ -131,6 +132,8 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     probing: AtomicBool,
     options: Options,
     observer: Option<Box<dyn Observer>>,
+    /// The classes of calls ([`crate::priority`]), if any.
+    classes: Option<Box<classes::Classes>>,
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
@@ -292,6 +295,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
+        if let Some(classes) = &self.classes {
+            return self.permit(self.admit_as(classes.default_class(), true, None));
+        }
         self.permit(self.admit_fast(self.feedback() == Feedback::Timed))
     }
 

@@ -22,6 +22,8 @@ pub(crate) struct Ticket {
     flight: u32,
     /// The limiter's transition generation when the call was admitted.
     pub(crate) generation: u32,
+    /// Its class ([`crate::priority`]), or `NO_CLASS`.
+    pub(crate) class: u8,
 }
 
 /// The probe bit of [`Ticket::flight`].
@@ -39,7 +41,15 @@ impl Ticket {
             start,
             flight: in_flight.min(!PROBE) | if probe { PROBE } else { 0 },
             generation,
+            class: super::classes::NO_CLASS,
         }
+    }
+
+    /// The same ticket, for a call of class `class`.
+    #[inline]
+    pub(crate) fn with_class(mut self, class: u8) -> Self {
+        self.class = class;
+        self
     }
 
     /// Calls in flight when it was admitted, itself included.

@@ -16,7 +16,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
@@ -40,9 +40,12 @@ pub enum QueueOrder {
 }
 
 pub(crate) struct WaitQueue {
-    queue: Mutex<VecDeque<Arc<Waiter>>>,
+    /// Each waiter with its class (`NO_CLASS` for a limiter without).
+    queue: Mutex<VecDeque<(u8, Arc<Waiter>)>>,
     len: AtomicUsize,
     order: QueueOrder,
+    /// Whether waiters have classes: the most critical is served first.
+    classed: bool,
 }
 
 struct Waiter {
@@ -69,15 +72,16 @@ impl Waiter {
 }
 
 impl WaitQueue {
-    pub(crate) fn new(order: QueueOrder) -> Self {
+    pub(crate) fn new(order: QueueOrder, classed: bool) -> Self {
         WaitQueue {
             queue: Mutex::new(VecDeque::new()),
             len: AtomicUsize::new(0),
             order,
+            classed,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<Waiter>>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(u8, Arc<Waiter>)>> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -87,43 +91,62 @@ impl WaitQueue {
         self.len.load(Ordering::SeqCst) == 0
     }
 
-    /// Hand slots to waiters, in queue order, while `admit` grants them. A
-    /// shut gate refuses every waiter at once: waiting on an open breaker
-    /// only holds the caller's worker.
-    pub(crate) fn serve(&self, mut admit: impl FnMut() -> Result<Ticket, Rejection>) {
+    /// Hand slots to waiters, in queue order (the most critical class
+    /// first, in queue order within it), while `admit` grants them, told
+    /// each waiter's class. A shut gate refuses every waiter at once:
+    /// waiting on an open breaker only holds the caller's worker.
+    pub(crate) fn serve(&self, mut admit: impl FnMut(u8) -> Result<Ticket, Rejection>) {
         let mut queue = self.lock();
         loop {
-            let next = match self.order {
-                QueueOrder::Fifo => queue.front(),
-                QueueOrder::Lifo => queue.back(),
-            };
-            let Some(waiter) = next.cloned() else { break };
-            match admit() {
+            let Some(at) = self.next(&queue) else { break };
+            let (class, waiter) = (queue[at].0, Arc::clone(&queue[at].1));
+            match admit(class) {
                 Ok(ticket) => {
-                    self.pop(&mut queue);
+                    self.pop(&mut queue, at);
                     waiter.complete(Ok(ticket));
                 }
+                // The most critical waiter cannot have a slot: no one can.
                 Err(rejection) if rejection.reason() == RejectReason::LimitReached => break,
                 Err(rejection) => {
-                    self.pop(&mut queue);
+                    self.pop(&mut queue, at);
                     waiter.complete(Err(rejection));
                 }
             }
         }
     }
 
-    fn pop(&self, queue: &mut VecDeque<Arc<Waiter>>) {
+    /// Where the next waiter to serve stands.
+    fn next(&self, queue: &VecDeque<(u8, Arc<Waiter>)>) -> Option<usize> {
+        if queue.is_empty() {
+            return None;
+        }
+        if !self.classed {
+            return Some(match self.order {
+                QueueOrder::Fifo => 0,
+                QueueOrder::Lifo => queue.len() - 1,
+            });
+        }
+        let top = queue.iter().map(|(class, _)| *class).min()?;
+        let mut of_top = queue
+            .iter()
+            .enumerate()
+            .filter(|(_, (class, _))| *class == top)
+            .map(|(at, _)| at);
         match self.order {
-            QueueOrder::Fifo => queue.pop_front(),
-            QueueOrder::Lifo => queue.pop_back(),
-        };
+            QueueOrder::Fifo => of_top.next(),
+            QueueOrder::Lifo => of_top.last(),
+        }
+    }
+
+    fn pop(&self, queue: &mut VecDeque<(u8, Arc<Waiter>)>, at: usize) {
+        queue.remove(at);
         self.len.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Take `waiter` out of the queue if it is still there.
     fn remove(&self, waiter: &Arc<Waiter>) {
         let mut queue = self.lock();
-        if let Some(at) = queue.iter().position(|w| Arc::ptr_eq(w, waiter)) {
+        if let Some(at) = queue.iter().position(|(_, w)| Arc::ptr_eq(w, waiter)) {
             queue.remove(at);
             self.len.fetch_sub(1, Ordering::SeqCst);
         }
@@ -166,9 +189,9 @@ struct Leave<'a, A, C> {
     limiter: &'a Limiter<A, C>,
     waiter: &'a Arc<Waiter>,
     armed: bool,
-    /// Gives a slot back ([`Limiter::release_slot`]), chosen where the
+    /// Gives a slot back ([`Limiter::release_granted`]), chosen where the
     /// limiter's bounds hold.
-    release: fn(&Limiter<A, C>),
+    release: fn(&Limiter<A, C>, &Ticket),
 }
 
 impl<A, C> Leave<'_, A, C> {
@@ -187,8 +210,8 @@ impl<A, C> Drop for Leave<'_, A, C> {
         if !self.armed {
             return;
         }
-        if let Some(Ok(_ticket)) = self.take_late_grant() {
-            (self.release)(self.limiter);
+        if let Some(Ok(ticket)) = self.take_late_grant() {
+            (self.release)(self.limiter, &ticket);
         }
     }
 }
@@ -198,8 +221,38 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         &self,
         max_wait: Option<Duration>,
     ) -> Result<Permit<'_, A, C>, Rejection> {
+        let class = self.classes.as_ref().map(|c| c.default_class());
+        self.wait_for_slot_as(max_wait, class).await
+    }
+
+    /// Admit a call of `class` (`None`: a limiter without classes) at `now`.
+    fn admit_waiting(
+        &self,
+        now: Instant,
+        draw: bool,
+        class: Option<u8>,
+    ) -> Result<Ticket, Rejection> {
+        match class {
+            Some(c) => self.admit_as(c, draw, Some(now)),
+            None => self.admit(now, draw, false),
+        }
+    }
+
+    /// A slot handed to a waiter that left without it goes back.
+    pub(crate) fn release_granted(&self, ticket: &Ticket) {
+        if ticket.class != super::classes::NO_CLASS {
+            self.release_class(ticket.class);
+        }
+        self.release_slot();
+    }
+
+    pub(crate) async fn wait_for_slot_as(
+        &self,
+        max_wait: Option<Duration>,
+        class: Option<u8>,
+    ) -> Result<Permit<'_, A, C>, Rejection> {
         let now = self.clock().now();
-        let first = self.admit(now, true, false);
+        let first = self.admit_waiting(now, true, class);
         match first {
             Ok(ticket) => return Ok(Permit::new(self, ticket)),
             Err(rejection) if rejection.reason() != RejectReason::LimitReached => {
@@ -233,7 +286,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             // Announce ourselves before re-checking (see the module docs).
             self.waiters.len.fetch_add(1, Ordering::SeqCst);
             crate::sync::seq_cst_point();
-            match self.admit(self.clock().now(), false, false) {
+            match self.admit_waiting(self.clock().now(), false, class) {
                 Ok(ticket) => {
                     self.waiters.len.fetch_sub(1, Ordering::SeqCst);
                     return Ok(Permit::new(self, ticket));
@@ -244,7 +297,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                     self.count_rejection(&rejection);
                     return Err(rejection);
                 }
-                Err(_) => queue.push_back(Arc::clone(&waiter)),
+                Err(_) => queue.push_back((
+                    class.unwrap_or(super::classes::NO_CLASS),
+                    Arc::clone(&waiter),
+                )),
             }
         }
 
@@ -252,7 +308,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             limiter: self,
             waiter: &waiter,
             armed: true,
-            release: Self::release_slot,
+            release: Self::release_granted,
         };
         let wait = Wait { waiter: &waiter };
         let result = match deadline {

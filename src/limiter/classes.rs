@@ -1,0 +1,328 @@
+//! Classes of calls at admission (see [`crate::priority`]): the reserve kept
+//! for each class, the admit fraction spent on the most critical first, and
+//! the calls each class holds.
+//!
+//! Invariant: in any one state (calls in flight, what each class holds,
+//! the reserves, the gate), a class is admitted whenever a less critical
+//! class would be: the slots a class must leave free are those kept for
+//! the classes above it, a subset of those a class below it must leave, and
+//! the admit fraction is spent from the top. The state is read, then the
+//! slot taken with the usual compare-and-swap: calls admitted at the same
+//! instant on other threads may take a reserved slot, never one over the
+//! limit.
+
+use std::time::Instant;
+
+use super::*;
+use crate::priority::{Class, Priorities};
+
+/// A ticket's class when the limiter has none.
+pub(crate) const NO_CLASS: u8 = u8::MAX;
+
+/// Arrivals at which a class's count halves every class's: the split of
+/// the admit fraction follows the last few thousand calls.
+const DECAY_AT: u64 = 8192;
+
+pub(crate) struct Classes {
+    config: Priorities,
+    default: u8,
+    shares: Box<[f64]>,
+    /// Calls each class holds.
+    held: Box<[AtomicU32]>,
+    /// Slots kept for each class against less critical ones, beyond its
+    /// share: grown when it finds the limit full while a less critical
+    /// class holds slots, shrunk when it turns away a less critical call
+    /// while using under half of what is kept for it.
+    reserve: Box<[AtomicU32]>,
+    /// Recent calls of each class (halved together now and then).
+    arrivals: Box<[AtomicU64]>,
+}
+
+impl Classes {
+    pub(crate) fn new(config: Priorities) -> Self {
+        let n = config.classes.len();
+        Classes {
+            default: config.default_class().0,
+            shares: config.classes.iter().map(|c| c.share).collect(),
+            held: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            reserve: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            arrivals: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            config,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &Priorities {
+        &self.config
+    }
+
+    /// `class`, or the last class if there are fewer.
+    #[inline]
+    pub(crate) fn clamp(&self, class: Class) -> u8 {
+        #[allow(clippy::cast_possible_truncation, reason = "at most MAX_CLASSES")]
+        let last = (self.held.len() - 1) as u8;
+        class.0.min(last)
+    }
+
+    pub(crate) fn default_class(&self) -> u8 {
+        self.default
+    }
+
+    /// Slots kept for class `h` under `limit`.
+    fn kept(&self, h: usize, limit: u32) -> u32 {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a share in [0, 1] of a u32"
+        )]
+        let share = (self.shares[h] * f64::from(limit)).ceil() as u32;
+        share.max(self.reserve[h].load(Ordering::Relaxed))
+    }
+
+    /// The slots a call of class `c` must leave free under `limit`: what is
+    /// kept for each more critical class and not in use.
+    #[inline]
+    pub(crate) fn need(&self, c: u8, limit: u32) -> u32 {
+        (0..usize::from(c))
+            .map(|h| {
+                self.kept(h, limit)
+                    .saturating_sub(self.held[h].load(Ordering::Relaxed))
+            })
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// A call of class `c` found the limit full: if a less critical class
+    /// holds slots, keep one more for `c`.
+    pub(crate) fn grow(&self, c: u8, limit: u32) {
+        let c = usize::from(c);
+        let below: u32 = self.held[c + 1..]
+            .iter()
+            .map(|h| h.load(Ordering::Relaxed))
+            .sum();
+        if below > 0 {
+            let _ = self.reserve[c].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                (r < limit).then_some(r + 1)
+            });
+        }
+    }
+
+    /// A call of class `c` was turned away to keep slots for the classes
+    /// above it: each of those using under half of what is kept for it
+    /// keeps one fewer.
+    pub(crate) fn shrink_above(&self, c: u8) {
+        for h in 0..usize::from(c) {
+            let held = self.held[h].load(Ordering::Relaxed);
+            let _ = self.reserve[h].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                (r > 0 && held.saturating_mul(2) < r).then(|| r - 1)
+            });
+        }
+    }
+
+    /// Count a call of class `c` arriving.
+    #[inline]
+    pub(crate) fn arrive(&self, c: u8) {
+        let seen = self.arrivals[usize::from(c)].fetch_add(1, Ordering::Relaxed) + 1;
+        if seen >= DECAY_AT {
+            for a in self.arrivals.iter() {
+                let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
+            }
+        }
+    }
+
+    /// The fraction of class `c`'s calls to admit when the gate admits
+    /// `p` of all calls: `p` of the recent calls, spent on the most
+    /// critical classes first.
+    pub(crate) fn fraction(&self, c: u8, p: f64) -> f64 {
+        #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
+        let counts: Vec<f64> = self
+            .arrivals
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed) as f64)
+            .collect();
+        let mut budget = p * counts.iter().sum::<f64>();
+        for (h, &count) in counts.iter().enumerate() {
+            if h == usize::from(c) {
+                return if count <= 0.0 {
+                    p
+                } else {
+                    (budget / count).clamp(0.0, 1.0)
+                };
+            }
+            budget -= count.min(budget);
+        }
+        p
+    }
+
+    #[inline]
+    pub(crate) fn took(&self, c: u8) {
+        self.held[usize::from(c)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn released(&self, c: u8) {
+        self.held[usize::from(c)].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Calls each class holds, most critical first.
+    pub(crate) fn held(&self) -> Vec<u32> {
+        self.held
+            .iter()
+            .map(|h| h.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// The class named `name` among the limiter's
+    /// [priorities](crate::Builder::priorities), if any.
+    pub fn class(&self, name: &str) -> Option<Class> {
+        self.classes.as_ref().and_then(|c| c.config().class(name))
+    }
+
+    /// The limiter's classes, if it was given any.
+    pub fn priorities(&self) -> Option<&Priorities> {
+        self.classes.as_ref().map(|c| c.config())
+    }
+
+    /// Calls in flight by class, most critical first (empty without
+    /// priorities).
+    pub fn in_flight_by_class(&self) -> Vec<u32> {
+        self.classes.as_ref().map_or_else(Vec::new, |c| c.held())
+    }
+
+    /// [`Limiter::try_acquire`] for a call of `class` (see
+    /// [`crate::priority`]); a limiter without priorities ignores the class.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::try_acquire`]; [`RejectReason::LimitReached`] also when
+    /// the slots left are kept for more critical classes.
+    #[inline]
+    pub fn try_acquire_as(&self, class: Class) -> Result<Permit<'_, A, C>, Rejection> {
+        match &self.classes {
+            None => self.try_acquire(),
+            Some(classes) => {
+                let c = classes.clamp(class);
+                self.permit(self.admit_as(c, true, None))
+            }
+        }
+    }
+
+    /// [`Limiter::try_acquire_as`], with a permit that owns a handle to the
+    /// limiter.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::try_acquire_as`].
+    pub fn try_acquire_owned_as(
+        self: &Arc<Self>,
+        class: Class,
+    ) -> Result<OwnedPermit<A, C>, Rejection> {
+        let ticket = self.try_acquire_as(class)?.detach();
+        Ok(OwnedPermit::new(Arc::clone(self), ticket))
+    }
+
+    /// [`Limiter::acquire`] for a call of `class`: the queue serves the most
+    /// critical waiter first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::acquire`].
+    pub async fn acquire_as(&self, class: Class) -> Result<Permit<'_, A, C>, Rejection> {
+        let c = self.classes.as_ref().map(|classes| classes.clamp(class));
+        self.wait_for_slot_as(self.options.max_wait(), c).await
+    }
+
+    /// [`Limiter::acquire_as`], with an owned permit for spawned tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`Limiter::acquire`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::acquire`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::acquire`].
+    pub async fn acquire_owned_as(
+        self: Arc<Self>,
+        class: Class,
+    ) -> Result<OwnedPermit<A, C>, Rejection> {
+        let ticket = self.acquire_as(class).await?.detach();
+        Ok(OwnedPermit::new(self, ticket))
+    }
+
+    /// Admit a call of class `c` (a limiter with classes), reading the
+    /// clock at `now` if given. `draw`: whether it takes its chance against
+    /// the admit probability (a waiter being handed a slot already did).
+    pub(crate) fn admit_as(
+        &self,
+        c: u8,
+        draw: bool,
+        now: Option<Instant>,
+    ) -> Result<Ticket, Rejection> {
+        let Some(classes) = &self.classes else {
+            return match now {
+                Some(now) => self.admit(now, draw, false),
+                None => self.admit_fast(self.feedback() == Feedback::Timed),
+            };
+        };
+        if draw {
+            classes.arrive(c);
+        }
+        let gate = self.gate.load();
+        if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {
+            // A shut gate refuses every class; a probe goes to whoever
+            // comes; an expiring gate needs the time first.
+            let now = now.unwrap_or_else(|| self.clock.now());
+            let ticket = self.admit(now, draw, false)?;
+            classes.took(c);
+            return Ok(ticket.with_class(c));
+        }
+        if draw && gate.admit() != ALWAYS {
+            let p = f64::from(gate.admit()) / 4_294_967_296.0;
+            let fraction = classes.fraction(c, p);
+            if f64::from(self.draw()) >= fraction * 4_294_967_296.0 {
+                return Err(self.rejection(RejectReason::Throttled));
+            }
+        }
+        let limit = gate.limit();
+        let need = classes.need(c, limit);
+        if need > 0 && slots_of(self.slots.load(Ordering::SeqCst)).saturating_add(need) >= limit {
+            classes.shrink_above(c);
+            return Err(self.rejection(RejectReason::LimitReached));
+        }
+        let Some(in_flight) = self.take_slot(limit) else {
+            classes.grow(c, limit);
+            return Err(self.rejection(RejectReason::LimitReached));
+        };
+        classes.took(c);
+        let start = match now {
+            Some(now) => Some(now),
+            None if self.feedback() == Feedback::Timed => {
+                let now = self.clock.now();
+                self.refresh_if_due(now);
+                Some(now)
+            }
+            None => None,
+        };
+        Ok(Ticket::new(start, in_flight, false, self.generation()).with_class(c))
+    }
+
+    /// A finished or abandoned call of class `class` no longer holds a slot.
+    #[inline]
+    pub(crate) fn release_class(&self, class: u8) {
+        if let Some(classes) = &self.classes {
+            classes.released(class);
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! Classes of calls: reserves under a limit, the admit fraction spent from
+//! the top, the queue's order, and the accounting.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use rheostat::algorithms::{Algorithm, Fixed, Gate, Published, Sample};
+use rheostat::priority::{Class, Priorities, Priority};
+use rheostat::{Limiter, RejectReason};
+
+const CRITICAL: Class = Class::new(1);
+
+fn classed(limit: u32, priorities: Priorities) -> Limiter<Fixed> {
+    Limiter::builder(Fixed::new(limit).unwrap())
+        .priorities(priorities)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_class_that_finds_the_limit_full_gets_room_kept_for_it() {
+    let limiter = classed(10, Priorities::default());
+    let shed: Vec<_> = (0..10)
+        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .collect();
+    // Full: a critical call is refused, and a slot is kept for it from now on.
+    assert_eq!(
+        limiter.try_acquire_as(CRITICAL).unwrap_err().reason(),
+        RejectReason::LimitReached
+    );
+    let mut shed = shed.into_iter();
+    shed.next().unwrap().success();
+    assert_eq!(
+        limiter
+            .try_acquire_as(Priority::Sheddable.into())
+            .unwrap_err()
+            .reason(),
+        RejectReason::LimitReached,
+        "the freed slot is kept for the critical class"
+    );
+    let critical = limiter.try_acquire_as(CRITICAL).unwrap();
+    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 9]);
+    drop((critical, shed));
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+}
+
+#[test]
+fn room_a_class_does_not_use_is_lent_back_to_the_classes_below() {
+    let limiter = classed(4, Priorities::default());
+    let shed: Vec<_> = (0..4)
+        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .collect();
+    for _ in 0..3 {
+        // Three critical refusals keep up to three slots for it.
+        assert!(limiter.try_acquire_as(CRITICAL).is_err());
+    }
+    drop(shed);
+    // Nothing critical in flight: each sheddable call turned away for its
+    // sake gives one kept slot back, until sheddable calls fit again.
+    let mut admitted = Vec::new();
+    for _ in 0..20 {
+        if let Ok(p) = limiter.try_acquire_as(Priority::Sheddable.into()) {
+            admitted.push(p);
+        }
+    }
+    assert_eq!(admitted.len(), 4, "every slot is lent back");
+}
+
+#[test]
+fn a_configured_share_is_kept_from_the_start() {
+    let limiter = classed(
+        10,
+        Priorities::default()
+            .share(Priority::Critical, 0.3)
+            .unwrap(),
+    );
+    let shed: Vec<_> = (0..7)
+        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .collect();
+    assert!(limiter.try_acquire_as(Priority::Sheddable.into()).is_err());
+    // The critical class may also take what is not kept for anyone else.
+    let critical: Vec<_> = (0..3)
+        .map(|_| limiter.try_acquire_as(CRITICAL).unwrap())
+        .collect();
+    assert!(limiter.try_acquire_as(CRITICAL).is_err(), "the limit holds");
+    drop((shed, critical));
+}
+
+#[test]
+fn a_call_without_a_class_is_of_the_default_class_and_a_limiter_without_classes_ignores_them() {
+    let limiter = classed(2, Priorities::default());
+    let p = limiter.try_acquire().unwrap();
+    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
+    drop(p);
+    let plain = Limiter::new(Fixed::new(1).unwrap());
+    let p = plain.try_acquire_as(Priority::Sheddable.into()).unwrap();
+    assert!(plain.in_flight_by_class().is_empty());
+    assert!(plain.try_acquire_as(CRITICAL).is_err());
+    drop(p);
+}
+
+#[test]
+fn named_partitions_are_found_by_name_and_bad_ones_are_refused_by_field() {
+    let limiter = classed(
+        10,
+        Priorities::partitions([("checkout", 0.5), ("search", 0.2), ("prefetch", 0.0)]).unwrap(),
+    );
+    assert_eq!(limiter.class("search"), Some(Class::new(1)));
+    assert_eq!(limiter.class("nope"), None);
+    let prefetch = limiter.class("prefetch").unwrap();
+    let held: Vec<_> = (0..3)
+        .map(|_| limiter.try_acquire_as(prefetch).unwrap())
+        .collect();
+    assert!(
+        limiter.try_acquire_as(prefetch).is_err(),
+        "7 of 10 kept above it"
+    );
+    drop(held);
+    for (bad, field) in [
+        (vec![], "priorities.classes"),
+        (vec![("a", 0.5), ("a", 0.1)], "priorities.classes[1].name"),
+        (vec![("a", 1.5)], "priorities.classes[0].share"),
+        (vec![("a", f64::NAN)], "priorities.classes[0].share"),
+        (vec![("a", 0.7), ("b", 0.4)], "priorities.classes[1].share"),
+    ] {
+        let err = Priorities::partitions(bad.clone()).unwrap_err();
+        assert_eq!(err.field(), field, "{bad:?}");
+    }
+}
+
+/// Admits a fixed fraction of calls, with no concurrency limit.
+struct Half;
+
+impl Algorithm for Half {
+    fn name(&self) -> &'static str {
+        "half"
+    }
+    fn publish(&self) -> Published {
+        Published::new(Gate {
+            admit_probability: 0.5,
+            ..Gate::unlimited()
+        })
+    }
+    fn on_sample(&mut self, _now: Instant, _sample: &Sample) {}
+}
+
+#[test]
+fn an_admit_fraction_is_spent_on_the_most_critical_class_first() {
+    let limiter = Limiter::builder(Half)
+        .priorities(Priorities::default())
+        .seed(7)
+        .build()
+        .unwrap();
+    let (mut critical, mut sheddable) = (0u32, 0u32);
+    for i in 0..20_000 {
+        // 30% critical, 70% sheddable; the gate admits half of all calls.
+        let class = if i % 10 < 3 {
+            CRITICAL
+        } else {
+            Priority::Sheddable.into()
+        };
+        if let Ok(p) = limiter.try_acquire_as(class) {
+            if class == CRITICAL {
+                critical += 1;
+            } else {
+                sheddable += 1;
+            }
+            p.success();
+        }
+    }
+    // Critical: all of its 6,000; sheddable: what is left of the half.
+    assert!(critical >= 5_990, "{critical}");
+    let expected = 10_000 - 6_000;
+    assert!(
+        (f64::from(sheddable) - f64::from(expected)).abs() < 0.05 * f64::from(expected),
+        "{sheddable}"
+    );
+}
+
+#[tokio::test]
+async fn the_queue_serves_the_most_critical_waiter_first() {
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(1).unwrap())
+            .priorities(Priorities::default())
+            .build()
+            .unwrap(),
+    );
+    let held = limiter.try_acquire_as(CRITICAL).unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (name, class) in [
+        ("sheddable", Priority::Sheddable),
+        ("critical", Priority::Critical),
+        ("sheddable-plus", Priority::SheddablePlus),
+    ] {
+        let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let permit = limiter.acquire_as(class.into()).await.unwrap();
+            order.lock().unwrap().push(name);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            permit.success();
+        }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.success();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["critical", "sheddable-plus", "sheddable"]
+    );
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+}
+
+/// One step: acquire a call of a class, or finish the call held longest.
+#[derive(Clone, Debug)]
+enum Op {
+    Acquire(u8),
+    Release(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u8..4).prop_map(Op::Acquire),
+        2 => (0usize..64).prop_map(Op::Release),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// In every state reached by random acquisitions and releases: a class
+    /// is admitted whenever a less critical one would be, calls in flight
+    /// never pass the limit, and the classes' counts add up to them.
+    #[test]
+    fn a_higher_class_is_never_refused_where_a_lower_one_is_admitted(
+        limit in 1u32..12,
+        shares in proptest::collection::vec(0.0f64..0.25, 4),
+        ops in proptest::collection::vec(op(), 1..120),
+    ) {
+        let mut priorities = Priorities::default();
+        for (class, share) in priorities.classes.iter_mut().zip(&shares) {
+            class.share = *share;
+        }
+        let limiter = classed(limit, priorities);
+        let mut held = Vec::new();
+        for op in ops {
+            // Probe the state: if a class is admitted, every class above it is.
+            for low in (1u8..4).rev() {
+                if let Ok(p) = limiter.try_acquire_as(Class::new(low)) {
+                    drop(p);
+                    for high in 0..low {
+                        let admitted = limiter.try_acquire_as(Class::new(high));
+                        prop_assert!(admitted.is_ok(), "class {high} refused where {low} was admitted: {:?}", limiter.in_flight_by_class());
+                        drop(admitted);
+                    }
+                    break;
+                }
+            }
+            match op {
+                Op::Acquire(c) => {
+                    if let Ok(p) = limiter.try_acquire_as(Class::new(c)) {
+                        held.push(p);
+                    }
+                }
+                Op::Release(i) if !held.is_empty() => {
+                    let at = i % held.len();
+                    held.remove(at).success();
+                }
+                Op::Release(_) => {}
+            }
+            prop_assert!(limiter.in_flight() <= limit);
+            prop_assert_eq!(limiter.in_flight_by_class().iter().sum::<u32>(), limiter.in_flight());
+        }
+        drop(held);
+        prop_assert_eq!(limiter.in_flight(), 0);
+    }
+}

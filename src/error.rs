@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::algorithms::ConfigError;
+use crate::priority::Class;
 
 /// Why a call was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +50,7 @@ pub struct Rejection {
     reason: RejectReason,
     policy: &'static str,
     retry_after: Option<Duration>,
+    class: Option<Class>,
 }
 
 impl Rejection {
@@ -61,7 +63,20 @@ impl Rejection {
             reason,
             policy,
             retry_after,
+            class: None,
         }
+    }
+
+    /// The same rejection, of a call of `class`.
+    pub(crate) fn with_class(mut self, class: Class) -> Self {
+        self.class = Some(class);
+        self
+    }
+
+    /// The class of the call refused, on a limiter with
+    /// [priorities](crate::priority).
+    pub fn class(&self) -> Option<Class> {
+        self.class
     }
 
     /// Why the call was refused.

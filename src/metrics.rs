@@ -11,6 +11,7 @@
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome`, (`reason`) | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter, with a `reason`) |
 //! | `rheostat_transitions_total` | counter | `limiter`, `from`, `to` | breaker state changes |
 //! | `rheostat_call_duration_seconds` | histogram | `limiter` | latency of finished calls, in seconds |
+//! | `rheostat_admitted_total` | counter | `limiter`, `class` | calls admitted, by [class](crate::priority); only for a limiter with priorities |
 //! | `rheostat_retries_total` | counter | `limiter`, `outcome` | what the [retry policy](crate::retry) decided after each failed attempt: `sent`, `budget_exhausted`, `deadline`, `not_retryable`, `rejected`, `exhausted` ([`RetryOutcome::as_str`]); registered by [`Builder::metrics`] for a limiter with a retry policy, and never for one without |
 //!
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,
@@ -22,7 +23,10 @@
 //! `throttled` (client-side throttling, or a shedding Vegas or Gradient),
 //! `ramping` (a breaker's ramp after it closed), `open`, `queue_full`,
 //! `timed_out`. Each is registered when the observer is made, so a rate
-//! over it reads 0, not "no data", until the first rejection.
+//! over it reads 0, not "no data", until the first rejection. On a limiter
+//! with [priorities](crate::priority), a rejection of a call of a class is
+//! counted in a series that also carries `class` (its name), registered for
+//! every class and reason when the limiter is built.
 //!
 //! `rheostat_limit` is `+Inf` for a gate with no concurrency limit (a
 //! throttle, a breaker alone), which Prometheus exposes as `+Inf`.
@@ -68,6 +72,7 @@ use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
 use crate::limiter::Builder;
 use crate::observe::Observer;
+use crate::priority::Class;
 use crate::retry::RetryOutcome;
 
 /// Feeds one limiter's figures to the `metrics` facade; see the [module
@@ -89,6 +94,14 @@ pub struct MetricsObserver {
     /// By [`RetryOutcome::ALL`]: registered for a limiter with a retry
     /// policy, never for one without.
     retries: OnceLock<[Counter; RetryOutcome::ALL.len()]>,
+    /// Per class, most critical first: admissions and rejections by
+    /// [`REASONS`]. Registered for a limiter with priorities.
+    classes: OnceLock<Box<[ClassCounters]>>,
+}
+
+struct ClassCounters {
+    admitted: Counter,
+    rejected: [Counter; REASONS.len()],
 }
 
 /// Every rejection reason, in the order of [`MetricsObserver::rejected`].
@@ -141,8 +154,40 @@ impl MetricsObserver {
                 "limiter" => limiter.clone()
             ),
             retries: OnceLock::new(),
+            classes: OnceLock::new(),
             limiter,
         }
+    }
+
+    /// Register the series labelled by class (`rheostat_admitted_total`, and
+    /// `rheostat_calls_total` for rejections), one set per class name, most
+    /// critical first, with the recorder installed now
+    /// ([`Builder::metrics`] does it for a limiter with priorities).
+    pub fn register_classes(&self, names: &[String]) {
+        let _ = self.classes.get_or_init(|| {
+            names
+                .iter()
+                .map(|name| {
+                    let class = SharedString::from(name.clone());
+                    ClassCounters {
+                        admitted: ::metrics::counter!(
+                            "rheostat_admitted_total",
+                            "limiter" => self.limiter.clone(),
+                            "class" => class.clone()
+                        ),
+                        rejected: REASONS.map(|reason| {
+                            ::metrics::counter!(
+                                "rheostat_calls_total",
+                                "limiter" => self.limiter.clone(),
+                                "outcome" => "rejected",
+                                "reason" => reason.as_str(),
+                                "class" => class.clone()
+                            )
+                        }),
+                    }
+                })
+                .collect()
+        });
     }
 
     /// Register `rheostat_retries_total`, one series per outcome, with the
@@ -228,11 +273,24 @@ impl Observer for MetricsObserver {
         self.in_flight.set(f64::from(in_flight));
     }
 
+    fn admitted_as(&self, class: Class, in_flight: u32, _probe: bool) {
+        if let Some(counters) = self.classes.get().and_then(|c| c.get(class.index())) {
+            counters.admitted.increment(1);
+        }
+        self.in_flight.set(f64::from(in_flight));
+    }
+
     fn rejected(&self, rejection: &Rejection) {
         let reason = rejection.reason();
         // A reason added later than this list counts as the limit's.
         let at = REASONS.iter().position(|r| *r == reason).unwrap_or(0);
-        self.rejected[at].increment(1);
+        let by_class = rejection
+            .class()
+            .and_then(|class| self.classes.get().and_then(|c| c.get(class.index())));
+        match by_class {
+            Some(counters) => counters.rejected[at].increment(1),
+            None => self.rejected[at].increment(1),
+        }
     }
 
     fn finished(&self, outcome: Outcome, latency: Duration, in_flight: u32) {
@@ -300,6 +358,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             }
             if named.retries {
                 observer.register_retries();
+            }
+            if !named.classes.is_empty() {
+                observer.register_classes(&named.classes);
             }
             Box::new(observer)
         }))

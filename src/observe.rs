@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::algorithms::{Gate, Outcome, Transition};
 use crate::error::Rejection;
+use crate::priority::Class;
 use crate::retry::RetryOutcome;
 
 /// Told what a [`Limiter`](crate::Limiter) does, call by call.
@@ -43,7 +44,16 @@ pub trait Observer: Send + Sync + 'static {
         let _ = (in_flight, probe);
     }
 
-    /// A call was refused before it reached the dependency.
+    /// A call of `class` was admitted, on a limiter with
+    /// [priorities](crate::priority); `in_flight` counts it. By default,
+    /// [`Observer::admitted`].
+    fn admitted_as(&self, class: Class, in_flight: u32, probe: bool) {
+        let _ = class;
+        self.admitted(in_flight, probe);
+    }
+
+    /// A call was refused before it reached the dependency (its class, on
+    /// a limiter with priorities, is [`Rejection::class`]).
     fn rejected(&self, rejection: &Rejection) {
         let _ = rejection;
     }
@@ -109,6 +119,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.admitted(in_flight, probe);
         self.1.admitted(in_flight, probe);
     }
+    fn admitted_as(&self, class: Class, in_flight: u32, probe: bool) {
+        self.0.admitted_as(class, in_flight, probe);
+        self.1.admitted_as(class, in_flight, probe);
+    }
     fn rejected(&self, rejection: &Rejection) {
         self.0.rejected(rejection);
         self.1.rejected(rejection);
@@ -141,6 +155,9 @@ macro_rules! forward {
         impl<O: Observer + ?Sized> Observer for $($pointer)::+<O> {
             fn admitted(&self, in_flight: u32, probe: bool) {
                 (**self).admitted(in_flight, probe);
+            }
+            fn admitted_as(&self, class: Class, in_flight: u32, probe: bool) {
+                (**self).admitted_as(class, in_flight, probe);
             }
             fn rejected(&self, rejection: &Rejection) {
                 (**self).rejected(rejection);

@@ -152,7 +152,7 @@ pub const MAX_CLASSES: usize = 16;
 /// each class's reserve grows from nothing as it needs room.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "config", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "config", serde(deny_unknown_fields))]
+#[cfg_attr(feature = "config", serde(default, deny_unknown_fields))]
 pub struct Priorities {
     /// The classes, most critical first: 1 to [`MAX_CLASSES`], names
     /// unique, shares summing to at most 1.

@@ -311,7 +311,10 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbudget.ratio = 1.5", "limiters.p.retry.budget.ratio", "found 1.5", 4),
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\ntimeout = \"2s\"\ndeadline = \"1s\"", "limiters.p.retry.deadline", "at least one attempt's timeout", 5),
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\natempts = 2", "limiters.p.retry.atempts", "unknown field `atempts`", 4),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbackoff = { base = \"soon\" }", "limiters.p.retry.backoff.base", "soon", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbackoff = { base = \"soon\" }", "limiters.p.retry.backoff.base", "soon", 4),    // Priorities beside them.
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\nclasses = [{ name = \"a\", share = 1.5 }]", "limiters.p.priorities.classes[0].share", "found 1.5, expected a number in [0, 1]", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\nclasses = [{ name = \"a\" }, { name = \"a\" }]", "limiters.p.priorities.classes[1].name", "a name no other class has", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\ndefault = \"gold\"", "limiters.p.priorities.default", "the name of a class", 4),
 ];
 
 #[test]
@@ -701,4 +704,40 @@ fn one_block_per_dependency_holds_its_limit_its_breaker_and_its_retry() {
             ..Default::default()
         }
     );
+}
+
+#[test]
+fn priorities_sit_in_the_same_block_as_the_policy() {
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.search.policy]
+        policy = "gradient"
+
+        [limiters.search.priorities]
+        classes = [{ name = "checkout", share = 0.3 }, { name = "browse" }, { name = "prefetch" }]
+        default = "browse"
+
+        [limiters.feed.policy]
+        policy = "aimd"
+
+        [limiters.feed.priorities]
+    "#,
+    )
+    .unwrap();
+    let search = file.build("search").unwrap();
+    assert_eq!(
+        search.class("prefetch"),
+        Some(rheostat::priority::Class::new(2))
+    );
+    let p = search.try_acquire().unwrap();
+    assert_eq!(
+        search.in_flight_by_class(),
+        [0, 1, 0],
+        "the default class is browse"
+    );
+    drop(p);
+    // An empty table: SRE's four.
+    let feed = file.build("feed").unwrap();
+    assert_eq!(feed.in_flight_by_class(), [0, 0, 0, 0]);
+    assert!(file.build("search").is_ok());
 }

@@ -402,3 +402,56 @@ fn retry_decisions_are_counted_by_outcome_from_the_start() {
         (2, 1, 1)
     );
 }
+
+#[test]
+fn admissions_and_rejections_carry_the_class_on_a_limiter_with_priorities() {
+    use rheostat::priority::{Priorities, Priority};
+
+    let recorder = DebuggingRecorder::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Fixed::new(1).unwrap())
+            .name("search")
+            .priorities(Priorities::default())
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    let held = limiter.try_acquire_as(Priority::Critical.into()).unwrap();
+    assert!(limiter.try_acquire_as(Priority::Sheddable.into()).is_err());
+    held.success();
+    let seen = read(&recorder);
+    let admitted = |class| {
+        counter(
+            &seen,
+            "rheostat_admitted_total",
+            &[("limiter", "search"), ("class", class)],
+        )
+    };
+    assert_eq!((admitted("critical"), admitted("sheddable")), (1, 0));
+    let rejected = |class| {
+        counter(
+            &seen,
+            "rheostat_calls_total",
+            &[
+                ("limiter", "search"),
+                ("outcome", "rejected"),
+                ("reason", "limit_reached"),
+                ("class", class),
+            ],
+        )
+    };
+    assert_eq!((rejected("critical"), rejected("sheddable")), (0, 1));
+    // Not also counted without the label.
+    assert_eq!(
+        counter(
+            &seen,
+            "rheostat_calls_total",
+            &[
+                ("limiter", "search"),
+                ("outcome", "rejected"),
+                ("reason", "limit_reached")
+            ],
+        ),
+        0
+    );
+}

@@ -14,6 +14,7 @@ use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
 use crate::limiter::QueueOrder;
 use crate::limiter::Sharding;
 use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
+use crate::priority::Priorities;
 use crate::retry::RetryConfig;
 
 /// One limiter: its policy and its own options.
@@ -72,6 +73,10 @@ pub struct LimiterConfig {
     /// out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryConfig>,
+    /// Classes of calls (see [`crate::priority`]); an empty table gives
+    /// SRE's four, none if left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priorities: Option<Priorities>,
 }
 
 /// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
@@ -95,6 +100,8 @@ struct LimiterFields {
     policy: PolicyConfig,
     #[serde(default)]
     retry: Option<RetryConfig>,
+    #[serde(default)]
+    priorities: Option<Priorities>,
 }
 
 impl From<LimiterFields> for LimiterConfig {
@@ -107,6 +114,7 @@ impl From<LimiterFields> for LimiterConfig {
             sharding: f.sharding,
             policy: f.policy,
             retry: f.retry,
+            priorities: f.priorities,
         }
     }
 }
@@ -139,6 +147,7 @@ impl LimiterConfig {
             sharding: Sharding::OnContention,
             policy: policy.into(),
             retry: None,
+            priorities: None,
         }
     }
 
@@ -169,6 +178,9 @@ impl LimiterConfig {
         if let Some(retry) = &self.retry {
             retry.validate()?;
         }
+        if let Some(priorities) = &self.priorities {
+            priorities.validate()?;
+        }
         Ok(())
     }
 
@@ -194,6 +206,9 @@ impl LimiterConfig {
         }
         if let Some(retry) = &self.retry {
             builder = builder.retry(retry.clone());
+        }
+        if let Some(priorities) = &self.priorities {
+            builder = builder.priorities(priorities.clone());
         }
         Ok(builder)
     }

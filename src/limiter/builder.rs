@@ -114,6 +114,12 @@ pub(crate) struct Named<'a> {
         allow(dead_code, reason = "read by the metrics observer")
     )]
     pub(crate) retries: bool,
+    /// Its classes' names, most critical first (empty without priorities).
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics observer")
+    )]
+    pub(crate) classes: Vec<String>,
 }
 
 impl<A: Algorithm> Builder<A, DefaultClock> {
@@ -303,6 +309,11 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             name: &self.options.name,
             state,
             retries: self.retry.is_some(),
+            classes: self
+                .priorities
+                .as_ref()
+                .map(|p| p.classes.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default(),
         };
         for make in std::mem::take(&mut self.named) {
             let observer = make(&named);

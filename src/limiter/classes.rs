@@ -284,7 +284,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             // A shut gate refuses every class; a probe goes to whoever
             // comes; an expiring gate needs the time first.
             let now = now.unwrap_or_else(|| self.clock.now());
-            let ticket = self.admit(now, draw, false)?;
+            let ticket = self
+                .admit(now, draw, false)
+                .map_err(|r| r.with_class(Class(c)))?;
             classes.took(c);
             return Ok(ticket.with_class(c));
         }
@@ -292,18 +294,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let p = f64::from(gate.admit()) / 4_294_967_296.0;
             let fraction = classes.fraction(c, p);
             if f64::from(self.draw()) >= fraction * 4_294_967_296.0 {
-                return Err(self.rejection(RejectReason::Throttled));
+                return Err(self.rejection(RejectReason::Throttled).with_class(Class(c)));
             }
         }
         let limit = gate.limit();
         let need = classes.need(c, limit);
         if need > 0 && slots_of(self.slots.load(Ordering::SeqCst)).saturating_add(need) >= limit {
             classes.shrink_above(c);
-            return Err(self.rejection(RejectReason::LimitReached));
+            return Err(self
+                .rejection(RejectReason::LimitReached)
+                .with_class(Class(c)));
         }
         let Some(in_flight) = self.take_slot(limit) else {
             classes.grow(c, limit);
-            return Err(self.rejection(RejectReason::LimitReached));
+            return Err(self
+                .rejection(RejectReason::LimitReached)
+                .with_class(Class(c)));
         };
         classes.took(c);
         let start = match now {

@@ -436,6 +436,24 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.wait_for_slot(wait).await
     }
 
+    /// [`Limiter::acquire_within`] for a call of `class` (the default
+    /// class if `None`).
+    pub(crate) async fn acquire_within_as(
+        &self,
+        left: Option<Duration>,
+        class: Option<crate::priority::Class>,
+    ) -> Result<Permit<'_, A, C>, Rejection> {
+        let Some(class) = class else {
+            return self.acquire_within(left).await;
+        };
+        let wait = match (self.options.max_wait(), left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let c = self.classes.as_ref().map(|classes| classes.clamp(class));
+        self.wait_for_slot_as(wait, c).await
+    }
+
     pub(crate) fn observer(&self) -> Option<&dyn Observer> {
         self.observer.as_deref()
     }

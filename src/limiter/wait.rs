@@ -97,8 +97,7 @@ impl WaitQueue {
     /// waiting on an open breaker only holds the caller's worker.
     pub(crate) fn serve(&self, mut admit: impl FnMut(u8) -> Result<Ticket, Rejection>) {
         let mut queue = self.lock();
-        loop {
-            let Some(at) = self.next(&queue) else { break };
+        while let Some(at) = self.next(&queue) {
             let (class, waiter) = (queue[at].0, Arc::clone(&queue[at].1));
             match admit(class) {
                 Ok(ticket) => {
@@ -134,7 +133,7 @@ impl WaitQueue {
             .map(|(at, _)| at);
         match self.order {
             QueueOrder::Fifo => of_top.next(),
-            QueueOrder::Lifo => of_top.last(),
+            QueueOrder::Lifo => of_top.next_back(),
         }
     }
 

@@ -8,6 +8,7 @@ use crate::algorithms::{check, Algorithm, Outcome};
 use crate::clock::Clock;
 use crate::error::{CallError, RejectReason};
 use crate::limiter::{Limiter, Permit, Readiness};
+use crate::priority::Class;
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Run a call under a permit taken with [`Limiter::try_acquire`], give
@@ -80,6 +81,52 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub async fn call<M, F, T, E, K, V>(
         &self,
         timeout: Duration,
+        classify: K,
+        make: M,
+    ) -> Result<T, CallError<E>>
+    where
+        M: FnMut() -> F,
+        F: Future<Output = Result<T, E>>,
+        K: FnMut(&Result<T, E>) -> V,
+        V: Into<Verdict>,
+    {
+        self.run_call(None, timeout, classify, make).await
+    }
+
+    /// [`Limiter::call`] for a call of `class` (see [`crate::priority`]):
+    /// every attempt is admitted as that class.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Limiter::call`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::call`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Limiter::call`].
+    pub async fn call_as<M, F, T, E, K, V>(
+        &self,
+        class: Class,
+        timeout: Duration,
+        classify: K,
+        make: M,
+    ) -> Result<T, CallError<E>>
+    where
+        M: FnMut() -> F,
+        F: Future<Output = Result<T, E>>,
+        K: FnMut(&Result<T, E>) -> V,
+        V: Into<Verdict>,
+    {
+        self.run_call(Some(class), timeout, classify, make).await
+    }
+
+    async fn run_call<M, F, T, E, K, V>(
+        &self,
+        class: Option<Class>,
+        timeout: Duration,
         mut classify: K,
         mut make: M,
     ) -> Result<T, CallError<E>>
@@ -90,7 +137,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         V: Into<Verdict>,
     {
         let Some(retry) = self.retry() else {
-            let permit = self.try_acquire().map_err(CallError::Rejected)?;
+            let permit = self.try_acquire_class(class).map_err(CallError::Rejected)?;
             let timeout = permit.timeout(timeout);
             return permit
                 .run(timeout, |r| classify(r).into().outcome, make())
@@ -101,7 +148,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
         // The call begins at its first admission (the instant the limiter
         // read for it, if it read one) or refusal.
-        let first = self.try_acquire();
+        let first = self.try_acquire_class(class);
         let began = match &first {
             Ok(permit) => permit.started(),
             Err(_) => None,
@@ -115,13 +162,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let admitted = match first.take() {
                 Some(Ok(permit)) => Ok(permit),
                 Some(Err(rejection)) => {
-                    self.after_refusal(rejection, &mut waited, &call, retry)
+                    self.after_refusal(rejection, class, &mut waited, &call, retry)
                         .await
                 }
-                None => match self.try_acquire() {
+                None => match self.try_acquire_class(class) {
                     Ok(permit) => Ok(permit),
                     Err(rejection) => {
-                        self.after_refusal(rejection, &mut waited, &call, retry)
+                        self.after_refusal(rejection, class, &mut waited, &call, retry)
                             .await
                     }
                 },
@@ -181,6 +228,18 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// [`Limiter::try_acquire_as`] for a class, [`Limiter::try_acquire`]
+    /// without one.
+    fn try_acquire_class(
+        &self,
+        class: Option<Class>,
+    ) -> Result<Permit<'_, A, C>, crate::Rejection> {
+        match class {
+            Some(class) => self.try_acquire_as(class),
+            None => self.try_acquire(),
+        }
+    }
+
     /// Tell the observer, if any, what was decided after a failed attempt.
     pub(crate) fn observe_retry(&self, decision: Decision, dry: bool) {
         let Some(observer) = self.observer() else {
@@ -201,6 +260,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     async fn after_refusal<T, E>(
         &self,
         rejection: crate::Rejection,
+        class: Option<Class>,
         waited: &mut bool,
         call: &super::Call,
         retry: &super::Retry,
@@ -217,6 +277,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let left = retry.config().deadline.map(|deadline| {
             deadline.saturating_sub(self.clock().now().saturating_duration_since(call.started))
         });
-        self.acquire_within(left).await.map_err(refused)
+        self.acquire_within_as(left, class).await.map_err(refused)
     }
 }

@@ -631,3 +631,36 @@ fn two_calls_that_earn_one_retry_between_them_are_granted_exactly_one() {
         assert_eq!(u32::from(here) + u32::from(there), 1);
     });
 }
+
+/// A critical and a sheddable call racing for two slots of a limiter with
+/// classes: neither overshoots the limit, each class's count comes back to
+/// zero, and in-flight to zero, in every interleaving.
+#[test]
+fn calls_of_two_classes_racing_keep_their_counts_exact() {
+    use rheostat::priority::{Priorities, Priority};
+    bounded(|| {
+        let limiter = Arc::new(
+            Limiter::builder(Fixed::new(2).unwrap())
+                .clock(ManualClock::new())
+                .priorities(Priorities::default())
+                .build()
+                .unwrap(),
+        );
+        let other = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                if let Ok(p) = limiter.try_acquire_as(Priority::Sheddable.into()) {
+                    assert!(limiter.in_flight() <= 2);
+                    p.success();
+                }
+            })
+        };
+        if let Ok(p) = limiter.try_acquire_as(Priority::Critical.into()) {
+            assert!(limiter.in_flight() <= 2);
+            p.success();
+        }
+        other.join().unwrap();
+        assert_eq!(limiter.in_flight(), 0);
+        assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+    });
+}

@@ -22,6 +22,13 @@
 //!    ends with [`CallError::TimedOut`](crate::CallError::TimedOut) and is
 //!    recorded as an overload.
 //!
+//! For a server (axum, hyper, tonic), `ShedLayer` (the `http` feature)
+//! turns it around: the server's own requests are admitted through a
+//! limiter that learns from the server's own latency, waiting newest first,
+//! and a refused request is answered with a `503` and a `Retry-After`
+//! instead of an error. Its own documentation says how; the sections below
+//! are the client layer's.
+//!
 //! # Readiness
 //!
 //! Failing fast (the default), `poll_ready` is the inner service's
@@ -157,6 +164,8 @@ mod layer;
 #[cfg(feature = "tower-retry")]
 mod policy;
 mod retry;
+#[cfg(feature = "http")]
+mod server;
 mod service;
 
 #[cfg(feature = "http")]
@@ -170,4 +179,6 @@ pub use policy::RetryPolicy;
 pub use retry::{
     AnyRequest, Idempotent, IdempotentOnly, RetryRule, RheostatRetry, RheostatRetryLayer,
 };
+#[cfg(feature = "http")]
+pub use server::{server_outcome, ClassifyRequest, DefaultClass, Shed, ShedFuture, ShedLayer};
 pub use service::Rheostat;

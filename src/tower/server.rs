@@ -1,0 +1,797 @@
+//! The server-side layer: a server's own requests admitted through a
+//! limiter, a refusal answered with a response.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use http::header::{HeaderValue, RETRY_AFTER};
+use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::algorithms::{Algorithm, ConfigError, Outcome};
+use crate::clock::{Clock, DefaultClock};
+use crate::error::Rejection;
+use crate::limiter::{Builder, Limiter, OwnedPermit, QueueOrder};
+use crate::priority::Class;
+
+/// The longest a request waits in the queue of a limiter started by
+/// [`ShedLayer::server_limiter`].
+const SERVER_MAX_WAIT: Duration = Duration::from_millis(100);
+
+/// The most requests that wait in the queue of a limiter started by
+/// [`ShedLayer::server_limiter`].
+const SERVER_MAX_WAITERS: usize = 1024;
+
+/// The `Retry-After` of a refusal whose [`Rejection`] does not say how long
+/// to wait, unless [`ShedLayer::retry_after`] says otherwise.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// What a layer and its services do with each request.
+#[derive(Clone, Copy)]
+struct Settings {
+    /// The status of a refusal.
+    status: StatusCode,
+    /// A refusal's `Retry-After` when its rejection does not know one.
+    retry_after: Duration,
+    /// Whether a request may wait in the limiter's queue.
+    wait: bool,
+    /// The outcome recorded for a response of each status.
+    outcome: fn(StatusCode) -> Outcome,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("status", &self.status)
+            .field("retry_after", &self.retry_after)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome a [`ShedLayer`] records for a response of `status` unless
+/// told otherwise ([`ShedLayer::classify_status`]): a 5xx is an overload,
+/// anything else a success.
+///
+/// # Examples
+///
+/// ```
+/// use http::StatusCode;
+/// use rheostat::{tower::server_outcome, Outcome};
+///
+/// assert_eq!(server_outcome(StatusCode::OK), Outcome::Success);
+/// assert_eq!(server_outcome(StatusCode::NOT_FOUND), Outcome::Success);
+/// assert_eq!(server_outcome(StatusCode::SERVICE_UNAVAILABLE), Outcome::Overload);
+/// ```
+pub fn server_outcome(status: StatusCode) -> Outcome {
+    if status.is_server_error() {
+        Outcome::Overload
+    } else {
+        Outcome::Success
+    }
+}
+
+/// Sorts a request into one of the limiter's priority classes (see
+/// [`crate::priority`]) before it is admitted: given to
+/// [`ShedLayer::classify_request`]. A closure
+/// `Fn(&http::Request<B>) -> Option<Class>` is one.
+///
+/// # Examples
+///
+/// ```
+/// use http::Request;
+/// use rheostat::priority::{Class, Priority};
+/// use rheostat::tower::ClassifyRequest;
+///
+/// let by_header = |request: &Request<()>| {
+///     let value = request.headers().get("x-priority")?.to_str().ok()?;
+///     Priority::parse(value).map(Class::from)
+/// };
+/// let request = Request::get("/").header("x-priority", "sheddable").body(())?;
+/// assert_eq!(by_header.class(&request), Some(Priority::Sheddable.into()));
+/// assert_eq!(by_header.class(&Request::new(())), None);
+/// # Ok::<(), http::Error>(())
+/// ```
+pub trait ClassifyRequest<B> {
+    /// The class `request` is admitted as; `None` for the limiter's default
+    /// class (as if it had been acquired without one).
+    fn class(&self, request: &Request<B>) -> Option<Class>;
+}
+
+impl<B, F> ClassifyRequest<B> for F
+where
+    F: Fn(&Request<B>) -> Option<Class>,
+{
+    fn class(&self, request: &Request<B>) -> Option<Class> {
+        self(request)
+    }
+}
+
+/// Every request of the limiter's default class: what a [`ShedLayer`] does
+/// until it is given a [`ClassifyRequest`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultClass;
+
+impl<B> ClassifyRequest<B> for DefaultClass {
+    fn class(&self, _request: &Request<B>) -> Option<Class> {
+        None
+    }
+}
+
+/// Load shedding for an HTTP server (axum, hyper, tonic): each request the
+/// server receives is admitted through one shared [`Limiter`], and one the
+/// limiter refuses is answered at once — `503 Service Unavailable` with a
+/// `Retry-After` header by default — without reaching the inner service.
+///
+/// Where [`RheostatLayer`](super::RheostatLayer) guards a client from a
+/// dependency, this guards a server from its callers: the limiter learns
+/// from the server's own latency and errors, and a refusal is a response,
+/// not an error, so the server's stack needs no error handling for it.
+///
+/// For each request the service:
+///
+/// 1. sorts it into a priority class, if given a
+///    [`classify_request`](Self::classify_request) function;
+/// 2. asks the limiter for a slot, waiting in its queue (as
+///    [`Limiter::acquire_owned`], bounded by the limiter's
+///    [`max_wait`](crate::Builder::max_wait) and queue length) if the limit
+///    is reached, or failing at once after [`fail_fast`](Self::fail_fast);
+///    a throttled request, a full queue, a wait that ran out and an open
+///    breaker are refused;
+/// 3. admitted, calls the inner service and holds the permit until the
+///    response is produced; refused, answers with the
+///    [refusal](#the-refusal);
+/// 4. records the outcome: a response is a success unless it is a 5xx
+///    (an overload), as [`server_outcome`] says unless
+///    [`classify_status`](Self::classify_status) says otherwise; an error
+///    from the inner service is an overload. The latency the limiter learns
+///    from is its own: from admission (after any wait in the queue) to the
+///    response's head; a streamed body is not waited for.
+///
+/// # Waiting, newest first
+///
+/// By default a request that finds the limit reached waits for a slot. Build
+/// the limiter with a LIFO queue ([`QueueOrder::Lifo`]) and a bounded
+/// `max_wait`, as [`ShedLayer::server_limiter`] does: under overload the
+/// newest request, whose caller is still waiting for it, is served first,
+/// and the oldest — whose callers may already have given up — time out
+/// and are refused, instead of every request waiting its turn behind work
+/// nobody wants any more. A limiter with a FIFO queue or no `max_wait`
+/// (the limiter's defaults) serves oldest first and can hold a request as
+/// long as the queue does.
+///
+/// # The refusal
+///
+/// A refused request is answered with the layer's status (503, or 429 after
+/// [`too_many_requests`](Self::too_many_requests), any 4xx or 5xx with
+/// [`status`](Self::status)), an empty body (`ResBody::default()`), a
+/// `Retry-After` header in whole seconds, rounded up — the rejection's own
+/// [`retry_after`](Rejection::retry_after) (an open breaker's time to its
+/// next probe) where it knows one, the layer's default (1 s, or
+/// [`retry_after`](Self::retry_after)) otherwise — and the [`Rejection`] in
+/// its extensions, for an outer layer to log or count.
+///
+/// # Body type
+///
+/// The service answers `http::Response<ResBody>` for an inner service that
+/// does, and builds a refusal's body with `ResBody::default()`: the layer
+/// asks nothing more of the body. `axum::body::Body` is `Default`, so the
+/// layer goes in an axum router with `Router::layer` as it is; so are `http_body_util`'s `Full`, `Empty`, `BoxBody` and
+/// `UnsyncBoxBody`, for a hyper service or a tonic server whose body is one
+/// of them.
+///
+/// # Readiness
+///
+/// `poll_ready` is the inner service's readiness: admission is decided per
+/// request — in `call` when failing fast, in the response future when
+/// waiting — never by holding back readiness. When
+/// a request must wait for a slot, the inner service readied for it moves
+/// into the response future (a clone takes its place, as tower advises), and
+/// is called once a slot is had: so the inner service must be `Clone` (as
+/// an axum `Router`'s routes, hyper's `service_fn` and tonic's services
+/// are).
+///
+/// # Cancel safety
+///
+/// Dropping the response future — hyper does so when the client goes away
+/// mid-request — drops the inner call and releases the permit as the
+/// limiter's drop outcome ([`Outcome::Ignore`] unless the limiter was built
+/// with [`on_drop`](crate::Builder::on_drop)); dropped while waiting, it
+/// leaves the queue, and a slot handed to it goes to the next waiter.
+///
+/// # Examples
+///
+/// An axum router behind a latency-driven limiter, waiting newest first:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use axum::{body::Body, routing::get, Router};
+/// use http::{Request, StatusCode};
+/// use rheostat::algorithms::{Gradient, GradientConfig};
+/// use rheostat::tower::ShedLayer;
+/// use tower::ServiceExt;
+///
+/// let limiter = ShedLayer::server_limiter(Gradient::new(GradientConfig::default())?)
+///     .name("api")
+///     .max_wait(Duration::from_millis(50))
+///     .build()?;
+/// let app = Router::new()
+///     .route("/", get(|| async { "hello" }))
+///     .layer(ShedLayer::new(Arc::new(limiter)));
+///
+/// let response = app.oneshot(Request::get("/").body(Body::empty())?).await?;
+/// assert_eq!(response.status(), StatusCode::OK);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A refusal, failing fast:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use http::{Request, Response, StatusCode};
+/// use rheostat::{algorithms::Fixed, tower::ShedLayer, Limiter, RejectReason, Rejection};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// let limiter = Arc::new(Limiter::new(Fixed::new(1)?));
+/// let server = ShedLayer::new(Arc::clone(&limiter))
+///     .fail_fast()
+///     .layer(service_fn(|_: Request<()>| async {
+///         Ok::<_, std::convert::Infallible>(Response::new(String::from("served")))
+///     }));
+///
+/// let busy = limiter.try_acquire()?; // the only slot is taken
+/// let response = server.clone().oneshot(Request::new(())).await?;
+/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(response.headers()["retry-after"], "1");
+/// assert_eq!(response.body(), "");
+/// let rejection = response.extensions().get::<Rejection>().unwrap();
+/// assert_eq!(rejection.reason(), RejectReason::LimitReached);
+///
+/// drop(busy);
+/// let response = server.oneshot(Request::new(())).await?;
+/// assert_eq!(response.body(), "served");
+/// # Ok(())
+/// # }
+/// ```
+pub struct ShedLayer<A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
+    limiter: Arc<Limiter<A, C>>,
+    settings: Settings,
+    classify: P,
+}
+
+impl ShedLayer {
+    /// A limiter [`Builder`] set up for a server: a LIFO queue
+    /// ([`QueueOrder::Lifo`]) of at most 1024 requests, each waiting at most
+    /// 100 ms. Change either with the builder's
+    /// [`queue`](crate::Builder::queue) and
+    /// [`max_wait`](crate::Builder::max_wait) — a wait well under the
+    /// callers' own timeouts — and give it a name, priorities, an observer
+    /// as any other. See [Waiting, newest first](ShedLayer#waiting-newest-first).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use rheostat::algorithms::{Gradient, GradientConfig};
+    /// use rheostat::tower::ShedLayer;
+    ///
+    /// let limiter = ShedLayer::server_limiter(Gradient::new(GradientConfig::default())?)
+    ///     .name("api")
+    ///     .max_wait(Duration::from_millis(20))
+    ///     .build()?;
+    /// let layer = ShedLayer::new(Arc::new(limiter));
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn server_limiter<A: Algorithm>(policy: A) -> Builder<A> {
+        Limiter::builder(policy)
+            .queue(QueueOrder::Lifo, SERVER_MAX_WAITERS)
+            .max_wait(SERVER_MAX_WAIT)
+    }
+}
+
+impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
+    /// Admit a server's requests through `limiter`, waiting in its queue
+    /// when the limit is reached, refusing with a 503 and a `Retry-After`
+    /// of the rejection's (1 s where it knows none), every request of the
+    /// limiter's default class.
+    pub fn new(limiter: Arc<Limiter<A, C>>) -> Self {
+        ShedLayer {
+            limiter,
+            settings: Settings {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: DEFAULT_RETRY_AFTER,
+                wait: true,
+                outcome: server_outcome,
+            },
+            classify: DefaultClass,
+        }
+    }
+}
+
+impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
+    /// Refuse at once when the limit is reached, instead of waiting in the
+    /// limiter's queue.
+    #[must_use]
+    pub fn fail_fast(mut self) -> Self {
+        self.settings.wait = false;
+        self
+    }
+
+    /// Refuse with `429 Too Many Requests` instead of `503 Service
+    /// Unavailable`.
+    #[must_use]
+    pub fn too_many_requests(mut self) -> Self {
+        self.settings.status = StatusCode::TOO_MANY_REQUESTS;
+        self
+    }
+
+    /// Refuse with `status` instead of `503 Service Unavailable`.
+    ///
+    /// # Errors
+    ///
+    /// `shed.status` not a 4xx or a 5xx.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::StatusCode;
+    /// use rheostat::{algorithms::Fixed, tower::ShedLayer, Limiter};
+    ///
+    /// let layer = ShedLayer::new(Arc::new(Limiter::new(Fixed::new(8)?)));
+    /// assert!(layer.clone().status(StatusCode::OK).is_err());
+    /// let layer = layer.status(StatusCode::BAD_GATEWAY)?;
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn status(mut self, status: StatusCode) -> Result<Self, ConfigError> {
+        if !status.is_client_error() && !status.is_server_error() {
+            return Err(ConfigError::new(
+                "shed.status",
+                status.as_u16(),
+                "a 4xx or 5xx status",
+            ));
+        }
+        self.settings.status = status;
+        Ok(self)
+    }
+
+    /// The `Retry-After` of a refusal whose rejection does not say how long
+    /// to wait (default 1 s), sent in whole seconds, rounded up.
+    #[must_use]
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.settings.retry_after = after;
+        self
+    }
+
+    /// Record a response of each status as `outcome` says, instead of as
+    /// [`server_outcome`] (a 5xx an overload, anything else a success):
+    /// say, to teach the limiter nothing from a 501, or to count a 500 from
+    /// a bug as no evidence of load.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rheostat::{algorithms::Fixed, tower::{server_outcome, ShedLayer}, Limiter, Outcome};
+    ///
+    /// let layer = ShedLayer::new(Arc::new(Limiter::new(Fixed::new(8)?)))
+    ///     .classify_status(|status| match status.as_u16() {
+    ///         500 | 501 => Outcome::Ignore,
+    ///         _ => server_outcome(status),
+    ///     });
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn classify_status(mut self, outcome: fn(StatusCode) -> Outcome) -> Self {
+        self.settings.outcome = outcome;
+        self
+    }
+
+    /// Admit each request as the class `classify` gives it (see
+    /// [`crate::priority`]), for a limiter built with
+    /// [`priorities`](crate::Builder::priorities): under load, the less
+    /// critical requests are refused first, and the queue serves the most
+    /// critical waiter first. A request it gives no class is of the
+    /// limiter's default class; a limiter without priorities ignores
+    /// classes.
+    ///
+    /// A closure needs its argument's type written out
+    /// (`|request: &Request<Body>|`): the layer learns the body type only
+    /// when it wraps a service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use axum::{body::Body, routing::get, Router};
+    /// use http::Request;
+    /// use rheostat::algorithms::Fixed;
+    /// use rheostat::priority::{Class, Priorities, Priority};
+    /// use rheostat::tower::ShedLayer;
+    ///
+    /// let limiter = ShedLayer::server_limiter(Fixed::new(64)?)
+    ///     .priorities(Priorities::default())
+    ///     .build()?;
+    /// let layer = ShedLayer::new(Arc::new(limiter)).classify_request(|request: &Request<Body>| {
+    ///     let value = request.headers().get("x-priority")?.to_str().ok()?;
+    ///     Priority::parse(value).map(Class::from)
+    /// });
+    /// let app: Router = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    /// # drop(app);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn classify_request<P2>(self, classify: P2) -> ShedLayer<A, C, P2> {
+        ShedLayer {
+            limiter: self.limiter,
+            settings: self.settings,
+            classify,
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+        &self.limiter
+    }
+}
+
+impl<S, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S> for ShedLayer<A, C, P> {
+    type Service = Shed<S, A, C, P>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Shed {
+            inner,
+            limiter: Arc::clone(&self.limiter),
+            settings: self.settings,
+            classify: self.classify.clone(),
+            start_acquire: start_acquire::<A, C>,
+        }
+    }
+}
+
+impl<A, C, P: Clone> Clone for ShedLayer<A, C, P> {
+    fn clone(&self) -> Self {
+        ShedLayer {
+            limiter: Arc::clone(&self.limiter),
+            settings: self.settings,
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<A, C, P> fmt::Debug for ShedLayer<A, C, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShedLayer")
+            .field("limiter", &self.limiter)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Waiting for a slot in the limiter's queue.
+type Acquire<A, C> = Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send>>;
+
+/// Starts waiting for a slot, of a class or the default one. A function
+/// pointer made where `A: 'static` is known (in [`ShedLayer::layer`]), so
+/// that the `Service` impl needs no `'static` bound, which would keep a
+/// future holding the service over a `Box<dyn Algorithm>` from being proven
+/// `Send`.
+type StartAcquire<A, C> = fn(Arc<Limiter<A, C>>, Option<Class>) -> Acquire<A, C>;
+
+fn start_acquire<A: Algorithm + 'static, C: Clock>(
+    limiter: Arc<Limiter<A, C>>,
+    class: Option<Class>,
+) -> Acquire<A, C> {
+    match class {
+        None => Box::pin(limiter.acquire_owned()),
+        Some(class) => Box::pin(limiter.acquire_owned_as(class)),
+    }
+}
+
+/// A server service behind a [`Limiter`]: made by [`ShedLayer`], whose
+/// documentation says what it does with each request.
+pub struct Shed<S, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
+    inner: S,
+    limiter: Arc<Limiter<A, C>>,
+    settings: Settings,
+    classify: P,
+    start_acquire: StartAcquire<A, C>,
+}
+
+impl<S, A, C, P> Shed<S, A, C, P> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+        &self.limiter
+    }
+}
+
+impl<S, B, ResBody, A, C, P> Service<Request<B>> for Shed<S, A, C, P>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+    ResBody: Default,
+    A: Algorithm,
+    C: Clock,
+    P: ClassifyRequest<B>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ShedFuture<S, Request<B>, A, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let class = self.classify.class(&request);
+        let settings = self.settings;
+        if settings.wait {
+            // The service readied for this request goes with it, to be
+            // called once a slot is had.
+            let clone = self.inner.clone();
+            let ready = std::mem::replace(&mut self.inner, clone);
+            let acquire = (self.start_acquire)(Arc::clone(&self.limiter), class);
+            return ShedFuture::new(
+                State::Waiting {
+                    acquire,
+                    service: Some(ready),
+                    request: Some(request),
+                },
+                None,
+                settings,
+            );
+        }
+        let admitted = match class {
+            None => self.limiter.try_acquire_owned(),
+            Some(class) => self.limiter.try_acquire_owned_as(class),
+        };
+        match admitted {
+            Ok(permit) => ShedFuture::new(
+                State::Called {
+                    future: self.inner.call(request),
+                },
+                Some(permit),
+                settings,
+            ),
+            Err(rejection) => ShedFuture::new(State::Refused { rejection }, None, settings),
+        }
+    }
+}
+
+impl<S: Clone, A, C, P: Clone> Clone for Shed<S, A, C, P> {
+    fn clone(&self) -> Self {
+        Shed {
+            inner: self.inner.clone(),
+            limiter: Arc::clone(&self.limiter),
+            settings: self.settings,
+            classify: self.classify.clone(),
+            start_acquire: self.start_acquire,
+        }
+    }
+}
+
+impl<S: fmt::Debug, A, C, P> fmt::Debug for Shed<S, A, C, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shed")
+            .field("inner", &self.inner)
+            .field("limiter", &self.limiter)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+pin_project! {
+    /// The response of a [`Shed`] service: the inner service's response,
+    /// or the refusal.
+    ///
+    /// Waiting for a slot, it holds the request and the inner service
+    /// readied for it; admitted, it holds the permit until the inner
+    /// service's response comes, then records the outcome.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it while waiting leaves the limiter's queue (a slot handed
+    /// to it goes to the next waiter); dropping it while the inner service
+    /// runs drops that call and releases the permit as the limiter's drop
+    /// outcome ([`Outcome::Ignore`] unless configured otherwise).
+    ///
+    /// # Panics
+    ///
+    /// If polled after it completed, or, while waiting for a slot under a
+    /// limiter with a `max_wait`, polled outside a Tokio runtime with the
+    /// time driver enabled.
+    pub struct ShedFuture<S, Req, A = Box<dyn Algorithm>, C = DefaultClock>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        state: State<S, Req, S::Future, A, C>,
+        permit: Option<OwnedPermit<A, C>>,
+        settings: Settings,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, Req, F, A, C> {
+        /// Waiting for a slot, with the service readied for the request.
+        Waiting {
+            acquire: Acquire<A, C>,
+            service: Option<S>,
+            request: Option<Req>,
+        },
+        /// Admitted: the inner service is answering.
+        Called {
+            #[pin]
+            future: F,
+        },
+        /// Refused at once.
+        Refused {
+            rejection: Rejection,
+        },
+        /// Answered.
+        Done,
+    }
+}
+
+impl<S: Service<Req>, Req, A, C> ShedFuture<S, Req, A, C> {
+    fn new(
+        state: State<S, Req, S::Future, A, C>,
+        permit: Option<OwnedPermit<A, C>>,
+        settings: Settings,
+    ) -> Self {
+        ShedFuture {
+            state,
+            permit,
+            settings,
+        }
+    }
+}
+
+/// The response to a request refused as `rejection` says.
+fn refusal<B: Default>(rejection: Rejection, settings: &Settings) -> Response<B> {
+    let after = rejection.retry_after().unwrap_or(settings.retry_after);
+    let seconds = after
+        .as_secs()
+        .saturating_add(u64::from(after.subsec_nanos() > 0));
+    let mut response = Response::new(B::default());
+    *response.status_mut() = settings.status;
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    response.extensions_mut().insert(rejection);
+    response
+}
+
+impl<S, Req, ResBody, A, C> Future for ShedFuture<S, Req, A, C>
+where
+    S: Service<Req, Response = Response<ResBody>>,
+    ResBody: Default,
+    A: Algorithm,
+    C: Clock,
+{
+    type Output = Result<Response<ResBody>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Waiting {
+                    acquire,
+                    service,
+                    request,
+                } => match ready!(acquire.as_mut().poll(cx)) {
+                    Ok(permit) => {
+                        let (Some(mut service), Some(request)) = (service.take(), request.take())
+                        else {
+                            unreachable!("a waiting request keeps its service and itself")
+                        };
+                        *this.permit = Some(permit);
+                        let future = service.call(request);
+                        this.state.set(State::Called { future });
+                    }
+                    Err(rejection) => {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Ok(refusal(rejection, this.settings)));
+                    }
+                },
+                StateProj::Called { future } => {
+                    let result = ready!(future.poll(cx));
+                    if let Some(permit) = this.permit.take() {
+                        permit.record(match &result {
+                            Ok(response) => (this.settings.outcome)(response.status()),
+                            Err(_) => Outcome::Overload,
+                        });
+                    }
+                    this.state.set(State::Done);
+                    return Poll::Ready(result);
+                }
+                StateProj::Refused { rejection } => {
+                    let rejection = *rejection;
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(refusal(rejection, this.settings)));
+                }
+                StateProj::Done => panic!("polled after completion"),
+            }
+        }
+    }
+}
+
+impl<S: Service<Req>, Req, A: Algorithm, C: Clock> fmt::Debug for ShedFuture<S, Req, A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Waiting { .. } => "waiting",
+            State::Called { .. } => "called",
+            State::Refused { .. } => "refused",
+            State::Done => "done",
+        };
+        f.debug_struct("ShedFuture")
+            .field("state", &state)
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_rounded_up_to_whole_seconds() {
+        let settings = |retry_after| Settings {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after,
+            wait: false,
+            outcome: server_outcome,
+        };
+        let rejection = Rejection::new(crate::RejectReason::LimitReached, "fixed", None);
+        for (after, header) in [
+            (Duration::ZERO, "0"),
+            (Duration::from_millis(1), "1"),
+            (Duration::from_secs(1), "1"),
+            (Duration::from_millis(1001), "2"),
+            (Duration::from_secs(30), "30"),
+            (Duration::MAX, "18446744073709551615"),
+        ] {
+            let response: Response<()> = refusal(rejection, &settings(after));
+            assert_eq!(response.headers()[RETRY_AFTER], header, "{after:?}");
+        }
+        // The rejection's own wait comes first.
+        let open = Rejection::new(
+            crate::RejectReason::Open,
+            "breaker",
+            Some(Duration::from_millis(2500)),
+        );
+        let response: Response<()> = refusal(open, &settings(Duration::from_secs(9)));
+        assert_eq!(response.headers()[RETRY_AFTER], "3");
+    }
+}

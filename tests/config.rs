@@ -314,7 +314,9 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nbackoff = { base = \"soon\" }", "limiters.p.retry.backoff.base", "soon", 4),    // Priorities beside them.
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\nclasses = [{ name = \"a\", share = 1.5 }]", "limiters.p.priorities.classes[0].share", "found 1.5, expected a number in [0, 1]", 4),
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\nclasses = [{ name = \"a\" }, { name = \"a\" }]", "limiters.p.priorities.classes[1].name", "a name no other class has", 4),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\ndefault = \"gold\"", "limiters.p.priorities.default", "the name of a class", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\ndefault = \"gold\"", "limiters.p.priorities.default", "the name of a class", 4),    // The server table.
+    ("[limiters.p.policy]\npolicy = \"gradient\"\n[limiters.p.server]\nstatus = 200", "limiters.p.server.status", "found 200, expected a 4xx or 5xx status", 4),
+    ("[limiters.p.policy]\npolicy = \"gradient\"\n[limiters.p.server]\nstauts = 503", "limiters.p.server.stauts", "unknown field `stauts`", 4),
 ];
 
 #[test]
@@ -740,4 +742,42 @@ fn priorities_sit_in_the_same_block_as_the_policy() {
     let feed = file.build("feed").unwrap();
     assert_eq!(feed.in_flight_by_class(), [0, 0, 0, 0]);
     assert!(file.build("search").is_ok());
+}
+
+#[test]
+fn a_server_table_makes_the_queue_newest_first_and_bounded_unless_told_otherwise() {
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.api.policy]
+        policy = "gradient"
+        [limiters.api.server]
+
+        [limiters.batch]
+        queue = "fifo"
+        max_wait = "2s"
+        [limiters.batch.policy]
+        policy = "gradient"
+        [limiters.batch.server]
+        wait = false
+
+        [limiters.client.policy]
+        policy = "gradient"
+    "#,
+    )
+    .unwrap();
+    let api = &file.limiters["api"];
+    assert_eq!(api.queue, QueueOrder::Lifo);
+    assert_eq!(api.max_wait, Some(Duration::from_millis(100)));
+    assert_eq!(api.server.as_ref().unwrap().status, 503);
+    let batch = &file.limiters["batch"];
+    assert_eq!(
+        (batch.queue, batch.max_wait),
+        (QueueOrder::Fifo, Some(Duration::from_secs(2)))
+    );
+    assert!(!batch.server.as_ref().unwrap().wait);
+    let client = &file.limiters["client"];
+    assert_eq!(
+        (client.queue, client.max_wait, client.server.is_none()),
+        (QueueOrder::Fifo, None, true)
+    );
 }

@@ -10,11 +10,15 @@ use serde::{Deserialize, Serialize};
 use super::file::{parse, ConfigFileError, Format};
 use super::paths::located;
 use super::PolicyConfig;
+use super::ServerConfig;
 use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
 use crate::limiter::QueueOrder;
 use crate::limiter::Sharding;
 use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
 use crate::priority::Priorities;
+
+/// A server limiter's `max_wait` unless its table says otherwise.
+const SERVER_MAX_WAIT_MS: u64 = 100;
 use crate::retry::RetryConfig;
 
 /// One limiter: its policy and its own options.
@@ -77,6 +81,11 @@ pub struct LimiterConfig {
     /// SRE's four, none if left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priorities: Option<Priorities>,
+    /// How a server answers the requests this limiter refuses (see
+    /// [`ServerConfig`]); with it, `queue` defaults to `"lifo"` and
+    /// `max_wait` to 100 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerConfig>,
 }
 
 /// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
@@ -85,7 +94,7 @@ pub struct LimiterConfig {
 #[serde(deny_unknown_fields)]
 struct LimiterFields {
     #[serde(default)]
-    queue: QueueOrder,
+    queue: Option<QueueOrder>,
     #[serde(default = "default_max_waiters")]
     max_waiters: usize,
     #[serde(default, with = "humantime_serde::option")]
@@ -102,19 +111,29 @@ struct LimiterFields {
     retry: Option<RetryConfig>,
     #[serde(default)]
     priorities: Option<Priorities>,
+    #[serde(default)]
+    server: Option<ServerConfig>,
 }
 
 impl From<LimiterFields> for LimiterConfig {
     fn from(f: LimiterFields) -> Self {
+        let server = f.server.is_some();
         LimiterConfig {
-            queue: f.queue,
+            queue: f.queue.unwrap_or(if server {
+                QueueOrder::Lifo
+            } else {
+                QueueOrder::Fifo
+            }),
             max_waiters: f.max_waiters,
-            max_wait: f.max_wait,
+            max_wait: f
+                .max_wait
+                .or(server.then_some(Duration::from_millis(SERVER_MAX_WAIT_MS))),
             on_drop: f.on_drop,
             sharding: f.sharding,
             policy: f.policy,
             retry: f.retry,
             priorities: f.priorities,
+            server: f.server,
         }
     }
 }
@@ -148,6 +167,7 @@ impl LimiterConfig {
             policy: policy.into(),
             retry: None,
             priorities: None,
+            server: None,
         }
     }
 
@@ -180,6 +200,9 @@ impl LimiterConfig {
         }
         if let Some(priorities) = &self.priorities {
             priorities.validate()?;
+        }
+        if let Some(server) = &self.server {
+            server.validate()?;
         }
         Ok(())
     }

@@ -70,10 +70,12 @@ mod limiter;
 mod locate;
 mod paths;
 mod policy;
+mod server;
 
 pub use file::ConfigFileError;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
+pub use server::ServerConfig;
 
 use file::Format;
 

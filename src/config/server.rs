@@ -1,0 +1,81 @@
+//! [`ServerConfig`]: how a server answers the requests its limiter refuses.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::algorithms::ConfigError;
+
+/// How a server sheds its own load through a limiter (the tower feature's
+/// `ShedLayer`): the `server` table of a limiter in a file.
+///
+/// A limiter with a `server` table waits newest first (`queue = "lifo"`)
+/// and at most 100 ms (`max_wait`) unless its table says otherwise: the
+/// newest request is the one whose caller is still waiting.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::config::LimitersConfig;
+///
+/// let file = LimitersConfig::from_toml(r#"
+///     [limiters.api.policy]
+///     policy = "gradient"
+///
+///     [limiters.api.server]
+///     status = 429
+///     retry_after = "2s"
+/// "#)?;
+/// let api = &file.limiters["api"];
+/// assert_eq!(api.server.as_ref().unwrap().status, 429);
+/// assert_eq!(api.queue, rheostat::QueueOrder::Lifo);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The status of a refusal: a 4xx or a 5xx (default 503).
+    pub status: u16,
+    /// The `Retry-After` of a refusal whose rejection does not say how long
+    /// to wait (default 1 s; an open breaker says how long).
+    #[serde(with = "humantime_serde")]
+    pub retry_after: Duration,
+    /// Whether a request may wait in the limiter's queue when the limit is
+    /// reached (default true); false refuses at once.
+    pub wait: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            status: 503,
+            retry_after: Duration::from_secs(1),
+            wait: true,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Check every field.
+    ///
+    /// # Errors
+    ///
+    /// `server.status` not a 4xx or 5xx; `server.retry_after` over a year.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(400..=599).contains(&self.status) {
+            return Err(ConfigError::new(
+                "server.status",
+                self.status,
+                "a 4xx or 5xx status",
+            ));
+        }
+        if self.retry_after > crate::algorithms::MAX_DURATION {
+            return Err(ConfigError::new(
+                "server.retry_after",
+                format_args!("{:?}", self.retry_after),
+                "a duration of at most 365 days",
+            ));
+        }
+        Ok(())
+    }
+}

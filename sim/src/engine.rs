@@ -3,9 +3,12 @@
 //! through the real `Limiter` on a manual clock.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -18,8 +21,9 @@ use super::model::{Accept, Model};
 use super::policies::{self, PolicyKind};
 use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
+use rheostat::priority::{Class, Priorities};
 use rheostat::retry::{self, Call, Decision, RetryOutcome};
-use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness, RejectReason};
+use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness, RejectReason, Rejection};
 
 type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
 
@@ -78,6 +82,21 @@ pub(crate) struct RunResult {
     /// What the limiter's retry did, for a row whose callers retry through
     /// it.
     pub(crate) retry: Option<RetryStats>,
+    /// Per class of the scenario's traffic, in its order (empty without
+    /// classes).
+    pub(crate) classes: Vec<ClassStats>,
+    /// Success latency (µs) of requests answered in the scenario's
+    /// `latency_reference` span, if it has one.
+    pub(crate) reference_latency: Option<Histogram<u64>>,
+}
+
+/// One class of requests in the measured span.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ClassStats {
+    pub(crate) offered: u64,
+    pub(crate) successes: u64,
+    /// Attempts the limiter refused.
+    pub(crate) rejected: u64,
 }
 
 /// What the limiter's retry did in one run.
@@ -129,6 +148,8 @@ enum Event {
     /// A refusal's cost has been paid.
     Refused(u64),
     Wake(u32),
+    /// A caller waiting in the limiter's queue gives up.
+    WaitOver(u64),
 }
 
 /// How an attempt ended.
@@ -156,6 +177,8 @@ struct Job<'a> {
 
 struct Request {
     instance: u32,
+    /// Its class: an index into the scenario's `traffic.classes`.
+    class: Option<u8>,
     arrived: u64,
     deadline: u64,
     attempts: u32,
@@ -231,6 +254,26 @@ impl<T> Slab<T> {
     }
 }
 
+/// A caller's wait for a slot in its limiter's queue.
+type Waiting<'a> = Pin<
+    Box<dyn Future<Output = Result<Permit<'a, Box<dyn Algorithm>, ManualClock>, Rejection>> + 'a>,
+>;
+
+/// Wakes a waiting caller: notes its request, to be polled after the event
+/// at hand.
+struct Woken {
+    req: u64,
+    woken: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        if let Ok(mut woken) = self.woken.lock() {
+            woken.push(self.req);
+        }
+    }
+}
+
 fn secs(nanos: u64) -> f64 {
     nanos as f64 / NANOS as f64
 }
@@ -260,6 +303,17 @@ struct World<'a> {
     window: (u64, u64),
     arrivals: Pcg64Mcg,
     healthy: Pcg64Mcg,
+    /// Draws each arrival's class (a stream of its own, so that a
+    /// scenario's other draws do not depend on whether it has classes).
+    class_draw: Pcg64Mcg,
+    /// The limiter's class of each of the scenario's traffic classes, for
+    /// a row with priorities; empty for the others, which acquire without.
+    acquire_as: Vec<Class>,
+    reference: Option<(u64, u64)>,
+    /// Callers waiting in their limiter's queue, by request.
+    waits: BTreeMap<u64, (Waiting<'a>, Waker)>,
+    /// Requests whose wait has news, in the order it came.
+    woken: Arc<Mutex<Vec<u64>>>,
     model: Model,
     jobs: Slab<Job<'a>>,
     requests: Slab<Request>,
@@ -326,6 +380,15 @@ pub(crate) fn run(
             Some(config) => builder.retry(config.clone()),
             None => builder,
         };
+        let builder = match scenario.traffic.as_ref().and_then(|t| t.wait) {
+            Some(wait) => builder.queue(wait.order, wait.max_waiters as usize),
+            None => builder,
+        };
+        let builder = if kind.has_priorities() {
+            builder.priorities(Priorities::default())
+        } else {
+            builder
+        };
         limiters.push(builder.build()?);
     }
     let end = nanos(scenario.duration);
@@ -349,6 +412,18 @@ pub(crate) fn run(
         window,
         arrivals: Pcg64Mcg::new(u128::from(seed) << 1 | 1),
         healthy: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0x9E37_79B9)) << 1 | 1),
+        class_draw: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0xC1A5_5E5D)) << 1 | 1),
+        acquire_as: match traffic {
+            Some(t) if kind.has_priorities() => {
+                t.classes.iter().map(|c| Class::from(c.priority)).collect()
+            }
+            _ => Vec::new(),
+        },
+        waits: BTreeMap::new(),
+        woken: Arc::new(Mutex::new(Vec::new())),
+        reference: scenario
+            .latency_reference
+            .map(|span| (nanos(span.from), nanos(span.to))),
         model: Model::new(&scenario.dependency, seed.wrapping_mul(31).wrapping_add(7)),
         jobs: Slab::new(),
         requests: Slab::new(),
@@ -413,6 +488,11 @@ pub(crate) fn run(
             },
             calls: 0,
             retry: retry_config.as_ref().map(|_| RetryStats::default()),
+            classes: vec![ClassStats::default(); traffic.map_or(0, |t| t.classes.len())],
+            reference_latency: scenario.latency_reference.map(|_| {
+                Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                    .unwrap_or_else(|_| unreachable!("valid histogram bounds"))
+            }),
         },
     };
     world.start();
@@ -537,6 +617,10 @@ impl<'a> World<'a> {
                 Event::Retry(req) => self.attempt(req),
                 Event::Refused(req) => self.request_attempt_ended(req, Ended::Refused),
                 Event::Wake(c) => self.wake(c),
+                Event::WaitOver(req) => self.wait_over(req),
+            }
+            if !self.waits.is_empty() {
+                self.poll_woken();
             }
         }
         self.advance(self.end);
@@ -714,6 +798,10 @@ impl<'a> World<'a> {
         if self.in_window() {
             self.r.offered += 1;
         }
+        let class = self.draw_class();
+        if let (Some(c), true) = (class, self.in_window()) {
+            self.r.classes[usize::from(c)].offered += 1;
+        }
         if !self.take_worker(instance) {
             if self.in_window() {
                 self.r.pool_full += 1;
@@ -734,6 +822,7 @@ impl<'a> World<'a> {
         };
         let req = self.requests.insert(Request {
             instance,
+            class,
             arrived: self.now,
             deadline: self.now + nanos(traffic.deadline),
             attempts: 0,
@@ -787,7 +876,7 @@ impl<'a> World<'a> {
         }
         let after_refusal = request.refused.take().is_some();
         let (instance, deadline, attempts) = (request.instance, request.deadline, request.attempts);
-        let limiter_timeout = request.call.map(|call| (call, request.next_timeout));
+        let class = request.class;
         if let Some(stats) = self.r.retry.as_mut() {
             stats.most_attempts = stats.most_attempts.max(attempts);
             stats.after_refusal += u64::from(after_refusal);
@@ -799,10 +888,102 @@ impl<'a> World<'a> {
         if self.in_window() {
             self.r.tried += 1;
         }
-        match self.limiters[instance as usize].try_acquire() {
+        let limiters: &'a [Lim] = self.limiters;
+        let limiter = &limiters[instance as usize];
+        let as_class = class.and_then(|c| self.acquire_as.get(usize::from(c)).copied());
+        let acquired = match (traffic.wait, as_class) {
+            (None, Some(as_class)) => limiter.try_acquire_as(as_class),
+            (None, None) => limiter.try_acquire(),
+            (Some(wait), _) => {
+                let future: Waiting<'a> = match as_class {
+                    Some(as_class) => Box::pin(limiter.acquire_as(as_class)),
+                    None => Box::pin(limiter.acquire()),
+                };
+                let waker = Waker::from(Arc::new(Woken {
+                    req,
+                    woken: Arc::clone(&self.woken),
+                }));
+                let mut future = future;
+                match future.as_mut().poll(&mut Context::from_waker(&waker)) {
+                    Poll::Ready(result) => result,
+                    Poll::Pending => {
+                        self.waits.insert(req, (future, waker));
+                        let patience = wait.max_wait.map_or(u64::MAX, nanos);
+                        let until = deadline.min(self.now.saturating_add(patience));
+                        self.at(until.max(self.now), Event::WaitOver(req));
+                        return;
+                    }
+                }
+            }
+        };
+        self.acquired(req, acquired);
+    }
+
+    /// A caller waiting in the limiter's queue was handed a slot or refused.
+    fn poll_woken(&mut self) {
+        loop {
+            let woken = match self.woken.lock() {
+                Ok(mut woken) => std::mem::take(&mut *woken),
+                Err(_) => return,
+            };
+            if woken.is_empty() {
+                return;
+            }
+            for req in woken {
+                let Some((future, waker)) = self.waits.get_mut(&req) else {
+                    continue;
+                };
+                if let Poll::Ready(result) = future.as_mut().poll(&mut Context::from_waker(waker)) {
+                    self.waits.remove(&req);
+                    self.acquired(req, result);
+                }
+            }
+        }
+    }
+
+    /// A caller gave up waiting in the limiter's queue: a refusal, whose
+    /// cost it has paid waiting.
+    fn wait_over(&mut self, req: u64) {
+        // Leaving the queue gives back a slot handed over meanwhile.
+        if self.waits.remove(&req).is_none() {
+            return;
+        }
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
+        request.refused = Some(RejectReason::TimedOut);
+        let class = request.class;
+        if self.in_window() {
+            self.r.rejected += 1;
+            if let Some(c) = class {
+                self.r.classes[usize::from(c)].rejected += 1;
+            }
+        }
+        self.request_attempt_ended(req, Ended::Refused);
+    }
+
+    /// An attempt of `req` was admitted or refused by its limiter.
+    fn acquired(
+        &mut self,
+        req: u64,
+        acquired: Result<Permit<'a, Box<dyn Algorithm>, ManualClock>, Rejection>,
+    ) {
+        let Some(traffic) = &self.sc.traffic else {
+            return;
+        };
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
+        let (deadline, class) = (request.deadline, request.class);
+        let limiter_timeout = request.call.map(|call| (call, request.next_timeout));
+        let s = self.second();
+        match acquired {
             Err(rejection) => {
                 if self.in_window() {
                     self.r.rejected += 1;
+                    if let Some(c) = class {
+                        self.r.classes[usize::from(c)].rejected += 1;
+                    }
                 }
                 if let Some(request) = self.requests.get_mut(req) {
                     request.refused = Some(rejection.reason());
@@ -951,8 +1132,12 @@ impl<'a> World<'a> {
         }
         match ended {
             Ended::Answered(Outcome::Success) => {
-                let arrived = self.requests.get_mut(req).map_or(self.now, |r| r.arrived);
+                let (arrived, class) = self
+                    .requests
+                    .get_mut(req)
+                    .map_or((self.now, None), |r| (r.arrived, r.class));
                 self.success(Some(self.now - arrived));
+                self.class_success(class, self.now - arrived);
                 self.end_request(req);
             }
             Ended::Answered(Outcome::Ignore) => {
@@ -1036,6 +1221,39 @@ impl<'a> World<'a> {
                     }
                 }
                 self.end_request(req);
+            }
+        }
+    }
+
+    /// Draw an arriving request's class, if the scenario's traffic has
+    /// classes.
+    fn draw_class(&mut self) -> Option<u8> {
+        let classes = &self.sc.traffic.as_ref()?.classes;
+        let last = classes.len().checked_sub(1)?;
+        let u: f64 = self.class_draw.random();
+        let mut sum = 0.0;
+        let i = classes
+            .iter()
+            .position(|c| {
+                sum += c.share.0;
+                u < sum
+            })
+            .unwrap_or(last);
+        u8::try_from(i).ok()
+    }
+
+    /// An interactive request of `class` answered successfully after
+    /// `latency` (ns) from its arrival.
+    fn class_success(&mut self, class: Option<u8>, latency: u64) {
+        if self.in_window() {
+            if let Some(c) = class {
+                self.r.classes[usize::from(c)].successes += 1;
+            }
+        }
+        if let (Some((from, to)), Some(h)) = (self.reference, self.r.reference_latency.as_mut()) {
+            if self.now >= from && self.now <= to {
+                let micros = (latency / 1_000).max(1);
+                let _ = h.record(micros.min(3_600_000_000));
             }
         }
     }

@@ -10,8 +10,11 @@
 //! shared with a healthy endpoint; per-attempt timeouts inside a deadline;
 //! refusals that cost time and may be retried; retries under a sliding
 //! window budget (or none), or as the limiter's own retry policy decides
-//! (the `breaker+gradient+retry` row); and bulk queue consumers that
-//! dead-letter an item after its attempts. Every event moves a
+//! (the `breaker+gradient+retry` row); requests of several classes of
+//! criticality, which the rows with priorities (`aimd+priorities`,
+//! `gradient+priorities`) acquire with; callers that wait in the limiter's
+//! queue (FIFO or LIFO) instead of failing at once; and bulk queue
+//! consumers that dead-letter an item after its attempts. Every event moves a
 //! [`ManualClock`](rheostat::ManualClock); the limiters are the ones users
 //! run. The same seed gives the same run, byte for byte.
 //!
@@ -70,12 +73,12 @@ pub use overrides::PolicyParams;
 pub use plot::svg;
 pub use policies::PolicyKind;
 pub use report::{
-    BoundReport, Comparison, HealthyReport, Latency, PolicyReport, Recovery, RetryReport,
-    ScenarioReport, SeriesReport, TransitionReport, MIN_DENOMINATOR,
+    BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, PolicyReport,
+    Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport, MIN_DENOMINATOR,
 };
 pub use scenario::{
     Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
-    Scenario, Span, Traffic,
+    Scenario, Span, Traffic, TrafficClass, Wait,
 };
 
 use engine::RunResult;

@@ -48,11 +48,19 @@ pub enum PolicyKind {
     /// decides, not as the scenario's `attempts`, `backoff`,
     /// `retry_budget` and `retry_rejected` say.
     BreakerGradientRetry,
+    /// [`PolicyKind::Aimd`] (its override, if the scenario gives one), its
+    /// limiter built with priorities at rheostat's defaults
+    /// ([`Priorities::default`](rheostat::priority::Priorities)): SRE's four
+    /// classes, no share kept for any. Compared in scenarios whose traffic
+    /// has classes only.
+    AimdPriorities,
+    /// [`PolicyKind::Gradient`] with priorities, as `aimd+priorities`.
+    GradientPriorities,
 }
 
 impl PolicyKind {
     /// Every policy, in table order.
-    pub const ALL: [PolicyKind; 12] = [
+    pub const ALL: [PolicyKind; 14] = [
         PolicyKind::Clairvoyant,
         PolicyKind::None,
         PolicyKind::Bulkhead,
@@ -65,6 +73,8 @@ impl PolicyKind {
         PolicyKind::Throttle,
         PolicyKind::BreakerGradient,
         PolicyKind::BreakerGradientRetry,
+        PolicyKind::AimdPriorities,
+        PolicyKind::GradientPriorities,
     ];
 
     /// The name used on the command line and in reports.
@@ -82,6 +92,8 @@ impl PolicyKind {
             PolicyKind::Throttle => "throttle",
             PolicyKind::BreakerGradient => "breaker+gradient",
             PolicyKind::BreakerGradientRetry => "breaker+gradient+retry",
+            PolicyKind::AimdPriorities => "aimd+priorities",
+            PolicyKind::GradientPriorities => "gradient+priorities",
         }
     }
 
@@ -91,16 +103,40 @@ impl PolicyKind {
     }
 
     /// Whether this policy is compared in `scenario` (the unscaled breaker
-    /// only where there is a fleet).
+    /// only where there is a fleet; the rows with priorities only where the
+    /// traffic has classes).
     pub fn applies_to(self, scenario: &Scenario) -> bool {
+        if self.has_priorities() {
+            return scenario.has_classes();
+        }
         self != PolicyKind::BreakerUnscaled || instances(scenario) > 1
+    }
+
+    /// Whether its limiters are built with priorities (and its callers
+    /// acquire with their request's class).
+    pub fn has_priorities(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::AimdPriorities | PolicyKind::GradientPriorities
+        )
+    }
+
+    /// The row whose policy it runs: itself, but for the rows that differ
+    /// from another only in how the limiter around the policy is built.
+    pub fn base(self) -> PolicyKind {
+        match self {
+            PolicyKind::BreakerGradientRetry => PolicyKind::BreakerGradient,
+            PolicyKind::AimdPriorities => PolicyKind::Aimd,
+            PolicyKind::GradientPriorities => PolicyKind::Gradient,
+            other => other,
+        }
     }
 
     /// Whether it is adaptive (moves its gate from what it sees), for the
     /// headline comparison.
     pub fn is_adaptive(self) -> bool {
         matches!(
-            self,
+            self.base(),
             PolicyKind::Aimd
                 | PolicyKind::Vegas
                 | PolicyKind::Gradient
@@ -118,14 +154,12 @@ impl PolicyKind {
     }
 
     /// Whether a scenario may replace its policy (`[policies.NAME]`): every
-    /// row but the clairvoyant one, whose limit the simulator sets, and
-    /// `breaker+gradient+retry`, which runs whatever `breaker+gradient`
-    /// runs.
+    /// row but the clairvoyant one, whose limit the simulator sets, and the
+    /// rows that run another row's policy (`breaker+gradient+retry` runs
+    /// whatever `breaker+gradient` runs, `aimd+priorities` whatever `aimd`
+    /// runs, and so on).
     pub fn takes_override(self) -> bool {
-        !matches!(
-            self,
-            PolicyKind::Clairvoyant | PolicyKind::BreakerGradientRetry
-        )
+        self != PolicyKind::Clairvoyant && self.base() == self
     }
 
     /// Whether its callers retry as the limiter's own retry policy decides
@@ -137,7 +171,7 @@ impl PolicyKind {
     /// Whether it is a breaker.
     pub fn is_breaker(self) -> bool {
         matches!(
-            self,
+            self.base(),
             PolicyKind::BreakerClassic
                 | PolicyKind::Breaker
                 | PolicyKind::BreakerUnscaled
@@ -213,10 +247,7 @@ pub(crate) fn build(
     instance: u32,
     clairvoyant: &Arc<AtomicU32>,
 ) -> Result<Box<dyn Algorithm>, ConfigError> {
-    let kind = match kind {
-        PolicyKind::BreakerGradientRetry => PolicyKind::BreakerGradient,
-        other => other,
-    };
+    let kind = kind.base();
     if let Some(config) = scenario.policies.override_for(kind) {
         return config.build();
     }
@@ -248,12 +279,16 @@ pub(crate) fn build(
         })?),
         PolicyKind::Breaker => Box::new(Breaker::new(recommended(fleet))?),
         PolicyKind::BreakerUnscaled => Box::new(Breaker::new(recommended(1))?),
-        PolicyKind::Aimd => Box::new(Aimd::new(AimdConfig::default())?),
+        PolicyKind::Aimd | PolicyKind::AimdPriorities => {
+            Box::new(Aimd::new(AimdConfig::default())?)
+        }
         PolicyKind::Vegas => Box::new(Vegas::new(VegasConfig {
             seed,
             ..VegasConfig::default()
         })?),
-        PolicyKind::Gradient => Box::new(Gradient::new(GradientConfig::default())?),
+        PolicyKind::Gradient | PolicyKind::GradientPriorities => {
+            Box::new(Gradient::new(GradientConfig::default())?)
+        }
         PolicyKind::Throttle => Box::new(Throttle::new(ThrottleConfig::default())?),
         PolicyKind::BreakerGradient | PolicyKind::BreakerGradientRetry => Box::new(
             Stack::builder()

@@ -191,6 +191,45 @@ pub struct PolicyReport {
     /// through it. Absent for the other rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryReport>,
+    /// Each class of the scenario's traffic, in its order. Absent where the
+    /// traffic has no classes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Vec<ClassReport>>,
+    /// The median success latency in the scenario's `latency_reference`
+    /// span (milliseconds), and the measured median over it. Absent where
+    /// the scenario has no reference span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_reference: Option<LatencyReference>,
+}
+
+/// One class of requests through one policy, over the measured span.
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct ClassReport {
+    /// Its priority (`critical`, `sheddable`, …).
+    pub priority: String,
+    /// Its share of the arrivals, as the scenario gives it.
+    pub share: f64,
+    /// Its requests that arrived.
+    pub offered: u64,
+    /// Those answered successfully.
+    pub successes: u64,
+    /// Its attempts the limiter refused.
+    pub rejected: u64,
+    /// Successes over offered: the share of its own load it was served.
+    /// `None` where fewer than [`MIN_DENOMINATOR`] arrived.
+    pub served: Option<f64>,
+}
+
+/// A row's median latency against its own in a healthy stretch.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[non_exhaustive]
+pub struct LatencyReference {
+    /// The median success latency of requests answered in the reference
+    /// span, milliseconds.
+    pub p50_ms: Option<f64>,
+    /// The measured span's median over the reference median.
+    pub p50_ratio: Option<f64>,
 }
 
 /// What a limiter's retry ([`rheostat::retry::Retry`]) decided after the
@@ -369,6 +408,34 @@ pub(crate) fn policy_report(
         series: series(r),
         own_bound: None,
         retry: r.retry.as_ref().map(retry_report),
+        classes: scenario
+            .traffic
+            .as_ref()
+            .filter(|t| !t.classes.is_empty())
+            .map(|t| {
+                t.classes
+                    .iter()
+                    .zip(&r.classes)
+                    .map(|(class, stats)| ClassReport {
+                        priority: class.priority.as_str().to_string(),
+                        share: class.share.0,
+                        offered: stats.offered,
+                        successes: stats.successes,
+                        rejected: stats.rejected,
+                        served: ratio(stats.successes as f64, stats.offered as f64),
+                    })
+                    .collect()
+            }),
+        latency_reference: r.reference_latency.as_ref().map(|h| {
+            let p50 = (!h.is_empty()).then(|| h.value_at_quantile(0.5) as f64 / 1_000.0);
+            LatencyReference {
+                p50_ms: p50.map(round),
+                p50_ratio: p50
+                    .zip(latency)
+                    .filter(|(reference, _)| *reference > 0.0)
+                    .map(|(reference, l)| round(l.p50 / reference)),
+            }
+        }),
     }
 }
 
@@ -510,6 +577,34 @@ impl ScenarioReport {
                     out,
                     "{}: ×bound and recover against its own callers' bound, {:.1}/s ({:.0} successes: {:.0} fluid + {:.0} allowance)",
                     p.policy, own.goodput, own.successes, own.fluid, own.allowance
+                );
+            }
+            if let Some(classes) = &p.classes {
+                let each: Vec<String> = classes
+                    .iter()
+                    .map(|c| {
+                        let served = c
+                            .served
+                            .map_or_else(|| "-".to_string(), |s| format!("{:.1}%", s * 100.0));
+                        format!(
+                            "{} {served} of {} ({} rejected)",
+                            c.priority, c.offered, c.rejected
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(out, "{}: served {}", p.policy, each.join(", "));
+            }
+            if let Some(r) = &p.latency_reference {
+                let _ = writeln!(
+                    out,
+                    "{}: p50 {} ms against {} ms in the healthy reference span: ×{}",
+                    p.policy,
+                    p.latency_ms
+                        .map_or_else(|| "-".to_string(), |l| format!("{:.0}", l.p50)),
+                    r.p50_ms
+                        .map_or_else(|| "-".to_string(), |x| format!("{x:.0}")),
+                    r.p50_ratio
+                        .map_or_else(|| "-".to_string(), |x| format!("{x:.2}"))
                 );
             }
             if let Some(r) = &p.retry {

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::budget::RetryBudget;
 use super::error::{Checks, ScenarioError};
 use super::overrides::PolicyParams;
+use rheostat::priority::Priority;
+use rheostat::QueueOrder;
 
 /// A scenario: a modelled dependency and the traffic sent to it, over time.
 ///
@@ -34,6 +36,11 @@ pub struct Scenario {
     /// The part of the run the summary figures cover (default: all of it).
     #[serde(default)]
     pub measure: Option<Span>,
+    /// A healthy stretch of the run whose median success latency each
+    /// row's measured median is compared with (`p50 ×ref`). Left out: no
+    /// comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_reference: Option<Span>,
     /// The dependency.
     pub dependency: Dependency,
     /// Interactive callers: open-loop arrivals, timeouts, retries, and the
@@ -251,6 +258,47 @@ pub struct Traffic {
     /// Rate changes over time: a step, or a linear ramp (`until`).
     #[serde(default)]
     pub phase: Vec<RatePhase>,
+    /// Classes of requests, each a share of the arrivals (the shares sum
+    /// to 1): each arrival draws its class. The rows with priorities
+    /// acquire with it; the others ignore it. Left out: no classes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<TrafficClass>,
+    /// Callers wait in the limiter's queue for a slot (`Limiter::acquire`)
+    /// instead of failing at once when the limit is reached. Left out: they
+    /// fail at once (`Limiter::try_acquire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
+}
+
+/// How callers wait in the limiter's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wait {
+    /// The queue's order (`"fifo"` or `"lifo"`): `Builder::queue`.
+    pub order: QueueOrder,
+    /// How many may wait; more are refused at once. Default 1024, the
+    /// limiter's.
+    #[serde(default = "default_max_waiters")]
+    pub max_waiters: u32,
+    /// How long a caller waits before it gives up (a refusal). Default:
+    /// until its request's deadline.
+    #[serde(default, with = "humantime_serde")]
+    pub max_wait: Option<Duration>,
+}
+
+fn default_max_waiters() -> u32 {
+    1024
+}
+
+/// A class of requests: how critical, and its share of the arrivals.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficClass {
+    /// How critical (`critical_plus`, `critical`, `sheddable_plus`,
+    /// `sheddable`).
+    pub priority: Priority,
+    /// Its share of the arrivals.
+    pub share: Fraction,
 }
 
 fn one() -> Count {
@@ -408,7 +456,7 @@ impl<'de> Deserialize<'de> for Fraction {
 }
 
 /// The scenarios shipped in `scenarios/`, in the order they are compared.
-const BUILTIN: [(&str, &str); 12] = [
+const BUILTIN: [(&str, &str); 14] = [
     ("brownout.toml", include_str!("../scenarios/brownout.toml")),
     ("pileup.toml", include_str!("../scenarios/pileup.toml")),
     (
@@ -442,6 +490,11 @@ const BUILTIN: [(&str, &str); 12] = [
     ),
     ("flapping.toml", include_str!("../scenarios/flapping.toml")),
     ("bulk.toml", include_str!("../scenarios/bulk.toml")),
+    (
+        "mixed-criticality.toml",
+        include_str!("../scenarios/mixed-criticality.toml"),
+    ),
+    ("server.toml", include_str!("../scenarios/server.toml")),
 ];
 
 /// The longest run a scenario may ask for.
@@ -492,6 +545,11 @@ impl Scenario {
             .collect()
     }
 
+    /// Whether its interactive requests have classes.
+    pub(crate) fn has_classes(&self) -> bool {
+        self.traffic.as_ref().is_some_and(|t| !t.classes.is_empty())
+    }
+
     /// The number of client instances.
     pub(crate) fn instances(&self) -> u32 {
         self.traffic.as_ref().map_or(1, |t| t.instances.0)
@@ -525,13 +583,17 @@ impl Scenario {
         if let Some(at) = self.recovers_at {
             c.within("recovers_at", at, end);
         }
-        if let Some(span) = self.measure {
-            c.within("measure.to", span.to, end);
+        for (key, span) in [
+            ("measure", self.measure),
+            ("latency_reference", self.latency_reference),
+        ] {
+            let Some(span) = span else { continue };
+            c.within(&format!("{key}.to"), span.to, end);
             if span.from >= span.to {
                 c.fail(
-                    "measure.from",
+                    &format!("{key}.from"),
                     format!(
-                        "found {:?}, expected before `measure.to` ({:?})",
+                        "found {:?}, expected before `{key}.to` ({:?})",
                         span.from, span.to
                     ),
                 );
@@ -596,6 +658,32 @@ impl Scenario {
             c.positive("traffic.deadline", traffic.deadline);
             c.positive("traffic.healthy.latency", traffic.healthy.latency);
             traffic.retry_budget.validate("traffic.retry_budget", c);
+            if let Some(max_wait) = traffic.wait.and_then(|w| w.max_wait) {
+                c.positive("traffic.wait.max_wait", max_wait);
+            }
+            if !traffic.classes.is_empty() {
+                for (i, class) in traffic.classes.iter().enumerate() {
+                    if traffic.classes[..i]
+                        .iter()
+                        .any(|other| other.priority == class.priority)
+                    {
+                        c.fail(
+                            &format!("traffic.classes[{i}].priority"),
+                            format!(
+                                "found {:?} again, expected each priority once",
+                                class.priority.as_str()
+                            ),
+                        );
+                    }
+                }
+                let sum: f64 = traffic.classes.iter().map(|class| class.share.0).sum();
+                if (sum - 1.0).abs() > 1e-9 {
+                    c.fail(
+                        "traffic.classes",
+                        format!("found shares summing to {sum}, expected 1"),
+                    );
+                }
+            }
             let mut last = Duration::ZERO;
             for (i, phase) in traffic.phase.iter().enumerate() {
                 let at = format!("traffic.phase[{i}].at");

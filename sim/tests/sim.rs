@@ -687,7 +687,9 @@ fn the_shipped_scenarios_parse() {
             "client-errors",
             "slow-success",
             "flapping",
-            "bulk"
+            "bulk",
+            "mixed-criticality",
+            "server"
         ]
     );
 }
@@ -849,6 +851,68 @@ fn headline_claims_hold() {
         "{}",
         transient.table()
     );
+
+    // A brownout of mixed criticality (30% critical, 70% sheddable): the
+    // rows without priorities lose both classes alike; with priorities at
+    // the library's defaults, critical keeps at least 98.5% of its load
+    // (the goal, 99%, is not reached: about 98.7% in the shipped run) and
+    // sheddable takes the loss.
+    let mixed = get("mixed-criticality");
+    let served = |p: &rheostat_sim::PolicyReport| {
+        let c = p.classes.as_ref().unwrap();
+        assert_eq!(
+            (c[0].priority.as_str(), c[1].priority.as_str()),
+            ("critical", "sheddable")
+        );
+        (c[0].served.unwrap(), c[1].served.unwrap())
+    };
+    for p in &mixed.policies {
+        let kind = PolicyKind::from_name(&p.policy).unwrap();
+        let (critical, sheddable) = served(p);
+        if kind.has_priorities() {
+            assert!(critical >= 0.985, "{kind}\n{}", mixed.table());
+            assert!(sheddable <= critical - 0.2, "{kind}\n{}", mixed.table());
+            let without = served(mixed.policy(kind.base()).unwrap()).0;
+            assert!(critical >= without + 0.15, "{kind}\n{}", mixed.table());
+        } else {
+            assert!(
+                (critical - sheddable).abs() <= 0.02,
+                "{kind}\n{}",
+                mixed.table()
+            );
+        }
+    }
+    let gradient = mixed.policy(PolicyKind::GradientPriorities).unwrap();
+    assert!(
+        gradient.goodput_vs_bound.unwrap() >= 0.95,
+        "{}",
+        mixed.table()
+    );
+
+    // A server whose own capacity halves, its callers waiting LIFO in the
+    // limiter's queue: the latency policies keep goodput at 0.9 of the
+    // bound or more and the median of the requests answered within twice
+    // the healthy median; without a limiter the server serves requests
+    // whose clients have given up.
+    let server = get("server");
+    for k in [
+        PolicyKind::Aimd,
+        PolicyKind::Vegas,
+        PolicyKind::Gradient,
+        PolicyKind::BreakerGradient,
+    ] {
+        let p = server.policy(k).unwrap();
+        assert!(
+            p.goodput_vs_bound.unwrap() >= 0.9,
+            "{k}\n{}",
+            server.table()
+        );
+        let ratio = p.latency_reference.unwrap().p50_ratio.unwrap();
+        assert!(ratio <= 2.0, "{k}\n{}", server.table());
+    }
+    let none = server.policy(PolicyKind::None).unwrap();
+    assert!(none.goodput_vs_bound.unwrap() <= 0.1, "{}", server.table());
+    assert!(none.latency_reference.unwrap().p50_ratio.unwrap() >= 5.0);
 }
 
 mod bad_input {

@@ -19,6 +19,7 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Stack, Throttle,
     ThrottleConfig, Vegas, VegasConfig,
 };
+use rheostat::priority::{Priorities, Priority};
 use rheostat::retry::RetryConfig;
 use rheostat::{Limiter, Outcome};
 
@@ -83,6 +84,40 @@ fn overhead(c: &mut Criterion) {
         .expect("valid"),
     );
     timed(g, OVERHEAD, "rheostat aimd", || one_call(&aimd));
+
+    // The same policy with SRE's four classes, a call of the default class
+    // and one of the least critical (the priority path).
+    let classed = Limiter::builder(
+        Aimd::new(AimdConfig {
+            initial: 1_000,
+            min: 1,
+            max: 1_000,
+            ..AimdConfig::default()
+        })
+        .expect("valid"),
+    )
+    .priorities(Priorities::default())
+    .build()
+    .expect("valid");
+    timed(g, OVERHEAD, "rheostat aimd, priorities (sheddable)", || {
+        if let Ok(p) = black_box(classed.try_acquire_as(Priority::Sheddable.into())) {
+            p.success();
+        }
+    });
+    let fixed_classed = Limiter::builder(Fixed::new(1_000).expect("valid"))
+        .priorities(Priorities::default())
+        .build()
+        .expect("valid");
+    timed(
+        g,
+        OVERHEAD,
+        "rheostat fixed, priorities (sheddable)",
+        || {
+            if let Ok(p) = black_box(fixed_classed.try_acquire_as(Priority::Sheddable.into())) {
+                p.success();
+            }
+        },
+    );
 
     let vegas = Limiter::new(
         Vegas::new(VegasConfig {

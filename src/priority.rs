@@ -13,10 +13,12 @@
 //!   flight plus the unused part of every more critical class's reserve fit
 //!   in the limit. A class's reserve is at least its configured `share` of
 //!   the limit, and grows by itself: by one slot each time a call of that
-//!   class finds the limit full while a less critical class holds slots,
-//!   and shrinks by one each time it turns away a less critical call while
-//!   that class uses under half of it. So a class that needs room gets it,
-//!   and room it does not use is lent to the classes below it.
+//!   class finds the limit full while a less critical class holds slots;
+//!   it drains by a 64th of a slot each time one of the class's calls ends
+//!   while it uses under three quarters of it, and by a slot each time it
+//!   turns away a less critical call while the class holds nothing. So a
+//!   class that needs room gets it, and room it does not use is lent to the
+//!   classes below it.
 //! - **Under an admit probability** (a throttle, a breaker's ramp), the
 //!   fraction the gate admits is spent on the most critical classes first,
 //!   in proportion to their recent share of calls: the least critical class

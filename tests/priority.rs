@@ -285,3 +285,28 @@ proptest! {
         prop_assert_eq!(limiter.in_flight(), 0);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_of_a_lower_class_is_served_once_the_class_above_it_has_its_room() {
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(2).unwrap())
+            .priorities(Priorities::default())
+            .max_wait(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    );
+    let held: Vec<_> = (0..2).map(|_| limiter.try_acquire().unwrap()).collect();
+    let sheddable = tokio::spawn(Arc::clone(&limiter).acquire_owned_as(Priority::Sheddable.into()));
+    tokio::task::yield_now().await;
+    let critical =
+        tokio::spawn(Arc::clone(&limiter).acquire_owned_as(Priority::CriticalPlus.into()));
+    tokio::task::yield_now().await;
+    drop(held);
+    // The critical call's one refusal keeps one slot for it, which it then
+    // takes: the other slot is the sheddable waiter's.
+    let critical = critical.await.unwrap().unwrap();
+    let sheddable = sheddable.await.unwrap().expect("served, not timed out");
+    assert_eq!(limiter.in_flight_by_class(), [1, 0, 0, 1]);
+    drop((critical, sheddable));
+    assert_eq!(limiter.in_flight(), 0);
+}

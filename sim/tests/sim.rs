@@ -854,9 +854,10 @@ fn headline_claims_hold() {
 
     // A brownout of mixed criticality (30% critical, 70% sheddable): the
     // rows without priorities lose both classes alike; with priorities at
-    // the library's defaults, critical keeps at least 98.5% of its load
-    // (the goal, 99%, is not reached: about 98.7% in the shipped run) and
-    // sheddable takes the loss.
+    // the library's defaults, critical keeps at least 99% of its load and
+    // sheddable takes the loss (with Gradient, at 0.95 of the bound or
+    // more; AIMD keeps its critical calls but holds its limit low, the
+    // reserve's idle slots read as a caller that does not need more).
     let mixed = get("mixed-criticality");
     let served = |p: &rheostat_sim::PolicyReport| {
         let c = p.classes.as_ref().unwrap();
@@ -870,7 +871,7 @@ fn headline_claims_hold() {
         let kind = PolicyKind::from_name(&p.policy).unwrap();
         let (critical, sheddable) = served(p);
         if kind.has_priorities() {
-            assert!(critical >= 0.985, "{kind}\n{}", mixed.table());
+            assert!(critical >= 0.99, "{kind}\n{}", mixed.table());
             assert!(sheddable <= critical - 0.2, "{kind}\n{}", mixed.table());
             let without = served(mixed.policy(kind.base()).unwrap()).0;
             assert!(critical >= without + 0.15, "{kind}\n{}", mixed.table());

@@ -19,6 +19,13 @@ use crate::priority::{Class, Priorities};
 /// A ticket's class when the limiter has none.
 pub(crate) const NO_CLASS: u8 = u8::MAX;
 
+/// A slot of reserve, in the units it is kept in: it grows a slot at a
+/// time and drains a [`STEP`]th of a slot at a time while its class uses
+/// under three quarters of it, so that it settles where refusals of its
+/// class are rare (the class is refused about once for every [`STEP`] of
+/// its calls that end with room to spare).
+const STEP: u64 = 64;
+
 /// Arrivals at which a class's count halves every class's: the split of
 /// the admit fraction follows the last few thousand calls.
 const DECAY_AT: u64 = 8192;
@@ -30,10 +37,12 @@ pub(crate) struct Classes {
     /// Calls each class holds.
     held: Box<[AtomicU32]>,
     /// Slots kept for each class against less critical ones, beyond its
-    /// share: grown when it finds the limit full while a less critical
-    /// class holds slots, shrunk when it turns away a less critical call
-    /// while using under half of what is kept for it.
-    reserve: Box<[AtomicU32]>,
+    /// share, in [`STEP`]ths of a slot: one slot more when a call of the
+    /// class finds the limit full while a less critical class holds slots;
+    /// a [`STEP`]th of a slot less each time one of its calls ends while it
+    /// uses under three quarters of what is kept for it; a whole slot less each time
+    /// it turns away a less critical call while it uses nothing.
+    reserve: Box<[AtomicU64]>,
     /// Recent calls of each class (halved together now and then).
     arrivals: Box<[AtomicU64]>,
 }
@@ -45,7 +54,7 @@ impl Classes {
             default: config.default_class().0,
             shares: config.classes.iter().map(|c| c.share).collect(),
             held: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            reserve: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            reserve: (0..n).map(|_| AtomicU64::new(0)).collect(),
             arrivals: (0..n).map(|_| AtomicU64::new(0)).collect(),
             config,
         }
@@ -75,7 +84,8 @@ impl Classes {
             reason = "a share in [0, 1] of a u32"
         )]
         let share = (self.shares[h] * f64::from(limit)).ceil() as u32;
-        share.max(self.reserve[h].load(Ordering::Relaxed))
+        let reserve = self.reserve[h].load(Ordering::Relaxed).div_ceil(STEP);
+        share.max(u32::try_from(reserve).unwrap_or(u32::MAX))
     }
 
     /// The slots a call of class `c` must leave free under `limit`: what is
@@ -99,21 +109,22 @@ impl Classes {
             .map(|h| h.load(Ordering::Relaxed))
             .sum();
         if below > 0 {
+            let most = u64::from(limit) * STEP;
             let _ = self.reserve[c].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                (r < limit).then_some(r + 1)
+                (r < most).then(|| (r + STEP).min(most))
             });
         }
     }
 
     /// A call of class `c` was turned away to keep slots for the classes
-    /// above it: each of those using under half of what is kept for it
-    /// keeps one fewer.
+    /// above it: each of those that holds nothing keeps one slot fewer.
     pub(crate) fn shrink_above(&self, c: u8) {
         for h in 0..usize::from(c) {
-            let held = self.held[h].load(Ordering::Relaxed);
-            let _ = self.reserve[h].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                (r > 0 && held.saturating_mul(2) < r).then(|| r - 1)
-            });
+            if self.held[h].load(Ordering::Relaxed) == 0 {
+                let _ = self.reserve[h].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                    (r > 0).then(|| r.saturating_sub(STEP))
+                });
+            }
         }
     }
 
@@ -157,9 +168,20 @@ impl Classes {
         self.held[usize::from(c)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A call of class `c` ended: if the class now uses under three
+    /// quarters of what is kept for it, a [`STEP`]th of a slot less is kept.
     #[inline]
     pub(crate) fn released(&self, c: u8) {
-        self.held[usize::from(c)].fetch_sub(1, Ordering::Relaxed);
+        let c = usize::from(c);
+        let held = self.held[c]
+            .fetch_sub(1, Ordering::Relaxed)
+            .saturating_sub(1);
+        let reserve = &self.reserve[c];
+        if u64::from(held) * 4 * STEP < reserve.load(Ordering::Relaxed) * 3 {
+            let _ = reserve.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                (r > 0).then(|| r - 1)
+            });
+        }
     }
 
     /// Calls each class holds, most critical first.
@@ -219,6 +241,27 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ) -> Result<OwnedPermit<A, C>, Rejection> {
         let ticket = self.try_acquire_as(class)?.detach();
         Ok(OwnedPermit::new(Arc::clone(self), ticket))
+    }
+
+    /// [`Limiter::try_acquire_as`] with the admission time always read, for
+    /// callers that measure latency themselves (the tower layer's
+    /// classifier): a call of `class`, or of the default class if `None`. A
+    /// limiter without priorities admits as
+    /// [`Limiter::try_acquire_timed`] does, at the same cost.
+    #[cfg_attr(
+        not(feature = "tower"),
+        allow(dead_code, reason = "used by the tower layer")
+    )]
+    #[inline]
+    pub(crate) fn try_acquire_timed_as(
+        &self,
+        class: Option<Class>,
+    ) -> Result<Permit<'_, A, C>, Rejection> {
+        let Some(classes) = &self.classes else {
+            return self.try_acquire_timed();
+        };
+        let c = class.map_or(classes.default_class(), |class| classes.clamp(class));
+        self.permit(self.admit_as(c, true, Some(self.clock.now())))
     }
 
     /// [`Limiter::acquire`] for a call of `class`: the queue serves the most
@@ -306,7 +349,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 .with_class(Class(c)));
         }
         let Some(in_flight) = self.take_slot(limit) else {
-            classes.grow(c, limit);
+            // Once per call: not again when it looks again on joining the
+            // queue, nor each time the queue is served.
+            if draw {
+                classes.grow(c, limit);
+            }
             return Err(self
                 .rejection(RejectReason::LimitReached)
                 .with_class(Class(c)));

@@ -13,10 +13,12 @@ use tower_service::Service;
 
 use super::classify::Classify;
 use super::retry::{Queue, StartQueue};
+use super::service::Acquire;
 use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, RejectReason, Rejection};
 use crate::limiter::{Limiter, OwnedPermit, Readiness};
+use crate::priority::Class;
 use crate::retry::{Call, Decision, Ended, Retry, RetryOutcome, Verdict};
 
 #[cfg(feature = "tower-retry")]
@@ -171,9 +173,149 @@ impl<F, K, A: Algorithm, C: Clock> fmt::Debug for ResponseFuture<F, K, A, C> {
     }
 }
 
+pin_project! {
+    /// The response of a [`Rheostat`](super::Rheostat) service given a class
+    /// function ([`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)):
+    /// a [`ResponseFuture`] once the request is admitted as its class.
+    ///
+    /// Failing fast, the request was admitted (or refused) in `call`.
+    /// Waiting, it first waits in the limiter's queue for a slot for the
+    /// request's class, holding the request and the inner service readied
+    /// for it, then calls that service; the layer's timeout runs from then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while waiting, it leaves the limiter's queue (a slot handed
+    /// to it goes to the next waiter), and the request is never sent;
+    /// dropped after, as a [`ResponseFuture`].
+    ///
+    /// # Panics
+    ///
+    /// As a [`ResponseFuture`]; and, while waiting for a slot under a
+    /// limiter with a `max_wait`, if polled outside a Tokio runtime with the
+    /// time driver enabled.
+    pub struct ClassResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        state: ClassState<S, Req, S::Future, K, A, C>,
+    }
+}
+
+pin_project! {
+    #[project = ClassStateProj]
+    enum ClassState<S, Req, F, K, A, C> {
+        /// Waiting for a slot, with the service readied for the request.
+        Waiting {
+            acquire: Acquire<A, C>,
+            service: Option<S>,
+            request: Option<Req>,
+            classifier: Option<K>,
+            timeout: Option<Duration>,
+        },
+        /// Admitted (or refused).
+        Admitted {
+            #[pin]
+            future: ResponseFuture<F, K, A, C>,
+        },
+    }
+}
+
+impl<S: Service<Req>, Req, K, A, C> ClassResponseFuture<S, Req, K, A, C> {
+    /// Waits for `acquire`, then sends `request` with `service`.
+    pub(crate) fn waiting(
+        acquire: Acquire<A, C>,
+        service: S,
+        request: Req,
+        classifier: K,
+        timeout: Option<Duration>,
+    ) -> Self {
+        ClassResponseFuture {
+            state: ClassState::Waiting {
+                acquire,
+                service: Some(service),
+                request: Some(request),
+                classifier: Some(classifier),
+                timeout,
+            },
+        }
+    }
+
+    /// Admitted or refused already.
+    pub(crate) fn admitted(future: ResponseFuture<S::Future, K, A, C>) -> Self {
+        ClassResponseFuture {
+            state: ClassState::Admitted { future },
+        }
+    }
+}
+
+impl<S, Req, K, A, C> Future for ClassResponseFuture<S, Req, K, A, C>
+where
+    S: Service<Req>,
+    K: Classify<S::Response, S::Error>,
+    A: Algorithm,
+    C: Clock,
+{
+    type Output = Result<S::Response, CallError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            let future = match state.as_mut().project() {
+                ClassStateProj::Admitted { future } => return future.poll(cx),
+                ClassStateProj::Waiting {
+                    acquire,
+                    service,
+                    request,
+                    classifier,
+                    timeout,
+                } => {
+                    let slot = ready!(acquire.as_mut().poll(cx));
+                    let Some(classifier) = classifier.take() else {
+                        unreachable!("a waiting request keeps its classifier")
+                    };
+                    match slot {
+                        Ok(permit) => {
+                            let (Some(mut service), Some(request)) =
+                                (service.take(), request.take())
+                            else {
+                                unreachable!("a waiting request keeps its service and itself")
+                            };
+                            ResponseFuture::new(service.call(request), permit, classifier, *timeout)
+                        }
+                        Err(rejection) => ResponseFuture::rejected(rejection, classifier),
+                    }
+                }
+            };
+            state.set(ClassState::Admitted { future });
+        }
+    }
+}
+
+impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> fmt::Debug
+    for ClassResponseFuture<S, Req, K, A, C>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.state {
+            ClassState::Waiting { .. } => f
+                .debug_struct("ClassResponseFuture")
+                .field("state", &"waiting")
+                .finish_non_exhaustive(),
+            ClassState::Admitted { future } => f
+                .debug_struct("ClassResponseFuture")
+                .field("state", &"admitted")
+                .field("future", future)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
 /// What a retrying call needs beyond its first attempt.
 pub(crate) struct Plan<S, Req, K, A, C> {
     pub(crate) limiter: Arc<Limiter<A, C>>,
+    /// The class every attempt is admitted as (`None`: the default class).
+    pub(crate) class: Option<Class>,
     pub(crate) classifier: K,
     pub(crate) start_queue: StartQueue<A, C>,
     /// The call's account, `None` if the limiter has no retry policy (one
@@ -202,6 +344,9 @@ pub(crate) enum First<F, A, C> {
     Refused(Rejection),
     /// Admitted with no time left before the deadline: not sent.
     Expired,
+    /// Waiting in the limiter's queue for its slot (a layer that waits,
+    /// given a class function), to be sent with the plan's service.
+    Waiting(Queue<A, C>),
 }
 
 /// The timeout of an attempt admitted under `permit`: a probe's timeout
@@ -281,6 +426,7 @@ pin_project! {
         next: Option<Duration>,
         waited: bool,
         limiter: Arc<Limiter<A, C>>,
+        class: Option<Class>,
         classifier: K,
         start_queue: StartQueue<A, C>,
     }
@@ -300,6 +446,11 @@ pin_project! {
         },
         /// Waiting once in the limiter's queue.
         Queued {
+            acquire: Queue<A, C>,
+        },
+        /// Waiting in the limiter's queue for the first attempt's slot, as
+        /// a plain service waits in `poll_ready`.
+        Waiting {
             acquire: Queue<A, C>,
         },
         /// Admitted: waiting for the inner service to be ready.
@@ -328,6 +479,7 @@ where
             } => (Attempt::Called { future }, Some(permit), timeout),
             First::Refused(rejection) => (Attempt::Refused { rejection }, None, None),
             First::Expired => (Attempt::Expired, None, None),
+            First::Waiting(acquire) => (Attempt::Waiting { acquire }, None, None),
         };
         RetryResponseFuture {
             state,
@@ -341,6 +493,7 @@ where
             next: plan.next,
             waited: false,
             limiter: plan.limiter,
+            class: plan.class,
             classifier: plan.classifier,
             start_queue: plan.start_queue,
         }
@@ -424,7 +577,8 @@ where
                     {
                         *this.waited = true;
                         let left = deadline_left(this.limiter, retry, call);
-                        let acquire = (this.start_queue)(Arc::clone(this.limiter), left);
+                        let acquire =
+                            (this.start_queue)(Arc::clone(this.limiter), left, *this.class);
                         this.state.set(Attempt::Queued { acquire });
                         continue;
                     }
@@ -444,10 +598,23 @@ where
                         Err(CallError::Rejected(rejection)),
                     ),
                 },
+                AttemptProj::Waiting { acquire } => {
+                    // As a refusal in a plain service's `poll_ready`: the
+                    // first attempt's answer, refused at admission.
+                    let next = match ready!(acquire.as_mut().poll(cx)) {
+                        Ok(permit) => {
+                            *this.permit = Some(permit);
+                            Attempt::Admitted
+                        }
+                        Err(rejection) => Attempt::Refused { rejection },
+                    };
+                    this.state.set(next);
+                    continue;
+                }
                 AttemptProj::Admitted => {
                     let Some(service) = this.service.as_mut() else {
                         unreachable!(
-                            "an attempt after the first is made only with a service to send it"
+                            "an attempt not sent by `call` is made only with a service to send it"
                         )
                     };
                     if let Err(error) = ready!(service.poll_ready(cx)) {
@@ -495,7 +662,7 @@ where
                     if let Some(call) = this.call.as_mut() {
                         call.attempts += 1;
                     }
-                    let next = match this.limiter.try_acquire_timed() {
+                    let next = match this.limiter.try_acquire_timed_as(*this.class) {
                         Ok(permit) => {
                             *this.permit = Some(permit.into_owned(Arc::clone(this.limiter)));
                             Attempt::Admitted

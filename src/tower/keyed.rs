@@ -197,7 +197,7 @@ where
             Ok(limiter) => limiter,
             Err(error) => return ResponseFuture::no_limiter(error, self.classifier.clone()),
         };
-        let permit = match limiter.try_acquire_timed() {
+        let permit = match limiter.try_acquire_timed_as(None) {
             Ok(permit) => permit.into_owned(Arc::clone(&limiter)),
             Err(rejection) => {
                 return ResponseFuture::rejected(rejection, self.classifier.clone());

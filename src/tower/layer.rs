@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
+use super::class::{ByRequest, DefaultClass};
 use super::classify::ResultClassifier;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
@@ -30,11 +31,17 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<K = ResultClassifier, A = Box<dyn Algorithm>, C = DefaultClock> {
+pub struct RheostatLayer<
+    K = ResultClassifier,
+    A = Box<dyn Algorithm>,
+    C = DefaultClock,
+    P = DefaultClass,
+> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
+    classify: P,
 }
 
 impl<A: Algorithm, C: Clock> RheostatLayer<ResultClassifier, A, C> {
@@ -46,20 +53,22 @@ impl<A: Algorithm, C: Clock> RheostatLayer<ResultClassifier, A, C> {
             classifier: ResultClassifier,
             timeout: None,
             wait: false,
+            classify: DefaultClass,
         }
     }
 }
 
-impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
+impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier),
     /// a closure in a [`ClassifyFn`](super::ClassifyFn), any
     /// [`Classify`](super::Classify)).
-    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C> {
+    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P> {
         RheostatLayer {
             limiter: self.limiter,
             classifier,
             timeout: self.timeout,
             wait: self.wait,
+            classify: self.classify,
         }
     }
 
@@ -90,14 +99,93 @@ impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
         self
     }
 
+    /// Admit each request as the class `classify` gives it (see
+    /// [`crate::priority`] and the [module documentation](super#classes)),
+    /// for a limiter built with [`priorities`](crate::Builder::priorities):
+    /// under load the less critical requests are refused first, and the
+    /// queue serves the most critical waiter first. A request it gives no
+    /// class (`None`) is of the limiter's default class; a limiter without
+    /// priorities ignores classes.
+    ///
+    /// Failing fast, the request is admitted as its class in `call`, as
+    /// without a class function. Waiting ([`wait`](Self::wait)), the slot
+    /// can no longer be reserved in `poll_ready`, before the request is
+    /// known: `poll_ready` is the inner service's readiness, and the
+    /// response future waits for a slot for the request's class, then calls
+    /// the inner service readied for it (a clone takes its place in the
+    /// service, as tower advises), so the inner service must be `Clone`
+    /// (hyper's and tonic's clients, a `service_fn` of a `Clone` closure,
+    /// tower's `Buffer` and `BoxCloneService` are). The layer's
+    /// [timeout](Self::timeout) runs from admission, after the wait, which
+    /// the limiter's `max_wait` bounds. [Retrying](Self::retry), every
+    /// attempt is admitted as the request's class.
+    ///
+    /// A closure needs its argument's type written out
+    /// (`|request: &http::Request<Body>|`): the layer learns the request
+    /// type only when its service is called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use rheostat::algorithms::Fixed;
+    /// use rheostat::priority::{Class, Priorities, Priority};
+    /// use rheostat::tower::{HttpClassifier, RheostatLayer};
+    /// use rheostat::{CallError, Limiter, RejectReason};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let limiter = Arc::new(
+    ///     Limiter::builder(Fixed::new(4)?)
+    ///         .priorities(Priorities::default().share(Priority::Critical, 0.5)?)
+    ///         .build()?,
+    /// );
+    /// let client = RheostatLayer::new(Arc::clone(&limiter))
+    ///     .classify(HttpClassifier::new())
+    ///     .classify_request(|request: &http::Request<()>| {
+    ///         let value = request.headers().get("x-priority")?.to_str().ok()?;
+    ///         Priority::parse(value).map(Class::from)
+    ///     })
+    ///     .layer(service_fn(|_: http::Request<()>| async {
+    ///         Ok::<_, std::io::Error>(http::Response::new(()))
+    ///     }));
+    ///
+    /// // Two sheddable calls hold two slots; the two left are kept for
+    /// // critical ones.
+    /// let shed = || limiter.try_acquire_as(Priority::Sheddable.into());
+    /// let busy = (shed()?, shed()?);
+    /// let prefetch = http::Request::get("/").header("x-priority", "sheddable").body(())?;
+    /// match client.clone().oneshot(prefetch).await {
+    ///     Err(CallError::Rejected(r)) => assert_eq!(r.reason(), RejectReason::LimitReached),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// let checkout = http::Request::get("/").header("x-priority", "critical").body(())?;
+    /// assert!(client.oneshot(checkout).await.is_ok());
+    /// # drop(busy);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>> {
+        RheostatLayer {
+            limiter: self.limiter,
+            classifier: self.classifier,
+            timeout: self.timeout,
+            wait: self.wait,
+            classify: ByRequest(classify),
+        }
+    }
+
     /// The limiter.
     pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
         &self.limiter
     }
 }
 
-impl<S, K: Clone, A: Algorithm + 'static, C: Clock> Layer<S> for RheostatLayer<K, A, C> {
-    type Service = Rheostat<S, K, A, C>;
+impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
+    for RheostatLayer<K, A, C, P>
+{
+    type Service = Rheostat<S, K, A, C, P>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Rheostat::new(
@@ -106,28 +194,33 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock> Layer<S> for RheostatLayer<K
             self.classifier.clone(),
             self.timeout,
             self.wait,
+            self.classify.clone(),
         )
     }
 }
 
-impl<K: Clone, A, C> Clone for RheostatLayer<K, A, C> {
+impl<K: Clone, A, C, P: Clone> Clone for RheostatLayer<K, A, C, P> {
     fn clone(&self) -> Self {
         RheostatLayer {
             limiter: Arc::clone(&self.limiter),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
             wait: self.wait,
+            classify: self.classify.clone(),
         }
     }
 }
 
-impl<K: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for RheostatLayer<K, A, C> {
+impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for RheostatLayer<K, A, C, P>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatLayer")
             .field("limiter", &self.limiter.name())
             .field("classifier", &self.classifier)
             .field("timeout", &self.timeout)
             .field("wait", &self.wait)
+            .field("classify", &self.classify)
             .finish()
     }
 }

@@ -39,7 +39,29 @@
 //! service; a refusal (an open breaker, a full queue, a wait that timed out)
 //! is not a `poll_ready` error — that would tell tower the service is
 //! broken for good — but is returned by the next `call`'s future, without
-//! calling the inner service.
+//! calling the inner service. With a [class function](#classes), waiting
+//! moves into the response future instead.
+//!
+//! # Classes
+//!
+//! For a limiter built with [priorities](crate::priority),
+//! [`RheostatLayer::classify_request`] admits each request as the class a
+//! [`ClassifyRequest`] (a closure `Fn(&Req) -> Option<Class>`) gives it:
+//! under load the less critical requests are refused first, and the queue
+//! serves the most critical waiter first. A request given no class, or
+//! sent through a layer without a class function ([`DefaultClass`]), is
+//! of the limiter's default class.
+//!
+//! Failing fast, nothing else changes: the request is admitted as its class
+//! in `call`. Waiting, the slot cannot be reserved in `poll_ready`, before
+//! the request is known: `poll_ready` is then the inner service's
+//! readiness, and the response future ([`future::ClassResponseFuture`])
+//! waits in the queue for a slot for the request's class, then calls the
+//! inner service readied for it (a clone takes its place, as tower
+//! advises; so the inner service must be `Clone`, which a layer without a
+//! class function does not ask). The layer's timeout runs from admission.
+//! [Retrying](#retries), every attempt is admitted as the request's class;
+//! waiting, the first attempt's wait counts against the retry deadline.
 //!
 //! # Retries
 //!
@@ -156,6 +178,7 @@
 //! # }
 //! ```
 
+mod class;
 mod classify;
 pub mod future;
 #[cfg(feature = "config")]
@@ -168,6 +191,7 @@ mod retry;
 mod server;
 mod service;
 
+pub use class::{ByRequest, ClassifyRequest, DefaultClass};
 #[cfg(feature = "http")]
 pub use classify::HttpClassifier;
 pub use classify::{Classify, ClassifyFn, ResultClassifier};
@@ -180,5 +204,5 @@ pub use retry::{
     AnyRequest, Idempotent, IdempotentOnly, RetryRule, RheostatRetry, RheostatRetryLayer,
 };
 #[cfg(feature = "http")]
-pub use server::{server_outcome, ClassifyRequest, DefaultClass, Shed, ShedFuture, ShedLayer};
+pub use server::{server_outcome, Shed, ShedFuture, ShedLayer};
 pub use service::Rheostat;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::class::{ByRequest, ClassifyRequest, DefaultClass};
 use super::classify::{Classify, ResultClassifier};
 use super::future::{attempt_timeout, deadline_left, finite, First, Plan, RetryResponseFuture};
 use super::layer::RheostatLayer;
@@ -19,6 +20,7 @@ use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::{Limiter, OwnedPermit};
+use crate::priority::Class;
 
 /// Which requests a retrying service ([`RheostatLayer::retry`],
 /// and, with the `tower-retry` feature, `RetryPolicy`) may send more than
@@ -128,22 +130,24 @@ impl<Req> RetryRule<Req> for AnyRequest {
 pub(crate) type Queue<A, C> =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
 
-/// Starts that wait, within what is left of the call's deadline. A function
-/// pointer made where `A: 'static` is known, as in the service (see
-/// `StartAcquire` there).
-pub(crate) type StartQueue<A, C> = fn(Arc<Limiter<A, C>>, Option<Duration>) -> Queue<A, C>;
+/// Starts that wait, within what is left of the call's deadline, for a slot
+/// of a class (the default class if `None`). A function pointer made where
+/// `A: 'static` is known, as in the service (see `StartAcquire` there).
+pub(crate) type StartQueue<A, C> =
+    fn(Arc<Limiter<A, C>>, Option<Duration>, Option<Class>) -> Queue<A, C>;
 
 fn start_queue<A: Algorithm + 'static, C: Clock>(
     limiter: Arc<Limiter<A, C>>,
     left: Option<Duration>,
+    class: Option<Class>,
 ) -> Queue<A, C> {
     Box::pin(async move {
-        let permit = limiter.acquire_within(left).await?;
+        let permit = limiter.acquire_within_as(left, class).await?;
         Ok(permit.into_owned(Arc::clone(&limiter)))
     })
 }
 
-impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
+impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// Retry failed requests as the limiter's [retry policy](crate::retry)
     /// says: the same layer, whose service clones each request it may
     /// retry (so it needs `Req: Clone`, which the plain layer does not) and
@@ -184,7 +188,7 @@ impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
     /// # drop(layer);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn retry(self) -> RheostatRetryLayer<K, IdempotentOnly, A, C> {
+    pub fn retry(self) -> RheostatRetryLayer<K, IdempotentOnly, A, C, P> {
         RheostatRetryLayer {
             layer: self,
             rule: IdempotentOnly,
@@ -201,29 +205,42 @@ impl<K, A: Algorithm, C: Clock> RheostatLayer<K, A, C> {
 /// a streaming body (hyper's `Incoming`, a `BoxBody`) cannot be sent twice,
 /// so buffer it first (`http_body_util::BodyExt::collect`, then
 /// `Full::new(collected.to_bytes())`).
+///
+/// Given a class function ([`RheostatLayer::classify_request`], before or
+/// after `retry`), every attempt of a request is admitted as its class.
 pub struct RheostatRetryLayer<
     K = ResultClassifier,
     R = IdempotentOnly,
     A = Box<dyn Algorithm>,
     C = DefaultClock,
+    P = DefaultClass,
 > {
-    layer: RheostatLayer<K, A, C>,
+    layer: RheostatLayer<K, A, C, P>,
     rule: R,
 }
 
-impl<K, R, A: Algorithm, C: Clock> RheostatRetryLayer<K, R, A, C> {
+impl<K, R, A: Algorithm, C: Clock, P> RheostatRetryLayer<K, R, A, C, P> {
     /// Retry every request, whatever its method (or whether it has one):
     /// for a dependency that deduplicates requests, or a request type that
     /// does not implement [`Idempotent`].
-    pub fn retry_any_method(self) -> RheostatRetryLayer<K, AnyRequest, A, C> {
+    pub fn retry_any_method(self) -> RheostatRetryLayer<K, AnyRequest, A, C, P> {
         self.retry_when(AnyRequest)
     }
 
     /// Retry the requests `rule` allows.
-    pub fn retry_when<R2>(self, rule: R2) -> RheostatRetryLayer<K, R2, A, C> {
+    pub fn retry_when<R2>(self, rule: R2) -> RheostatRetryLayer<K, R2, A, C, P> {
         RheostatRetryLayer {
             layer: self.layer,
             rule,
+        }
+    }
+
+    /// Admit every attempt of each request as the class `classify` gives
+    /// the request: [`RheostatLayer::classify_request`], which says how.
+    pub fn classify_request<F>(self, classify: F) -> RheostatRetryLayer<K, R, A, C, ByRequest<F>> {
+        RheostatRetryLayer {
+            layer: self.layer.classify_request(classify),
+            rule: self.rule,
         }
     }
 
@@ -233,10 +250,10 @@ impl<K, R, A: Algorithm, C: Clock> RheostatRetryLayer<K, R, A, C> {
     }
 }
 
-impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock> Layer<S>
-    for RheostatRetryLayer<K, R, A, C>
+impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
+    for RheostatRetryLayer<K, R, A, C, P>
 {
-    type Service = RheostatRetry<S, K, R, A, C>;
+    type Service = RheostatRetry<S, K, R, A, C, P>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RheostatRetry {
@@ -247,7 +264,7 @@ impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock> Layer<S>
     }
 }
 
-impl<K: Clone, R: Clone, A, C> Clone for RheostatRetryLayer<K, R, A, C> {
+impl<K: Clone, R: Clone, A, C, P: Clone> Clone for RheostatRetryLayer<K, R, A, C, P> {
     fn clone(&self) -> Self {
         RheostatRetryLayer {
             layer: self.layer.clone(),
@@ -256,8 +273,8 @@ impl<K: Clone, R: Clone, A, C> Clone for RheostatRetryLayer<K, R, A, C> {
     }
 }
 
-impl<K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug
-    for RheostatRetryLayer<K, R, A, C>
+impl<K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for RheostatRetryLayer<K, R, A, C, P>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatRetryLayer")
@@ -277,13 +294,26 @@ impl<K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug
 /// unless the retry policy's [`wait_on_limit`](crate::retry::RetryConfig::wait_on_limit)
 /// allows one wait in the queue, and waits for a clone of the inner
 /// service to be ready before it is sent.
-pub struct RheostatRetry<S, K, R = IdempotentOnly, A = Box<dyn Algorithm>, C = DefaultClock> {
-    rheostat: Rheostat<S, K, A, C>,
+///
+/// Given a class function
+/// ([`RheostatLayer::classify_request`]), every attempt is admitted as the
+/// request's class, and readiness is the inner service's: waiting, the
+/// response future waits for the first attempt's slot, within the retry
+/// policy's deadline, which then runs from `call`.
+pub struct RheostatRetry<
+    S,
+    K,
+    R = IdempotentOnly,
+    A = Box<dyn Algorithm>,
+    C = DefaultClock,
+    P = DefaultClass,
+> {
+    rheostat: Rheostat<S, K, A, C, P>,
     rule: R,
     start_queue: StartQueue<A, C>,
 }
 
-impl<S, K, R, A: Algorithm, C: Clock> RheostatRetry<S, K, R, A, C> {
+impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         self.rheostat.get_ref()
@@ -306,7 +336,7 @@ impl<S, K, R, A: Algorithm, C: Clock> RheostatRetry<S, K, R, A, C> {
     }
 }
 
-impl<S, Req, K, R, A, C> Service<Req> for RheostatRetry<S, K, R, A, C>
+impl<S, Req, K, R, A, C> Service<Req> for RheostatRetry<S, K, R, A, C, DefaultClass>
 where
     S: Service<Req> + Clone,
     Req: Clone,
@@ -324,10 +354,62 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
+        self.start(request, None, false)
+    }
+}
+
+/// With a class function: every attempt admitted as the request's class;
+/// readiness is the inner service's.
+impl<S, Req, K, R, A, C, F> Service<Req> for RheostatRetry<S, K, R, A, C, ByRequest<F>>
+where
+    S: Service<Req> + Clone,
+    Req: Clone,
+    K: Classify<S::Response, S::Error> + Clone,
+    R: RetryRule<Req>,
+    A: Algorithm,
+    C: Clock,
+    F: ClassifyRequest<Req>,
+{
+    type Response = S::Response;
+    type Error = CallError<S::Error>;
+    type Future = RetryResponseFuture<S, Req, K, A, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.rheostat
+            .get_mut()
+            .poll_ready(cx)
+            .map_err(CallError::Failed)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let class = self.rheostat.classify().get_ref().class(&request);
+        let wait = self.rheostat.waits();
+        self.start(request, class, wait)
+    }
+}
+
+impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
+    /// Starts a call of `request`, every attempt admitted as `class`; the
+    /// first waiting in the limiter's queue in the response future if
+    /// `wait` (a layer that waits, given a class function), otherwise
+    /// admitted here.
+    fn start<Req>(
+        &mut self,
+        request: Req,
+        class: Option<Class>,
+        wait: bool,
+    ) -> RetryResponseFuture<S, Req, K, A, C>
+    where
+        S: Service<Req> + Clone,
+        Req: Clone,
+        K: Clone,
+        R: RetryRule<Req>,
+    {
         let limiter = Arc::clone(self.rheostat.limiter());
         let layer_timeout = self.rheostat.timeout();
         let mut plan = Plan {
             limiter: Arc::clone(&limiter),
+            class,
             classifier: self.rheostat.classifier().clone(),
             start_queue: self.start_queue,
             call: None,
@@ -338,7 +420,13 @@ where
         };
         let Some(retry) = limiter.retry() else {
             // No retry policy: one attempt, as the plain service makes.
-            let first = match self.rheostat.take_slot() {
+            if wait {
+                plan.service = Some(self.rheostat.take_ready());
+                plan.request = Some(request);
+                let acquire = (self.start_queue)(Arc::clone(&limiter), None, class);
+                return RetryResponseFuture::new(plan, First::Waiting(acquire));
+            }
+            let first = match self.rheostat.take_slot(class) {
                 Err(rejection) => First::Refused(rejection),
                 Ok(permit) => First::Called {
                     timeout: attempt_timeout(Some(&permit), layer_timeout, None),
@@ -357,8 +445,21 @@ where
         call.attempts = 1;
         let next = finite(retry.first_timeout(&call));
         let retryable = self.rule.may_retry(&request);
+        plan.next = next;
+        plan.retryable = retryable;
+        if wait {
+            // The first attempt waits for its slot in the response future,
+            // within the deadline, and is sent by the service readied for
+            // it.
+            plan.service = Some(self.rheostat.take_ready());
+            plan.request = Some(request);
+            let left = deadline_left(&limiter, retry, &call);
+            let acquire = (self.start_queue)(Arc::clone(&limiter), left, class);
+            plan.call = Some(call);
+            return RetryResponseFuture::new(plan, First::Waiting(acquire));
+        }
         let again = retryable && retry.config().attempts > 1;
-        let slot = self.rheostat.take_slot();
+        let slot = self.rheostat.take_slot(class);
         // A clone of the inner service sends what follows the first
         // attempt: the retries, or the first attempt itself after a wait
         // in the queue.
@@ -395,13 +496,13 @@ where
             }
         };
         plan.call = Some(call);
-        plan.next = next;
-        plan.retryable = retryable;
         RetryResponseFuture::new(plan, first)
     }
 }
 
-impl<S: Clone, K: Clone, R: Clone, A: Algorithm, C: Clock> Clone for RheostatRetry<S, K, R, A, C> {
+impl<S: Clone, K: Clone, R: Clone, A: Algorithm, C: Clock, P: Clone> Clone
+    for RheostatRetry<S, K, R, A, C, P>
+{
     /// A clone shares the limiter but not a slot reserved by `poll_ready`.
     fn clone(&self) -> Self {
         RheostatRetry {
@@ -412,8 +513,8 @@ impl<S: Clone, K: Clone, R: Clone, A: Algorithm, C: Clock> Clone for RheostatRet
     }
 }
 
-impl<S: fmt::Debug, K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug
-    for RheostatRetry<S, K, R, A, C>
+impl<S: fmt::Debug, K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for RheostatRetry<S, K, R, A, C, P>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatRetry")

@@ -14,6 +14,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::class::{ClassifyRequest, DefaultClass};
 use crate::algorithms::{Algorithm, ConfigError, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::Rejection;
@@ -74,53 +75,6 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
         Outcome::Overload
     } else {
         Outcome::Success
-    }
-}
-
-/// Sorts a request into one of the limiter's priority classes (see
-/// [`crate::priority`]) before it is admitted: given to
-/// [`ShedLayer::classify_request`]. A closure
-/// `Fn(&http::Request<B>) -> Option<Class>` is one.
-///
-/// # Examples
-///
-/// ```
-/// use http::Request;
-/// use rheostat::priority::{Class, Priority};
-/// use rheostat::tower::ClassifyRequest;
-///
-/// let by_header = |request: &Request<()>| {
-///     let value = request.headers().get("x-priority")?.to_str().ok()?;
-///     Priority::parse(value).map(Class::from)
-/// };
-/// let request = Request::get("/").header("x-priority", "sheddable").body(())?;
-/// assert_eq!(by_header.class(&request), Some(Priority::Sheddable.into()));
-/// assert_eq!(by_header.class(&Request::new(())), None);
-/// # Ok::<(), http::Error>(())
-/// ```
-pub trait ClassifyRequest<B> {
-    /// The class `request` is admitted as; `None` for the limiter's default
-    /// class (as if it had been acquired without one).
-    fn class(&self, request: &Request<B>) -> Option<Class>;
-}
-
-impl<B, F> ClassifyRequest<B> for F
-where
-    F: Fn(&Request<B>) -> Option<Class>,
-{
-    fn class(&self, request: &Request<B>) -> Option<Class> {
-        self(request)
-    }
-}
-
-/// Every request of the limiter's default class: what a [`ShedLayer`] does
-/// until it is given a [`ClassifyRequest`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DefaultClass;
-
-impl<B> ClassifyRequest<B> for DefaultClass {
-    fn class(&self, _request: &Request<B>) -> Option<Class> {
-        None
     }
 }
 
@@ -578,7 +532,7 @@ where
     ResBody: Default,
     A: Algorithm,
     C: Clock,
-    P: ClassifyRequest<B>,
+    P: ClassifyRequest<Request<B>>,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;

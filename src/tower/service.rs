@@ -9,15 +9,18 @@ use std::time::Duration;
 
 use tower_service::Service;
 
+use super::class::{ByRequest, ClassifyRequest, DefaultClass};
 use super::classify::Classify;
-use super::future::ResponseFuture;
+use super::future::{ClassResponseFuture, ResponseFuture};
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{CallError, Rejection};
 use crate::limiter::Limiter;
 use crate::limiter::OwnedPermit;
+use crate::priority::Class;
 
-type Acquire<A, C> =
+/// Waiting for a slot in the limiter's queue.
+pub(crate) type Acquire<A, C> =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
 
 /// Starts waiting for a slot. A function pointer made where `A: 'static` is
@@ -25,22 +28,37 @@ type Acquire<A, C> =
 /// `'static` bound: with one, a future holding the service over a
 /// `Box<dyn Algorithm>` cannot be proven `Send` inside an `async` block (the
 /// compiler's "higher-ranked lifetime error"), and `tokio::spawn` refuses it.
-type StartAcquire<A, C> = fn(Arc<Limiter<A, C>>) -> Acquire<A, C>;
+/// Waits for a slot of a class, or of the default class if `None`.
+pub(crate) type StartAcquire<A, C> = fn(Arc<Limiter<A, C>>, Option<Class>) -> Acquire<A, C>;
 
-fn start_acquire<A: Algorithm + 'static, C: Clock>(limiter: Arc<Limiter<A, C>>) -> Acquire<A, C> {
-    Box::pin(limiter.acquire_owned())
+fn start_acquire<A: Algorithm + 'static, C: Clock>(
+    limiter: Arc<Limiter<A, C>>,
+    class: Option<Class>,
+) -> Acquire<A, C> {
+    match class {
+        None => Box::pin(limiter.acquire_owned()),
+        Some(class) => Box::pin(limiter.acquire_owned_as(class)),
+    }
 }
 
 /// A service that admits each request through a [`Limiter`], holds the
 /// permit until the response future completes, and records the classified
 /// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
 /// documentation](super) for readiness.
-pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::DefaultClock> {
+///
+/// `P` is [`DefaultClass`] for a layer without a class function (every
+/// request of the limiter's default class, a waiting slot reserved in
+/// `poll_ready`), a [`ByRequest`] after
+/// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)
+/// (each request admitted as its class; waiting, in the response future, a
+/// [`ClassResponseFuture`], so the inner service must be `Clone`).
+pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::DefaultClock, P = DefaultClass> {
     inner: S,
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
+    classify: P,
     start_acquire: StartAcquire<A, C>,
     /// Waiting for a slot (wait mode only).
     acquiring: Option<Acquire<A, C>>,
@@ -48,13 +66,14 @@ pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::DefaultClock> {
     reserved: Option<Result<OwnedPermit<A, C>, Rejection>>,
 }
 
-impl<S, K, A: Algorithm + 'static, C: Clock> Rheostat<S, K, A, C> {
+impl<S, K, A: Algorithm + 'static, C: Clock, P> Rheostat<S, K, A, C, P> {
     pub(crate) fn new(
         inner: S,
         limiter: Arc<Limiter<A, C>>,
         classifier: K,
         timeout: Option<Duration>,
         wait: bool,
+        classify: P,
     ) -> Self {
         Rheostat {
             inner,
@@ -62,6 +81,7 @@ impl<S, K, A: Algorithm + 'static, C: Clock> Rheostat<S, K, A, C> {
             classifier,
             timeout,
             wait,
+            classify,
             start_acquire: start_acquire::<A, C>,
             acquiring: None,
             reserved: None,
@@ -69,7 +89,7 @@ impl<S, K, A: Algorithm + 'static, C: Clock> Rheostat<S, K, A, C> {
     }
 }
 
-impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
+impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -101,21 +121,48 @@ impl<S, K, A: Algorithm, C: Clock> Rheostat<S, K, A, C> {
         self.timeout
     }
 
+    /// Whether the layer waits in the limiter's queue.
+    pub(crate) fn waits(&self) -> bool {
+        self.wait
+    }
+
+    /// The class function.
+    pub(crate) fn classify(&self) -> &P {
+        &self.classify
+    }
+
+    /// Starts waiting for a slot for a call of `class`.
+    pub(crate) fn start_acquire(&self, class: Option<Class>) -> Acquire<A, C> {
+        (self.start_acquire)(Arc::clone(&self.limiter), class)
+    }
+
     /// The slot for the next call: the one `poll_ready` reserved (or its
     /// refusal), or, failing fast or called without `poll_ready`, one taken
-    /// now.
-    pub(crate) fn take_slot(&mut self) -> Result<OwnedPermit<A, C>, Rejection> {
+    /// now for a call of `class` (the default class if `None`).
+    pub(crate) fn take_slot(
+        &mut self,
+        class: Option<Class>,
+    ) -> Result<OwnedPermit<A, C>, Rejection> {
         match self.reserved.take() {
             Some(slot) => slot,
             None => self
                 .limiter
-                .try_acquire_timed()
+                .try_acquire_timed_as(class)
                 .map(|permit| permit.into_owned(Arc::clone(&self.limiter))),
         }
     }
 }
 
-impl<S, Req, K, A, C> Service<Req> for Rheostat<S, K, A, C>
+impl<S: Clone, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
+    /// The inner service readied by `poll_ready`, for a response future to
+    /// call later; a clone takes its place (as tower advises).
+    pub(crate) fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
+    }
+}
+
+impl<S, Req, K, A, C> Service<Req> for Rheostat<S, K, A, C, DefaultClass>
 where
     S: Service<Req>,
     K: Classify<S::Response, S::Error> + Clone,
@@ -131,7 +178,7 @@ where
             let (limiter, start) = (&self.limiter, self.start_acquire);
             let acquiring = self
                 .acquiring
-                .get_or_insert_with(|| start(Arc::clone(limiter)));
+                .get_or_insert_with(|| start(Arc::clone(limiter), None));
             let slot = ready!(acquiring.as_mut().poll(cx));
             self.acquiring = None;
             self.reserved = Some(slot);
@@ -145,7 +192,7 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let permit = match self.take_slot() {
+        let permit = match self.take_slot(None) {
             Ok(permit) => permit,
             Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
         };
@@ -158,7 +205,52 @@ where
     }
 }
 
-impl<S: Clone, K: Clone, A: Algorithm, C: Clock> Clone for Rheostat<S, K, A, C> {
+/// With a class function: admission is for the request's class, so it is
+/// decided per request — in `call` failing fast, in the response future
+/// waiting — and `poll_ready` is the inner service's readiness.
+impl<S, Req, K, A, C, F> Service<Req> for Rheostat<S, K, A, C, ByRequest<F>>
+where
+    S: Service<Req> + Clone,
+    K: Classify<S::Response, S::Error> + Clone,
+    A: Algorithm,
+    C: Clock,
+    F: ClassifyRequest<Req>,
+{
+    type Response = S::Response;
+    type Error = CallError<S::Error>;
+    type Future = ClassResponseFuture<S, Req, K, A, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(CallError::Failed)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let class = self.classify.0.class(&request);
+        if self.wait {
+            let acquire = self.start_acquire(class);
+            let service = self.take_ready();
+            return ClassResponseFuture::waiting(
+                acquire,
+                service,
+                request,
+                self.classifier.clone(),
+                self.timeout,
+            );
+        }
+        let future = match self.take_slot(class) {
+            Ok(permit) => ResponseFuture::new(
+                self.inner.call(request),
+                permit,
+                self.classifier.clone(),
+                self.timeout,
+            ),
+            Err(rejection) => ResponseFuture::rejected(rejection, self.classifier.clone()),
+        };
+        ClassResponseFuture::admitted(future)
+    }
+}
+
+impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone> Clone for Rheostat<S, K, A, C, P> {
     /// A clone shares the limiter but not a slot reserved by `poll_ready`.
     fn clone(&self) -> Self {
         Rheostat {
@@ -167,6 +259,7 @@ impl<S: Clone, K: Clone, A: Algorithm, C: Clock> Clone for Rheostat<S, K, A, C> 
             classifier: self.classifier.clone(),
             timeout: self.timeout,
             wait: self.wait,
+            classify: self.classify.clone(),
             start_acquire: self.start_acquire,
             acquiring: None,
             reserved: None,
@@ -174,7 +267,9 @@ impl<S: Clone, K: Clone, A: Algorithm, C: Clock> Clone for Rheostat<S, K, A, C> 
     }
 }
 
-impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for Rheostat<S, K, A, C> {
+impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for Rheostat<S, K, A, C, P>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rheostat")
             .field("inner", &self.inner)
@@ -182,6 +277,7 @@ impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for Rheost
             .field("classifier", &self.classifier)
             .field("timeout", &self.timeout)
             .field("wait", &self.wait)
+            .field("classify", &self.classify)
             .field("reserved", &self.reserved.is_some())
             .finish_non_exhaustive()
     }

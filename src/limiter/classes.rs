@@ -33,29 +33,53 @@ const DECAY_AT: u64 = 8192;
 pub(crate) struct Classes {
     config: Priorities,
     default: u8,
-    shares: Box<[f64]>,
-    /// Calls each class holds.
-    held: Box<[AtomicU32]>,
-    /// Slots kept for each class against less critical ones, beyond its
-    /// share, in [`STEP`]ths of a slot: one slot more when a call of the
-    /// class finds the limit full while a less critical class holds slots;
-    /// a [`STEP`]th of a slot less each time one of its calls ends while it
-    /// uses under three quarters of what is kept for it; a whole slot less each time
-    /// it turns away a less critical call while it uses nothing.
-    reserve: Box<[AtomicU64]>,
-    /// Recent calls of each class (halved together now and then).
-    arrivals: Box<[AtomicU64]>,
+    /// Per class, most critical first: one slice, so that the few words a
+    /// call reads sit together.
+    state: Box<[ClassState]>,
 }
+
+/// One class's accounting.
+struct ClassState {
+    /// Calls it holds.
+    held: AtomicU32,
+    /// Its share of the limit, in 2^-24ths.
+    share: u32,
+    /// Slots kept for it against less critical classes, beyond its share,
+    /// in [`STEP`]ths of a slot: one slot more when a call of the class
+    /// finds the limit full while a less critical class holds slots; a
+    /// [`STEP`]th of a slot less each time one of its calls ends while it
+    /// uses under three quarters of what is kept for it; a whole slot less
+    /// each time it turns away a less critical call while it uses nothing.
+    reserve: AtomicU64,
+    /// Its recent calls that met a gate admitting a fraction of calls
+    /// (every class's halved together now and then).
+    arrivals: AtomicU64,
+}
+
+/// A share's fixed point: 2^24ths.
+const SHARE_ONE: f64 = 16_777_216.0;
 
 impl Classes {
     pub(crate) fn new(config: Priorities) -> Self {
-        let n = config.classes.len();
         Classes {
             default: config.default_class().0,
-            shares: config.classes.iter().map(|c| c.share).collect(),
-            held: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            reserve: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            arrivals: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            state: config
+                .classes
+                .iter()
+                .map(|c| ClassState {
+                    held: AtomicU32::new(0),
+                    // Rounded down here and the slots it keeps rounded up
+                    // in `need`: 0.3 of 10 keeps 3, not 4.
+                    #[allow(
+                        clippy::cast_possible_truncation,
+                        clippy::cast_sign_loss,
+                        reason = "a share in [0, 1] times 2^24"
+                    )]
+                    share: (c.share * SHARE_ONE) as u32,
+                    reserve: AtomicU64::new(0),
+                    arrivals: AtomicU64::new(0),
+                })
+                .collect(),
             config,
         }
     }
@@ -68,7 +92,7 @@ impl Classes {
     #[inline]
     pub(crate) fn clamp(&self, class: Class) -> u8 {
         #[allow(clippy::cast_possible_truncation, reason = "at most MAX_CLASSES")]
-        let last = (self.held.len() - 1) as u8;
+        let last = (self.state.len() - 1) as u8;
         class.0.min(last)
     }
 
@@ -76,54 +100,50 @@ impl Classes {
         self.default
     }
 
-    /// Slots kept for class `h` under `limit`.
-    fn kept(&self, h: usize, limit: u32) -> u32 {
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "a share in [0, 1] of a u32"
-        )]
-        let share = (self.shares[h] * f64::from(limit)).ceil() as u32;
-        let reserve = self.reserve[h].load(Ordering::Relaxed).div_ceil(STEP);
-        share.max(u32::try_from(reserve).unwrap_or(u32::MAX))
-    }
-
     /// The slots a call of class `c` must leave free under `limit`: what is
-    /// kept for each more critical class and not in use.
+    /// kept for each more critical class (its share of the limit, rounded
+    /// up, or its reserve, whichever is more) and not in use.
     #[inline]
     pub(crate) fn need(&self, c: u8, limit: u32) -> u32 {
-        (0..usize::from(c))
-            .map(|h| {
-                self.kept(h, limit)
-                    .saturating_sub(self.held[h].load(Ordering::Relaxed))
-            })
-            .fold(0u32, u32::saturating_add)
+        let mut need = 0u32;
+        for class in &self.state[..usize::from(c)] {
+            let share = (u64::from(class.share) * u64::from(limit)).div_ceil(1 << 24);
+            let reserve = class.reserve.load(Ordering::Relaxed).div_ceil(STEP);
+            let kept = u32::try_from(share.max(reserve)).unwrap_or(u32::MAX);
+            if kept != 0 {
+                need = need.saturating_add(kept.saturating_sub(class.held.load(Ordering::Relaxed)));
+            }
+        }
+        need
     }
 
     /// A call of class `c` found the limit full: if a less critical class
     /// holds slots, keep one more for `c`.
     pub(crate) fn grow(&self, c: u8, limit: u32) {
         let c = usize::from(c);
-        let below: u32 = self.held[c + 1..]
+        let below = self.state[c + 1..]
             .iter()
-            .map(|h| h.load(Ordering::Relaxed))
-            .sum();
-        if below > 0 {
+            .any(|class| class.held.load(Ordering::Relaxed) > 0);
+        if below {
             let most = u64::from(limit) * STEP;
-            let _ = self.reserve[c].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                (r < most).then(|| (r + STEP).min(most))
-            });
+            let _ = self.state[c]
+                .reserve
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                    (r < most).then(|| (r + STEP).min(most))
+                });
         }
     }
 
     /// A call of class `c` was turned away to keep slots for the classes
     /// above it: each of those that holds nothing keeps one slot fewer.
     pub(crate) fn shrink_above(&self, c: u8) {
-        for h in 0..usize::from(c) {
-            if self.held[h].load(Ordering::Relaxed) == 0 {
-                let _ = self.reserve[h].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                    (r > 0).then(|| r.saturating_sub(STEP))
-                });
+        for class in &self.state[..usize::from(c)] {
+            if class.held.load(Ordering::Relaxed) == 0 {
+                let _ = class
+                    .reserve
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                        (r > 0).then(|| r.saturating_sub(STEP))
+                    });
             }
         }
     }
@@ -131,10 +151,15 @@ impl Classes {
     /// Count a call of class `c` arriving.
     #[inline]
     pub(crate) fn arrive(&self, c: u8) {
-        let seen = self.arrivals[usize::from(c)].fetch_add(1, Ordering::Relaxed) + 1;
+        let seen = self.state[usize::from(c)]
+            .arrivals
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
         if seen >= DECAY_AT {
-            for a in self.arrivals.iter() {
-                let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
+            for class in self.state.iter() {
+                let _ = class
+                    .arrivals
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
             }
         }
     }
@@ -144,13 +169,10 @@ impl Classes {
     /// critical classes first.
     pub(crate) fn fraction(&self, c: u8, p: f64) -> f64 {
         #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
-        let counts: Vec<f64> = self
-            .arrivals
-            .iter()
-            .map(|a| a.load(Ordering::Relaxed) as f64)
-            .collect();
-        let mut budget = p * counts.iter().sum::<f64>();
-        for (h, &count) in counts.iter().enumerate() {
+        let count = |class: &ClassState| class.arrivals.load(Ordering::Relaxed) as f64;
+        let mut budget = p * self.state.iter().map(count).sum::<f64>();
+        for (h, class) in self.state.iter().enumerate() {
+            let count = count(class);
             if h == usize::from(c) {
                 return if count <= 0.0 {
                     p
@@ -165,30 +187,32 @@ impl Classes {
 
     #[inline]
     pub(crate) fn took(&self, c: u8) {
-        self.held[usize::from(c)].fetch_add(1, Ordering::Relaxed);
+        self.state[usize::from(c)]
+            .held
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// A call of class `c` ended: if the class now uses under three
     /// quarters of what is kept for it, a [`STEP`]th of a slot less is kept.
     #[inline]
     pub(crate) fn released(&self, c: u8) {
-        let c = usize::from(c);
-        let held = self.held[c]
-            .fetch_sub(1, Ordering::Relaxed)
-            .saturating_sub(1);
-        let reserve = &self.reserve[c];
-        if u64::from(held) * 4 * STEP < reserve.load(Ordering::Relaxed) * 3 {
-            let _ = reserve.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                (r > 0).then(|| r - 1)
-            });
+        let class = &self.state[usize::from(c)];
+        let held = class.held.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+        let reserve = class.reserve.load(Ordering::Relaxed);
+        if u64::from(held) * 4 * STEP < reserve * 3 {
+            let _ = class
+                .reserve
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                    (r > 0).then(|| r - 1)
+                });
         }
     }
 
     /// Calls each class holds, most critical first.
     pub(crate) fn held(&self) -> Vec<u32> {
-        self.held
+        self.state
             .iter()
-            .map(|h| h.load(Ordering::Relaxed))
+            .map(|class| class.held.load(Ordering::Relaxed))
             .collect()
     }
 }
@@ -319,9 +343,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 None => self.admit_fast(self.feedback() == Feedback::Timed),
             };
         };
-        if draw {
-            classes.arrive(c);
-        }
         let gate = self.gate.load();
         if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {
             // A shut gate refuses every class; a probe goes to whoever
@@ -334,6 +355,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Ok(ticket.with_class(c));
         }
         if draw && gate.admit() != ALWAYS {
+            // Arrivals are counted only while they are split: a gate that
+            // admits every call needs no shares.
+            classes.arrive(c);
             let p = f64::from(gate.admit()) / 4_294_967_296.0;
             let fraction = classes.fraction(c, p);
             if f64::from(self.draw()) >= fraction * 4_294_967_296.0 {

@@ -37,3 +37,16 @@ pub(crate) fn seq_cst_point() {
     #[cfg(rheostat_loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
+
+/// The next draw of a splitmix64 generator whose state is `state`:
+/// lock-free and, for one caller, reproducible from the seed.
+#[inline]
+pub(crate) fn splitmix(state: &AtomicU64) -> u64 {
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut z = state
+        .fetch_add(GAMMA, Ordering::Relaxed)
+        .wrapping_add(GAMMA);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

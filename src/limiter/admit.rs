@@ -7,16 +7,7 @@ use super::*;
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(super) fn draw(&self) -> u32 {
-        // splitmix64 over an atomic counter: lock-free and, for one caller,
-        // reproducible from the seed.
-        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut z = self
-            .rng
-            .fetch_add(GAMMA, Ordering::Relaxed)
-            .wrapping_add(GAMMA);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = crate::sync::splitmix(&self.rng);
         #[allow(clippy::cast_possible_truncation, reason = "take the high half")]
         let high = (z >> 32) as u32;
         high

@@ -149,11 +149,7 @@ impl Account {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let deposited = self.deposited(index);
-        let withdrawn: u64 = ring
-            .iter()
-            .filter(|(tag, _)| Self::in_window(*tag, index))
-            .map(|(_, n)| n)
-            .sum();
+        let withdrawn = Self::withdrawn(&ring, index);
         #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
         let allowed = self.ratio * deposited as f64 + self.reserve;
         #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
@@ -173,6 +169,14 @@ impl Account {
         }
     }
 
+    /// Retries granted in the window of interval `index`.
+    fn withdrawn(ring: &[(u32, u64); BUCKETS], index: u32) -> u64 {
+        ring.iter()
+            .filter(|(tag, _)| Self::in_window(*tag, index))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The retries the window would grant at `now` (for snapshots and tests).
     pub(crate) fn balance(&self, now: Instant) -> f64 {
         let index = self.interval(now);
@@ -180,11 +184,7 @@ impl Account {
             .withdrawals
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let withdrawn: u64 = ring
-            .iter()
-            .filter(|(tag, _)| Self::in_window(*tag, index))
-            .map(|(_, n)| n)
-            .sum();
+        let withdrawn = Self::withdrawn(&ring, index);
         #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
         let balance = self.ratio * self.deposited(index) as f64 + self.reserve - withdrawn as f64;
         balance.max(0.0)

@@ -77,7 +77,7 @@ pub use config::{Backoff, Budget, RetryConfig, MAX_ATTEMPTS};
 
 use crate::algorithms::{ConfigError, Outcome};
 use crate::error::RejectReason;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::AtomicU64;
 use budget::{Account, Withdrawal};
 
 /// What a classifier makes of a finished attempt: the outcome the limiter
@@ -374,14 +374,7 @@ impl Retry {
         if ceiling.is_zero() {
             return Duration::ZERO;
         }
-        const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut z = self
-            .rng
-            .fetch_add(GAMMA, Ordering::Relaxed)
-            .wrapping_add(GAMMA);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = crate::sync::splitmix(&self.rng);
         let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
         // Uniform in [0, ceiling]: the high half of a 128-bit product.
         #[allow(clippy::cast_possible_truncation, reason = "the high half")]

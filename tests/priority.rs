@@ -310,3 +310,32 @@ async fn a_waiter_of_a_lower_class_is_served_once_the_class_above_it_has_its_roo
     drop((critical, sheddable));
     assert_eq!(limiter.in_flight(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_in_the_queue_names_the_class_of_the_call_refused() {
+    let limiter = Limiter::builder(Fixed::new(1).unwrap())
+        .priorities(Priorities::default())
+        .queue(rheostat::QueueOrder::Fifo, 1)
+        .max_wait(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let _held = limiter.try_acquire().unwrap();
+    let waiting = limiter.acquire_as(Priority::Sheddable.into());
+    let full = async {
+        tokio::task::yield_now().await;
+        limiter.acquire_as(Priority::SheddablePlus.into()).await
+    };
+    let (waited, full) = tokio::join!(waiting, full);
+    let (waited, full) = (waited.unwrap_err(), full.unwrap_err());
+    assert_eq!(
+        (waited.reason(), waited.class()),
+        (RejectReason::TimedOut, Some(Priority::Sheddable.into()))
+    );
+    assert_eq!(
+        (full.reason(), full.class()),
+        (
+            RejectReason::QueueFull,
+            Some(Priority::SheddablePlus.into())
+        )
+    );
+}

@@ -237,6 +237,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// `rejection`, of a call of `class` if it has one.
+    fn classed(&self, rejection: Rejection, class: Option<u8>) -> Rejection {
+        match class {
+            Some(c) => rejection.with_class(crate::priority::Class::new(c)),
+            None => rejection,
+        }
+    }
+
     /// A slot handed to a waiter that left without it goes back.
     pub(crate) fn release_granted(&self, ticket: &Ticket) {
         if ticket.class != super::classes::NO_CLASS {
@@ -278,7 +286,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let mut queue = self.waiters.lock();
             if queue.len() >= self.max_waiters() {
                 drop(queue);
-                let rejection = self.rejection(RejectReason::QueueFull);
+                let rejection = self.classed(self.rejection(RejectReason::QueueFull), class);
                 self.count_rejection(&rejection);
                 return Err(rejection);
             }
@@ -317,7 +325,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 Err(_elapsed) => match leave.take_late_grant() {
                     // Handed a slot just as the deadline passed: use it.
                     Some(result) => result,
-                    None => Err(self.rejection(RejectReason::TimedOut)),
+                    None => Err(self.classed(self.rejection(RejectReason::TimedOut), class)),
                 },
             },
         };

@@ -10,6 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+
+#[path = "support/recorder.rs"]
+mod recorder;
+use recorder::Recorder;
 use rheostat::algorithms::{Algorithm, Fixed, Gate, Published, Sample};
 use rheostat::priority::{Class, Priorities, Priority};
 use rheostat::{Limiter, RejectReason};
@@ -338,4 +342,28 @@ async fn a_refusal_in_the_queue_names_the_class_of_the_call_refused() {
             Some(Priority::SheddablePlus.into())
         )
     );
+}
+
+#[test]
+fn a_call_held_back_by_a_reserve_tells_the_policy_the_limit_was_full() {
+    let policy = Recorder::new(4);
+    let limiter = Limiter::builder(policy.clone())
+        .priorities(Priorities::default())
+        .build()
+        .unwrap();
+    let shed: Vec<_> = (0..4)
+        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .collect();
+    // A critical call finds the limit full: one slot is kept for it.
+    assert!(limiter.try_acquire_as(CRITICAL).is_err());
+    drop(shed);
+    let p = limiter.try_acquire_as(Priority::Sheddable.into()).unwrap();
+    p.success();
+    let p = limiter.try_acquire_as(CRITICAL).unwrap();
+    p.success();
+    let samples = policy.samples.lock().unwrap().clone();
+    let met: Vec<u32> = samples.iter().rev().take(2).map(|s| s.in_flight).collect();
+    // The sheddable call met itself and the slot kept for the critical
+    // class; the critical call met only itself.
+    assert_eq!(met, [1, 2]);
 }

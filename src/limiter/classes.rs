@@ -392,7 +392,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             }
             None => None,
         };
-        Ok(Ticket::new(start, in_flight, false, self.generation()).with_class(c))
+        // What the call tells the policy it met: the calls in flight and the
+        // slots it had to leave free for the classes above it. A policy that
+        // grows only when its limit is in use (AIMD) sees the limit as full
+        // where a class was held back by the reserves; told the bare count,
+        // it read the kept slots as a caller that needs no more, and held
+        // its limit low (mixed-criticality: 0.80 of the bound, against 0.96).
+        let met = in_flight.saturating_add(need).min(limit);
+        Ok(Ticket::new(start, met, false, self.generation()).with_class(c))
     }
 
     /// A finished or abandoned call of class `class` no longer holds a slot.

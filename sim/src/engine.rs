@@ -975,6 +975,7 @@ impl<'a> World<'a> {
             return;
         };
         let (deadline, class) = (request.deadline, request.class);
+        let instance = request.instance as usize;
         let limiter_timeout = request.call.map(|call| (call, request.next_timeout));
         let s = self.second();
         match acquired {
@@ -998,12 +999,11 @@ impl<'a> World<'a> {
                     // As `Limiter::call` does: the retry's timeout for this
                     // attempt, cut at the request's deadline; a probe's own,
                     // whole.
-                    let spent = self.clock.now().saturating_duration_since(call.started);
-                    let limit = traffic.deadline.saturating_sub(spent);
-                    let timeout = if permit.is_probe() {
-                        permit.timeout(Duration::from_nanos(next))
-                    } else {
-                        Duration::from_nanos(next).min(limit)
+                    let next = Duration::from_nanos(next);
+                    let probe = permit.is_probe().then(|| permit.timeout(next));
+                    let timeout = match self.limiters[instance].retry() {
+                        Some(retry) => retry.attempt_timeout(&call, next, self.clock.now(), probe),
+                        None => next,
                     };
                     if timeout.is_zero() {
                         permit.ignore();

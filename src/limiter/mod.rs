@@ -424,33 +424,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(OwnedPermit::new(self, ticket))
     }
 
-    /// [`Limiter::acquire`], waiting no longer than `left` either.
-    pub(crate) async fn acquire_within(
-        &self,
-        left: Option<Duration>,
-    ) -> Result<Permit<'_, A, C>, Rejection> {
-        let wait = match (self.options.max_wait(), left) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.wait_for_slot(wait).await
-    }
-
-    /// [`Limiter::acquire_within`] for a call of `class` (the default
-    /// class if `None`).
+    /// [`Limiter::acquire`] for a call of `class` (the default class if
+    /// `None`), waiting no longer than `left` either.
     pub(crate) async fn acquire_within_as(
         &self,
         left: Option<Duration>,
         class: Option<crate::priority::Class>,
     ) -> Result<Permit<'_, A, C>, Rejection> {
-        let Some(class) = class else {
-            return self.acquire_within(left).await;
-        };
         let wait = match (self.options.max_wait(), left) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let c = self.classes.as_ref().map(|classes| classes.clamp(class));
+        let c = self.classes.as_ref().map(|classes| match class {
+            Some(class) => classes.clamp(class),
+            None => classes.default_class(),
+        });
         self.wait_for_slot_as(wait, c).await
     }
 

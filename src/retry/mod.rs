@@ -363,6 +363,33 @@ impl Retry {
         }
     }
 
+    /// What is left at `now` of `call`'s deadline; `None` without one.
+    pub fn left(&self, call: &Call, now: Instant) -> Option<Duration> {
+        self.config
+            .deadline
+            .map(|deadline| deadline.saturating_sub(now.saturating_duration_since(call.started)))
+    }
+
+    /// The timeout of an attempt of `call` starting at `now`: `next`, cut to
+    /// end by the deadline — unless the attempt is a breaker's probe, whose
+    /// own timeout (`probe`) it is given whole, past the deadline: cut to
+    /// the caller's patience, a probe of a dependency that answers slowly
+    /// as it recovers fails every time, and the breaker never closes. Zero
+    /// if the deadline has passed.
+    pub fn attempt_timeout(
+        &self,
+        call: &Call,
+        next: Duration,
+        now: Instant,
+        probe: Option<Duration>,
+    ) -> Duration {
+        match (probe, self.left(call, now)) {
+            (Some(probe), _) => probe,
+            (None, Some(left)) => next.min(left),
+            (None, None) => next,
+        }
+    }
+
     /// The retries the budget would grant at `now`.
     pub fn budget_left(&self, now: Instant) -> f64 {
         self.account.balance(now)

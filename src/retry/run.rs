@@ -176,22 +176,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             let (ended, result) = match admitted {
                 Err(reason_and_error) => reason_and_error,
                 Ok(permit) => {
-                    let limit = match retry.config().deadline {
-                        Some(deadline) => {
-                            let spent = self.clock().now().saturating_duration_since(call.started);
-                            deadline.saturating_sub(spent)
-                        }
-                        None => Duration::MAX,
-                    };
-                    // A probe is given its probe timeout whole, past the
-                    // deadline: cut to the caller's patience, a probe of a
-                    // dependency that answers slowly as it recovers fails
-                    // every time, and the breaker never closes.
-                    let timeout = if permit.is_probe() {
-                        permit.timeout(next)
-                    } else {
-                        next.min(limit)
-                    };
+                    let probe = permit.is_probe().then(|| permit.timeout(next));
+                    let timeout = retry.attempt_timeout(&call, next, self.clock().now(), probe);
                     if timeout.is_zero() {
                         permit.ignore();
                         return Err(CallError::TimedOut(timeout));
@@ -274,9 +260,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(refused(rejection));
         }
         *waited = true;
-        let left = retry.config().deadline.map(|deadline| {
-            deadline.saturating_sub(self.clock().now().saturating_duration_since(call.started))
-        });
+        let left = retry.left(call, self.clock().now());
         self.acquire_within_as(left, class).await.map_err(refused)
     }
 }

@@ -373,13 +373,7 @@ pub(crate) fn deadline_left<A: Algorithm, C: Clock>(
     retry: &Retry,
     call: &Call,
 ) -> Option<Duration> {
-    retry.config().deadline.map(|deadline| {
-        let spent = limiter
-            .clock()
-            .now()
-            .saturating_duration_since(call.started);
-        deadline.saturating_sub(spent)
-    })
+    retry.left(call, limiter.clock().now())
 }
 
 /// `timeout`, unless it stands for no timeout at all.

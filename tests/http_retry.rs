@@ -9,6 +9,9 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+#[path = "support/decisions.rs"]
+mod decisions;
+use decisions::Decisions;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,7 +32,7 @@ use rheostat::retry::{Backoff, Budget, RetryConfig, RetryOutcome};
 use rheostat::tower::{
     ClassifyFn, HttpClassifier, Idempotent, RetryPolicy, RetryRule, RheostatLayer,
 };
-use rheostat::{CallError, DynLimiter, Limiter, Observer, Outcome, RejectReason, TokioClock};
+use rheostat::{CallError, DynLimiter, Limiter, Outcome, RejectReason, TokioClock};
 use tokio::sync::oneshot;
 use tower::{service_fn, Layer, ServiceBuilder, ServiceExt};
 
@@ -192,28 +195,6 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 /// A hyper client whose requests (`Full` bodies) can be cloned.
 fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>()
-}
-
-/// Every retry decision, and how often the budget ran dry.
-#[derive(Default)]
-struct Decisions {
-    seen: Mutex<Vec<RetryOutcome>>,
-    dry: AtomicU32,
-}
-
-impl Observer for Decisions {
-    fn retry(&self, outcome: RetryOutcome) {
-        self.seen.lock().unwrap().push(outcome);
-    }
-    fn retry_budget_exhausted(&self) {
-        self.dry.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl Decisions {
-    fn take(&self) -> Vec<RetryOutcome> {
-        std::mem::take(&mut *self.seen.lock().unwrap())
-    }
 }
 
 /// A jittered wait of at most 5 ms: retries come at once, in real time.

@@ -5,6 +5,9 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+#[path = "support/decisions.rs"]
+mod decisions;
+use decisions::Decisions;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,29 +18,7 @@ use rheostat::algorithms::Fixed;
 use rheostat::retry::{
     Backoff, Budget, Call, Decision, Ended, Retry, RetryConfig, RetryOutcome, Verdict,
 };
-use rheostat::{CallError, Limiter, Observer, Outcome, RejectReason, TokioClock};
-
-/// Every retry decision, and how often the budget ran dry.
-#[derive(Default)]
-struct Decisions {
-    seen: Mutex<Vec<RetryOutcome>>,
-    dry: AtomicU32,
-}
-
-impl Observer for Decisions {
-    fn retry(&self, outcome: RetryOutcome) {
-        self.seen.lock().unwrap().push(outcome);
-    }
-    fn retry_budget_exhausted(&self) {
-        self.dry.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl Decisions {
-    fn take(&self) -> Vec<RetryOutcome> {
-        std::mem::take(&mut *self.seen.lock().unwrap())
-    }
-}
+use rheostat::{CallError, Limiter, Outcome, RejectReason, TokioClock};
 
 fn fast() -> Backoff {
     Backoff {

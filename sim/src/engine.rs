@@ -1002,7 +1002,7 @@ impl<'a> World<'a> {
                     let next = Duration::from_nanos(next);
                     let probe = permit.is_probe().then(|| permit.timeout(next));
                     let timeout = match self.limiters[instance].retry() {
-                        Some(retry) => retry.attempt_timeout(&call, next, self.clock.now(), probe),
+                        Some(retry) => retry.attempt_timeout(&call, next, &self.clock, probe),
                         None => next,
                     };
                     if timeout.is_zero() {

@@ -370,22 +370,25 @@ impl Retry {
             .map(|deadline| deadline.saturating_sub(now.saturating_duration_since(call.started)))
     }
 
-    /// The timeout of an attempt of `call` starting at `now`: `next`, cut to
-    /// end by the deadline — unless the attempt is a breaker's probe, whose
-    /// own timeout (`probe`) it is given whole, past the deadline: cut to
-    /// the caller's patience, a probe of a dependency that answers slowly
-    /// as it recovers fails every time, and the breaker never closes. Zero
-    /// if the deadline has passed.
+    /// The timeout of an attempt of `call` starting now by `clock`: `next`,
+    /// cut to end by the deadline — unless the attempt is a breaker's probe,
+    /// whose own timeout (`probe`) it is given whole, past the deadline: cut
+    /// to the caller's patience, a probe of a dependency that answers
+    /// slowly as it recovers fails every time, and the breaker never
+    /// closes. Zero if the deadline has passed. The clock is read only if
+    /// there is a deadline.
     pub fn attempt_timeout(
         &self,
         call: &Call,
         next: Duration,
-        now: Instant,
+        clock: &impl crate::Clock,
         probe: Option<Duration>,
     ) -> Duration {
-        match (probe, self.left(call, now)) {
+        match (probe, self.config.deadline) {
             (Some(probe), _) => probe,
-            (None, Some(left)) => next.min(left),
+            (None, Some(_)) => self
+                .left(call, clock.now())
+                .map_or(next, |left| next.min(left)),
             (None, None) => next,
         }
     }

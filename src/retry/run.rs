@@ -177,7 +177,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 Err(reason_and_error) => reason_and_error,
                 Ok(permit) => {
                     let probe = permit.is_probe().then(|| permit.timeout(next));
-                    let timeout = retry.attempt_timeout(&call, next, self.clock().now(), probe);
+                    let timeout = retry.attempt_timeout(&call, next, self.clock(), probe);
                     if timeout.is_zero() {
                         permit.ignore();
                         return Err(CallError::TimedOut(timeout));

@@ -23,10 +23,16 @@ use rheostat::priority::{Priorities, Priority};
 use rheostat::retry::RetryConfig;
 use rheostat::{Limiter, Outcome};
 
+/// One sample's nanoseconds per call, without classes and with them.
+type Pair = (f64, f64);
+
 /// Samples per case, and the nanoseconds per call each gave, by case.
 const SAMPLES: usize = 100;
 thread_local! {
     static TIMES: RefCell<Vec<(&'static str, &'static str, Vec<f64>)>> = const { RefCell::new(Vec::new()) };
+    /// Per case of [`priorities`], each sample's nanoseconds per call
+    /// without classes and with them.
+    static PAIRS: RefCell<Vec<(&'static str, Vec<Pair>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Time `call` as criterion's case `id` of `group`, and keep each sample's
@@ -84,40 +90,6 @@ fn overhead(c: &mut Criterion) {
         .expect("valid"),
     );
     timed(g, OVERHEAD, "rheostat aimd", || one_call(&aimd));
-
-    // The same policy with SRE's four classes, a call of the default class
-    // and one of the least critical (the priority path).
-    let classed = Limiter::builder(
-        Aimd::new(AimdConfig {
-            initial: 1_000,
-            min: 1,
-            max: 1_000,
-            ..AimdConfig::default()
-        })
-        .expect("valid"),
-    )
-    .priorities(Priorities::default())
-    .build()
-    .expect("valid");
-    timed(g, OVERHEAD, "rheostat aimd, priorities (sheddable)", || {
-        if let Ok(p) = black_box(classed.try_acquire_as(Priority::Sheddable.into())) {
-            p.success();
-        }
-    });
-    let fixed_classed = Limiter::builder(Fixed::new(1_000).expect("valid"))
-        .priorities(Priorities::default())
-        .build()
-        .expect("valid");
-    timed(
-        g,
-        OVERHEAD,
-        "rheostat fixed, priorities (sheddable)",
-        || {
-            if let Ok(p) = black_box(fixed_classed.try_acquire_as(Priority::Sheddable.into())) {
-                p.success();
-            }
-        },
-    );
 
     let vegas = Limiter::new(
         Vegas::new(VegasConfig {
@@ -228,6 +200,103 @@ fn retry(c: &mut Criterion) {
     group.finish();
 }
 
+/// What classes cost a call: the same policy with and without SRE's four
+/// classes ([`Priorities::default`]), a call of the default class
+/// (critical) and one of the least critical (sheddable). Each sample times
+/// the limiter without classes for as many calls just before the one with
+/// them, and the ratio is the median of the per-sample ratios.
+fn priorities(c: &mut Criterion) {
+    let mut group = c.benchmark_group("priorities");
+    group.sample_size(SAMPLES);
+    let aimd = || {
+        Aimd::new(AimdConfig {
+            initial: 1_000,
+            min: 1,
+            max: 1_000,
+            ..AimdConfig::default()
+        })
+        .expect("valid")
+    };
+    let fixed = || Fixed::new(1_000).expect("valid");
+    let (plain_aimd, classed_aimd) = (
+        Limiter::new(aimd()),
+        Limiter::builder(aimd())
+            .priorities(Priorities::default())
+            .build()
+            .expect("valid"),
+    );
+    let (plain_fixed, classed_fixed) = (
+        Limiter::new(fixed()),
+        Limiter::builder(fixed())
+            .priorities(Priorities::default())
+            .build()
+            .expect("valid"),
+    );
+    pair(
+        &mut group,
+        PRIORITY_CASES[0],
+        Priority::Critical,
+        &plain_aimd,
+        &classed_aimd,
+    );
+    pair(
+        &mut group,
+        PRIORITY_CASES[1],
+        Priority::Sheddable,
+        &plain_aimd,
+        &classed_aimd,
+    );
+    pair(
+        &mut group,
+        PRIORITY_CASES[2],
+        Priority::Critical,
+        &plain_fixed,
+        &classed_fixed,
+    );
+    pair(
+        &mut group,
+        PRIORITY_CASES[3],
+        Priority::Sheddable,
+        &plain_fixed,
+        &classed_fixed,
+    );
+    group.finish();
+}
+
+/// Time `iters` calls on `plain`, then as many of class `class` on
+/// `classed`, each sample; keep both for the summary under `id`.
+fn pair<A: Algorithm>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &'static str,
+    class: Priority,
+    plain: &Limiter<A>,
+    classed: &Limiter<A>,
+) {
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                one_call(plain);
+            }
+            let without = start.elapsed();
+            let start = Instant::now();
+            for _ in 0..iters {
+                if let Ok(p) = black_box(classed.try_acquire_as(class.into())) {
+                    p.success();
+                }
+            }
+            let with = start.elapsed();
+            #[allow(clippy::cast_precision_loss, reason = "a mean of nanoseconds")]
+            let per_call = |d: Duration| d.as_secs_f64() * 1e9 / iters.max(1) as f64;
+            PAIRS.with_borrow_mut(|pairs| match pairs.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, samples)) => samples.push((per_call(without), per_call(with))),
+                None => pairs.push((id, vec![(per_call(without), per_call(with))])),
+            });
+            with
+        });
+    });
+}
+
 /// What one clock read costs, each way the limiter could read the time.
 fn clocks(c: &mut Criterion) {
     use rheostat::{Clock, QuantaClock, SystemClock};
@@ -269,6 +338,12 @@ const CLOCK: &str = "clock";
 const RETRY: &str = "retry";
 const RETRY_OFF: &str = "`Limiter::call`, `Aimd`, no retry policy";
 const RETRY_ON: &str = "`Limiter::call`, `Aimd`, the default retry policy";
+const PRIORITY_CASES: [&str; 4] = [
+    "rheostat aimd, a call of the default class (critical)",
+    "rheostat aimd, a call of the least critical class (sheddable)",
+    "rheostat fixed, a call of the default class (critical)",
+    "rheostat fixed, a call of the least critical class (sheddable)",
+];
 const BASELINE: &str = "baseline: semaphore + 2 clock reads";
 
 fn median(samples: &[f64]) -> f64 {
@@ -307,6 +382,21 @@ fn summary(load_before: &str) {
             println!("| {off} | {:.1} ns | 1.00 |", median(without));
             println!("| {on} | {:.1} ns | {:.3} |", median(with), median(&ratios));
         }
+        PAIRS.with_borrow(|pairs| {
+            println!("\n| one call with classes | without | with | × without |");
+            println!("| --- | ---: | ---: | ---: |");
+            for (id, samples) in pairs {
+                let without: Vec<f64> = samples.iter().map(|s| s.0).collect();
+                let with: Vec<f64> = samples.iter().map(|s| s.1).collect();
+                let ratios: Vec<f64> = samples.iter().map(|s| s.1 / s.0).collect();
+                println!(
+                    "| {id} | {:.1} ns | {:.1} ns | {:.3} |",
+                    median(&without),
+                    median(&with),
+                    median(&ratios)
+                );
+            }
+        });
         println!("\n| one clock read | median |");
         println!("| --- | ---: |");
         for (_, id, samples) in times.iter().filter(|(g, _, _)| *g == CLOCK) {
@@ -320,6 +410,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     overhead(&mut c);
     retry(&mut c);
+    priorities(&mut c);
     clocks(&mut c);
     c.final_summary();
     summary(&load_before);

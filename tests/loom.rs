@@ -664,3 +664,50 @@ fn calls_of_two_classes_racing_keep_their_counts_exact() {
         assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
     });
 }
+
+/// A reserve that drains to nothing on one thread while it grows from
+/// nothing on another still holds its slot afterwards: the bit that tells
+/// a call which classes above it keep anything is set whenever the reserve
+/// is more than nothing (cleared without looking at the reserve again, the
+/// grown reserve lost its bit and a sheddable call took the kept slot).
+#[test]
+fn a_reserve_grown_while_it_drains_keeps_its_slot() {
+    use rheostat::priority::{Priorities, Priority};
+    bounded(|| {
+        let limiter = Arc::new(
+            Limiter::builder(Fixed::new(2).unwrap())
+                .clock(ManualClock::new())
+                .priorities(Priorities::default())
+                .build()
+                .unwrap(),
+        );
+        let (critical, sheddable) = (Priority::Critical.into(), Priority::Sheddable.into());
+        // A critical call finds the limit full of sheddable ones: a slot is
+        // kept for its class.
+        let first = limiter.try_acquire_owned_as(sheddable).unwrap();
+        let second = limiter.try_acquire_owned_as(sheddable).unwrap();
+        assert!(limiter.try_acquire_as(critical).is_err());
+        second.success();
+        // One thread: a sheddable call turned away for the kept slot while
+        // no critical call holds one drains the reserve to nothing. The
+        // other: a critical call takes the slot, and another finds the limit
+        // full while a sheddable call holds a slot, growing the reserve
+        // (from nothing, if the first thread drained it).
+        let other = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                assert!(limiter.try_acquire_as(sheddable).is_err());
+            })
+        };
+        let held = limiter.try_acquire_owned_as(critical).unwrap();
+        assert!(limiter.try_acquire_as(critical).is_err());
+        other.join().unwrap();
+        held.success();
+        // Whatever the order, the reserve grew last or was never drained:
+        // the free slot is kept for the critical class.
+        assert_eq!(limiter.in_flight(), 1);
+        assert!(limiter.try_acquire_as(sheddable).is_err());
+        assert!(limiter.try_acquire_as(critical).is_ok());
+        first.success();
+    });
+}

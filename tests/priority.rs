@@ -367,3 +367,22 @@ fn a_call_held_back_by_a_reserve_tells_the_policy_the_limit_was_full() {
     // class; the critical call met only itself.
     assert_eq!(met, [1, 2]);
 }
+
+/// A call that keeps its slot across attempts (`record_attempt`) stays of
+/// its class: its end gives its class's count back (once the ticket lost
+/// its class after an attempt, and the count leaked).
+#[test]
+fn a_call_that_keeps_its_slot_across_attempts_keeps_its_class() {
+    use rheostat::algorithms::{Aimd, AimdConfig};
+    use rheostat::Outcome;
+    let limiter = Limiter::builder(Aimd::new(AimdConfig::default()).unwrap())
+        .priorities(Priorities::default())
+        .build()
+        .unwrap();
+    let mut permit = limiter.try_acquire_as(CRITICAL).unwrap();
+    permit.record_attempt(Outcome::Overload);
+    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
+    permit.success();
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+}

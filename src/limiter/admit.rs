@@ -163,10 +163,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(crate) fn observe_admit(&self, ticket: &Ticket) {
         if let Some(observer) = &self.observer {
-            if ticket.class == classes::NO_CLASS {
+            if ticket.class() == classes::NO_CLASS {
                 observer.admitted(ticket.in_flight(), ticket.probe());
             } else {
-                let class = crate::priority::Class::new(ticket.class);
+                let class = crate::priority::Class::new(ticket.class());
                 observer.admitted_as(class, ticket.in_flight(), ticket.probe());
             }
         }

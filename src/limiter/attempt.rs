@@ -31,8 +31,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             ticket.start.map(|_| now),
             ticket.in_flight(),
             false,
-            ticket.generation,
-        );
+            ticket.generation(),
+        )
+        .with_class(ticket.class(), ticket.counted());
         self.report(transitions);
     }
 

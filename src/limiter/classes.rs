@@ -36,11 +36,24 @@ pub(crate) struct Classes {
     /// Per class, most critical first: one slice, so that the few words a
     /// call reads sit together.
     state: Box<[ClassState]>,
+    /// The classes with a share: a bit each, the most critical the lowest.
+    shared: u32,
+    /// The classes with a reserve, a bit each: so that a call looks only at
+    /// the classes above it that keep anything (in the common case, none),
+    /// not at each of them. A bit is set after its reserve grows from
+    /// nothing, and cleared after it drains to nothing and then set again
+    /// if the reserve grew meanwhile: a reserve that is not nothing always
+    /// has its bit, at most a moment late.
+    reserved: AtomicU32,
 }
 
 /// One class's accounting.
 struct ClassState {
-    /// Calls it holds.
+    /// Calls it holds; not counted for the least critical class, which
+    /// holds the calls in flight the others do not (nothing is kept for it,
+    /// and no class below it asks what it holds, so its calls need no
+    /// count of their own: a call of that class costs no more atomic steps
+    /// than a call on a limiter without classes).
     held: AtomicU32,
     /// Its share of the limit, in 2^-24ths.
     share: u32,
@@ -63,6 +76,13 @@ impl Classes {
     pub(crate) fn new(config: Priorities) -> Self {
         Classes {
             default: config.default_class().0,
+            shared: config
+                .classes
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.share > 0.0)
+                .fold(0, |bits, (i, _)| bits | 1 << i),
+            reserved: AtomicU32::new(0),
             state: config
                 .classes
                 .iter()
@@ -91,9 +111,7 @@ impl Classes {
     /// `class`, or the last class if there are fewer.
     #[inline]
     pub(crate) fn clamp(&self, class: Class) -> u8 {
-        #[allow(clippy::cast_possible_truncation, reason = "at most MAX_CLASSES")]
-        let last = (self.state.len() - 1) as u8;
-        class.0.min(last)
+        class.0.min(self.last())
     }
 
     pub(crate) fn default_class(&self) -> u8 {
@@ -105,45 +123,82 @@ impl Classes {
     /// up, or its reserve, whichever is more) and not in use.
     #[inline]
     pub(crate) fn need(&self, c: u8, limit: u32) -> u32 {
+        let mut above = (self.shared | self.reserved.load(Ordering::SeqCst)) & ((1 << c) - 1);
         let mut need = 0u32;
-        for class in &self.state[..usize::from(c)] {
+        while above != 0 {
+            let class = &self.state[above.trailing_zeros() as usize];
+            above &= above - 1;
             let share = (u64::from(class.share) * u64::from(limit)).div_ceil(1 << 24);
-            let reserve = class.reserve.load(Ordering::Relaxed).div_ceil(STEP);
+            let reserve = class.reserve.load(Ordering::SeqCst).div_ceil(STEP);
             let kept = u32::try_from(share.max(reserve)).unwrap_or(u32::MAX);
-            if kept != 0 {
-                need = need.saturating_add(kept.saturating_sub(class.held.load(Ordering::Relaxed)));
-            }
+            need = need.saturating_add(kept.saturating_sub(class.held.load(Ordering::Relaxed)));
         }
         need
     }
 
-    /// A call of class `c` found the limit full: if a less critical class
-    /// holds slots, keep one more for `c`.
-    pub(crate) fn grow(&self, c: u8, limit: u32) {
+    /// Class `c`'s reserve grew from nothing: it has its bit.
+    fn reserved_from_nothing(&self, c: usize) {
+        self.reserved.fetch_or(1 << c, Ordering::SeqCst);
+    }
+
+    /// Class `c`'s reserve drained to nothing: it loses its bit, unless it
+    /// grew again meanwhile (a grower sets the bit after its reserve is
+    /// more than nothing, so one of the two sets it last).
+    #[cold]
+    fn drained_to_nothing(&self, c: usize) {
+        self.reserved.fetch_and(!(1 << c), Ordering::SeqCst);
+        if self.state[c].reserve.load(Ordering::SeqCst) != 0 {
+            self.reserved.fetch_or(1 << c, Ordering::SeqCst);
+        }
+    }
+
+    /// The least critical class: its calls are not counted.
+    #[inline]
+    fn last(&self) -> u8 {
+        #[allow(clippy::cast_possible_truncation, reason = "at most MAX_CLASSES")]
+        let last = (self.state.len() - 1) as u8;
+        last
+    }
+
+    /// A call of class `c` found the limit full with `in_flight` calls in
+    /// flight: if a less critical class holds slots (some of the calls in
+    /// flight are not of `c` or above), keep one more for `c`.
+    pub(crate) fn grow(&self, c: u8, limit: u32, in_flight: u32) {
+        if c >= self.last() {
+            return;
+        }
         let c = usize::from(c);
-        let below = self.state[c + 1..]
+        let above = self.state[..=c]
             .iter()
-            .any(|class| class.held.load(Ordering::Relaxed) > 0);
-        if below {
+            .map(|class| class.held.load(Ordering::Relaxed))
+            .fold(0u32, u32::saturating_add);
+        if in_flight > above {
             let most = u64::from(limit) * STEP;
-            let _ = self.state[c]
-                .reserve
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                    (r < most).then(|| (r + STEP).min(most))
-                });
+            let grown =
+                self.state[c]
+                    .reserve
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
+                        (r < most).then(|| (r + STEP).min(most))
+                    });
+            if grown == Ok(0) {
+                self.reserved_from_nothing(c);
+            }
         }
     }
 
     /// A call of class `c` was turned away to keep slots for the classes
     /// above it: each of those that holds nothing keeps one slot fewer.
     pub(crate) fn shrink_above(&self, c: u8) {
-        for class in &self.state[..usize::from(c)] {
+        for (h, class) in self.state[..usize::from(c)].iter().enumerate() {
             if class.held.load(Ordering::Relaxed) == 0 {
-                let _ = class
+                let drained = class
                     .reserve
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
                         (r > 0).then(|| r.saturating_sub(STEP))
                     });
+                if matches!(drained, Ok(r) if r <= STEP) {
+                    self.drained_to_nothing(h);
+                }
             }
         }
     }
@@ -185,35 +240,54 @@ impl Classes {
         p
     }
 
+    /// A call of class `c` took a slot: whether its class counts it.
     #[inline]
-    pub(crate) fn took(&self, c: u8) {
-        self.state[usize::from(c)]
-            .held
-            .fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn took(&self, c: u8) -> bool {
+        if c < self.last() {
+            self.state[usize::from(c)]
+                .held
+                .fetch_add(1, Ordering::Relaxed);
+            true
+        } else {
+            false
+        }
     }
 
-    /// A call of class `c` ended: if the class now uses under three
-    /// quarters of what is kept for it, a [`STEP`]th of a slot less is kept.
+    /// A call of class `c` that its class counted ended: if the class now
+    /// uses under three quarters of what is kept for it, a [`STEP`]th of a
+    /// slot less is kept.
     #[inline]
     pub(crate) fn released(&self, c: u8) {
         let class = &self.state[usize::from(c)];
         let held = class.held.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
-        let reserve = class.reserve.load(Ordering::Relaxed);
+        let reserve = class.reserve.load(Ordering::SeqCst);
         if u64::from(held) * 4 * STEP < reserve * 3 {
-            let _ = class
+            let drained = class
                 .reserve
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
                     (r > 0).then(|| r - 1)
                 });
+            if drained == Ok(1) {
+                self.drained_to_nothing(usize::from(c));
+            }
         }
     }
 
-    /// Calls each class holds, most critical first.
-    pub(crate) fn held(&self) -> Vec<u32> {
-        self.state
+    /// Calls each class holds, most critical first, of `in_flight` in all:
+    /// the least critical holds the rest.
+    pub(crate) fn held(&self, in_flight: u32) -> Vec<u32> {
+        let mut held: Vec<u32> = self
+            .state
             .iter()
             .map(|class| class.held.load(Ordering::Relaxed))
-            .collect()
+            .collect();
+        let counted = held[..held.len() - 1]
+            .iter()
+            .fold(0u32, |sum, &h| sum.saturating_add(h));
+        if let Some(last) = held.last_mut() {
+            *last = in_flight.saturating_sub(counted);
+        }
+        held
     }
 }
 
@@ -230,9 +304,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Calls in flight by class, most critical first (empty without
-    /// priorities).
+    /// priorities). The least critical class is not counted (see
+    /// [`crate::priority`]): it holds the calls in flight that the others do
+    /// not, so a call being admitted at this instant may show there for a
+    /// moment before it shows in its own class.
     pub fn in_flight_by_class(&self) -> Vec<u32> {
-        self.classes.as_ref().map_or_else(Vec::new, |c| c.held())
+        self.classes
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.held(self.in_flight()))
     }
 
     /// [`Limiter::try_acquire`] for a call of `class` (see
@@ -331,6 +410,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Admit a call of class `c` (a limiter with classes), reading the
     /// clock at `now` if given. `draw`: whether it takes its chance against
     /// the admit probability (a waiter being handed a slot already did).
+    ///
+    /// Inlined, with every refusal and every gate but an open one out of
+    /// line: the ticket of an admitted call then stays in registers, as
+    /// [`Limiter::admit_fast`]'s does (out of line, moving the returned
+    /// ticket through memory cost about 10 ns a call).
+    #[inline(always)]
     pub(crate) fn admit_as(
         &self,
         c: u8,
@@ -345,44 +430,20 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         };
         let gate = self.gate.load();
         if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {
-            // A shut gate refuses every class; a probe goes to whoever
-            // comes; an expiring gate needs the time first.
-            let now = now.unwrap_or_else(|| self.clock.now());
-            let ticket = self
-                .admit(now, draw, false)
-                .map_err(|r| r.with_class(Class(c)))?;
-            classes.took(c);
-            return Ok(ticket.with_class(c));
+            return self.admit_as_timed(classes, c, draw, now);
         }
         if draw && gate.admit() != ALWAYS {
-            // Arrivals are counted only while they are split: a gate that
-            // admits every call needs no shares.
-            classes.arrive(c);
-            let p = f64::from(gate.admit()) / 4_294_967_296.0;
-            let fraction = classes.fraction(c, p);
-            if f64::from(self.draw()) >= fraction * 4_294_967_296.0 {
-                return Err(self.rejection(RejectReason::Throttled).with_class(Class(c)));
-            }
+            self.throttle_as(classes, c, gate.admit())?;
         }
         let limit = gate.limit();
         let need = classes.need(c, limit);
         if need > 0 && slots_of(self.slots.load(Ordering::SeqCst)).saturating_add(need) >= limit {
-            classes.shrink_above(c);
-            return Err(self
-                .rejection(RejectReason::LimitReached)
-                .with_class(Class(c)));
+            return Err(self.kept_for_others(classes, c));
         }
         let Some(in_flight) = self.take_slot(limit) else {
-            // Once per call: not again when it looks again on joining the
-            // queue, nor each time the queue is served.
-            if draw {
-                classes.grow(c, limit);
-            }
-            return Err(self
-                .rejection(RejectReason::LimitReached)
-                .with_class(Class(c)));
+            return Err(self.full_as(classes, c, draw, limit));
         };
-        classes.took(c);
+        let counted = classes.took(c);
         let start = match now {
             Some(now) => Some(now),
             None if self.feedback() == Feedback::Timed => {
@@ -399,10 +460,68 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // it read the kept slots as a caller that needs no more, and held
         // its limit low (mixed-criticality: 0.80 of the bound, against 0.96).
         let met = in_flight.saturating_add(need).min(limit);
-        Ok(Ticket::new(start, met, false, self.generation()).with_class(c))
+        Ok(Ticket::new(start, met, false, self.generation()).with_class(c, counted))
     }
 
-    /// A finished or abandoned call of class `class` no longer holds a slot.
+    /// [`Limiter::admit_as`] under a gate that needs the time first: a shut
+    /// gate refuses every class; a probe goes to whoever comes; an expiring
+    /// gate is brought up to date.
+    #[cold]
+    #[inline(never)]
+    fn admit_as_timed(
+        &self,
+        classes: &Classes,
+        c: u8,
+        draw: bool,
+        now: Option<Instant>,
+    ) -> Result<Ticket, Rejection> {
+        let now = now.unwrap_or_else(|| self.clock.now());
+        let ticket = self
+            .admit(now, draw, false)
+            .map_err(|r| r.with_class(Class(c)))?;
+        let counted = classes.took(c);
+        Ok(ticket.with_class(c, counted))
+    }
+
+    /// A call of class `c` takes its chance under a gate that admits
+    /// `admit` in 2^32 of all calls.
+    #[inline(never)]
+    fn throttle_as(&self, classes: &Classes, c: u8, admit: u32) -> Result<(), Rejection> {
+        // Arrivals are counted only while they are split: a gate that admits
+        // every call needs no shares.
+        classes.arrive(c);
+        let p = f64::from(admit) / 4_294_967_296.0;
+        let fraction = classes.fraction(c, p);
+        if f64::from(self.draw()) >= fraction * 4_294_967_296.0 {
+            return Err(self.rejection(RejectReason::Throttled).with_class(Class(c)));
+        }
+        Ok(())
+    }
+
+    /// A call of class `c` turned away to keep slots for the classes above.
+    #[cold]
+    #[inline(never)]
+    fn kept_for_others(&self, classes: &Classes, c: u8) -> Rejection {
+        classes.shrink_above(c);
+        self.rejection(RejectReason::LimitReached)
+            .with_class(Class(c))
+    }
+
+    /// A call of class `c` found the limit full. Its reserve grows once per
+    /// call (`draw`): not again when it looks again on joining the queue,
+    /// nor each time the queue is served.
+    #[cold]
+    #[inline(never)]
+    fn full_as(&self, classes: &Classes, c: u8, draw: bool, limit: u32) -> Rejection {
+        if draw {
+            classes.grow(c, limit, self.in_flight());
+        }
+        self.rejection(RejectReason::LimitReached)
+            .with_class(Class(c))
+    }
+
+    /// A finished or abandoned call that class `class` counted no longer
+    /// holds a slot.
     #[inline]
     pub(crate) fn release_class(&self, class: u8) {
         if let Some(classes) = &self.classes {

@@ -14,8 +14,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// [`Limiter::finish_timed`].
     #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
-        if ticket.class != classes::NO_CLASS {
-            self.release_class(ticket.class);
+        if ticket.counted() {
+            self.release_class(ticket.class());
         }
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
@@ -27,7 +27,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let batchable = outcome == Outcome::Success
             && ticket.start.is_none()
             && !ticket.probe()
-            && ticket.generation == self.generation();
+            && ticket.generation() == self.generation();
         let batch_until = if batchable {
             self.batch_until.load(Ordering::SeqCst)
         } else {
@@ -80,7 +80,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             && self.defer_until.load(Ordering::SeqCst) != 0
             && ticket.start.is_some()
             && !ticket.probe()
-            && ticket.generation == self.generation()
+            && ticket.generation() == self.generation()
         {
             let at = self.nanos(now);
             if self.deferral_covers(at, latency) {
@@ -230,7 +230,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             // included): one load, not a walk over the shards.
             .with_in_flight_at_finish(slots_of(self.slots.load(Ordering::Relaxed)))
             .with_probe(ticket.probe())
-            .with_stale(ticket.generation != self.generation())
+            .with_stale(ticket.generation() != self.generation())
     }
 
     /// Give back the slot of a success the policy lets us count for it

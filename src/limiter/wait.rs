@@ -247,8 +247,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// A slot handed to a waiter that left without it goes back.
     pub(crate) fn release_granted(&self, ticket: &Ticket) {
-        if ticket.class != super::classes::NO_CLASS {
-            self.release_class(ticket.class);
+        if ticket.counted() {
+            self.release_class(ticket.class());
         }
         self.release_slot();
     }

@@ -33,7 +33,8 @@
 //! A call acquired without a class ([`Limiter::try_acquire`](crate::Limiter::try_acquire))
 //! on such a limiter counts as the default class ([`Priority::Critical`]
 //! with the default classes, the first otherwise). A limiter without
-//! priorities ignores classes, and behaves and costs as before.
+//! priorities ignores classes and behaves as before (its admission and release
+//! each take one branch more).
 //!
 //! # Examples
 //!

@@ -71,6 +71,17 @@ fn bounded(model: impl Fn() + Sync + Send + 'static) {
     builder.check(model);
 }
 
+/// A limit of 2 with SRE's four classes.
+fn classed_two() -> Arc<Limiter<Fixed, ManualClock>> {
+    Arc::new(
+        Limiter::builder(Fixed::new(2).unwrap())
+            .clock(ManualClock::new())
+            .priorities(rheostat::priority::Priorities::default())
+            .build()
+            .unwrap(),
+    )
+}
+
 fn fixed(limit: u32, counts: &Arc<Counts>) -> Arc<Limiter<Fixed, ManualClock>> {
     Arc::new(
         Limiter::builder(Fixed::new(limit).unwrap())
@@ -637,15 +648,9 @@ fn two_calls_that_earn_one_retry_between_them_are_granted_exactly_one() {
 /// zero, and in-flight to zero, in every interleaving.
 #[test]
 fn calls_of_two_classes_racing_keep_their_counts_exact() {
-    use rheostat::priority::{Priorities, Priority};
+    use rheostat::priority::Priority;
     bounded(|| {
-        let limiter = Arc::new(
-            Limiter::builder(Fixed::new(2).unwrap())
-                .clock(ManualClock::new())
-                .priorities(Priorities::default())
-                .build()
-                .unwrap(),
-        );
+        let limiter = classed_two();
         let other = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || {
@@ -672,15 +677,9 @@ fn calls_of_two_classes_racing_keep_their_counts_exact() {
 /// grown reserve lost its bit and a sheddable call took the kept slot).
 #[test]
 fn a_reserve_grown_while_it_drains_keeps_its_slot() {
-    use rheostat::priority::{Priorities, Priority};
+    use rheostat::priority::Priority;
     bounded(|| {
-        let limiter = Arc::new(
-            Limiter::builder(Fixed::new(2).unwrap())
-                .clock(ManualClock::new())
-                .priorities(Priorities::default())
-                .build()
-                .unwrap(),
-        );
+        let limiter = classed_two();
         let (critical, sheddable) = (Priority::Critical.into(), Priority::Sheddable.into());
         // A critical call finds the limit full of sheddable ones: a slot is
         // kept for its class.

@@ -45,11 +45,7 @@ fn timed(
 ) {
     group.bench_function(id, |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            for _ in 0..iters {
-                call();
-            }
-            let elapsed = start.elapsed();
+            let elapsed = common::repeat(iters, &mut call);
             #[allow(clippy::cast_precision_loss, reason = "a mean of nanoseconds")]
             let per_call = elapsed.as_secs_f64() * 1e9 / iters.max(1) as f64;
             TIMES.with_borrow_mut(|times| {
@@ -217,75 +213,45 @@ fn priorities(c: &mut Criterion) {
         })
         .expect("valid")
     };
-    let fixed = || Fixed::new(1_000).expect("valid");
-    let (plain_aimd, classed_aimd) = (
-        Limiter::new(aimd()),
-        Limiter::builder(aimd())
-            .priorities(Priorities::default())
-            .build()
-            .expect("valid"),
-    );
-    let (plain_fixed, classed_fixed) = (
-        Limiter::new(fixed()),
-        Limiter::builder(fixed())
-            .priorities(Priorities::default())
-            .build()
-            .expect("valid"),
-    );
-    pair(
-        &mut group,
-        PRIORITY_CASES[0],
-        Priority::Critical,
-        &plain_aimd,
-        &classed_aimd,
-    );
-    pair(
-        &mut group,
-        PRIORITY_CASES[1],
-        Priority::Sheddable,
-        &plain_aimd,
-        &classed_aimd,
-    );
-    pair(
-        &mut group,
-        PRIORITY_CASES[2],
-        Priority::Critical,
-        &plain_fixed,
-        &classed_fixed,
-    );
-    pair(
-        &mut group,
-        PRIORITY_CASES[3],
-        Priority::Sheddable,
-        &plain_fixed,
-        &classed_fixed,
-    );
+    let aimd = with_and_without_classes(aimd);
+    let fixed = with_and_without_classes(|| Fixed::new(1_000).expect("valid"));
+    let classes = [Priority::Critical, Priority::Sheddable];
+    for (id, class) in PRIORITY_CASES[..2].iter().zip(classes) {
+        pair(&mut group, id, class, &aimd);
+    }
+    for (id, class) in PRIORITY_CASES[2..].iter().zip(classes) {
+        pair(&mut group, id, class, &fixed);
+    }
     group.finish();
 }
 
-/// Time `iters` calls on `plain`, then as many of class `class` on
-/// `classed`, each sample; keep both for the summary under `id`.
+/// Two limiters of the policy `make` makes: without classes, and with
+/// SRE's four.
+fn with_and_without_classes<A: Algorithm>(make: impl Fn() -> A) -> (Limiter<A>, Limiter<A>) {
+    let classed = Limiter::builder(make())
+        .priorities(Priorities::default())
+        .build()
+        .expect("valid");
+    (Limiter::new(make()), classed)
+}
+
+/// Time `iters` calls on the limiter without classes, then as many of
+/// class `class` on the one with them, each sample; keep both for the
+/// summary under `id`.
 fn pair<A: Algorithm>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     id: &'static str,
     class: Priority,
-    plain: &Limiter<A>,
-    classed: &Limiter<A>,
+    (plain, classed): &(Limiter<A>, Limiter<A>),
 ) {
     group.bench_function(id, |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            for _ in 0..iters {
-                one_call(plain);
-            }
-            let without = start.elapsed();
-            let start = Instant::now();
-            for _ in 0..iters {
+            let without = common::repeat(iters, || one_call(plain));
+            let with = common::repeat(iters, || {
                 if let Ok(p) = black_box(classed.try_acquire_as(class.into())) {
                     p.success();
                 }
-            }
-            let with = start.elapsed();
+            });
             #[allow(clippy::cast_precision_loss, reason = "a mean of nanoseconds")]
             let per_call = |d: Duration| d.as_secs_f64() * 1e9 / iters.max(1) as f64;
             PAIRS.with_borrow_mut(|pairs| match pairs.iter_mut().find(|(i, _)| *i == id) {

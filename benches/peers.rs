@@ -355,16 +355,8 @@ impl<'a, 'r> Bench<'a, 'r> {
         let (rec, group, floor) = (self.rec, self.group, &self.floor);
         self.g.bench_function(id, |b| {
             b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    floor_call(floor);
-                }
-                let reference = start.elapsed();
-                let start = Instant::now();
-                for _ in 0..iters {
-                    call();
-                }
-                let elapsed = start.elapsed();
+                let reference = common::repeat(iters, || floor_call(floor));
+                let elapsed = common::repeat(iters, &mut call);
                 rec.push(
                     group,
                     id,

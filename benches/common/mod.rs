@@ -1,6 +1,6 @@
 //! What more than one bench builds the same way.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rheostat::algorithms::breaker::Cooldown;
 use rheostat::algorithms::{Breaker, BreakerConfig};
@@ -23,6 +23,15 @@ pub(crate) fn open_breaker() -> Limiter<Breaker> {
     }
     assert!(open.try_acquire().is_err(), "the breaker must be open");
     open
+}
+
+/// How long `iters` calls of `call` take, one after another.
+pub(crate) fn repeat(iters: u64, mut call: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        call();
+    }
+    start.elapsed()
 }
 
 /// The first three fields of `/proc/loadavg`, where there is one.

@@ -141,6 +141,19 @@ impl Classes {
         self.reserved.fetch_or(1 << c, Ordering::SeqCst);
     }
 
+    /// Keep `by` [`STEP`]ths of a slot fewer for class `h`, if any are
+    /// kept.
+    fn drain(&self, h: usize, by: u64) {
+        let drained = self.state[h]
+            .reserve
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
+                (r > 0).then(|| r.saturating_sub(by))
+            });
+        if matches!(drained, Ok(r) if r <= by) {
+            self.drained_to_nothing(h);
+        }
+    }
+
     /// Class `c`'s reserve drained to nothing: it loses its bit, unless it
     /// grew again meanwhile (a grower sets the bit after its reserve is
     /// more than nothing, so one of the two sets it last).
@@ -191,14 +204,7 @@ impl Classes {
     pub(crate) fn shrink_above(&self, c: u8) {
         for (h, class) in self.state[..usize::from(c)].iter().enumerate() {
             if class.held.load(Ordering::Relaxed) == 0 {
-                let drained = class
-                    .reserve
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
-                        (r > 0).then(|| r.saturating_sub(STEP))
-                    });
-                if matches!(drained, Ok(r) if r <= STEP) {
-                    self.drained_to_nothing(h);
-                }
+                self.drain(h, STEP);
             }
         }
     }
@@ -262,14 +268,7 @@ impl Classes {
         let held = class.held.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
         let reserve = class.reserve.load(Ordering::SeqCst);
         if u64::from(held) * 4 * STEP < reserve * 3 {
-            let drained = class
-                .reserve
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
-                    (r > 0).then(|| r - 1)
-                });
-            if drained == Ok(1) {
-                self.drained_to_nothing(usize::from(c));
-            }
+            self.drain(usize::from(c), 1);
         }
     }
 
@@ -520,12 +519,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .with_class(Class(c))
     }
 
-    /// A finished or abandoned call that class `class` counted no longer
-    /// holds a slot.
+    /// A finished or abandoned call no longer holds a slot: its class's
+    /// count, if its class counted it, goes back.
     #[inline]
-    pub(crate) fn release_class(&self, class: u8) {
-        if let Some(classes) = &self.classes {
-            classes.released(class);
+    pub(crate) fn release_class(&self, ticket: &Ticket) {
+        if ticket.counted() {
+            if let Some(classes) = &self.classes {
+                classes.released(ticket.class());
+            }
         }
     }
 }

@@ -14,9 +14,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// [`Limiter::finish_timed`].
     #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
-        if ticket.counted() {
-            self.release_class(ticket.class());
-        }
+        self.release_class(ticket);
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
             // The policy learns nothing from it, and no observer is set (an

@@ -79,7 +79,7 @@ impl Ticket {
         class
     }
 
-    /// The limiter's generation (modulo 2^24) when it was admitted.
+    /// The limiter's generation (modulo 2^23) when it was admitted.
     #[inline]
     pub(crate) fn generation(&self) -> u32 {
         self.tag & GENERATION

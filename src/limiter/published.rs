@@ -52,7 +52,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
     }
 
-    /// How many times the policy has reported transitions, modulo 2^24 (as
+    /// How many times the policy has reported transitions, modulo 2^23 (as
     /// a ticket keeps it).
     #[inline]
     pub(super) fn generation(&self) -> u32 {

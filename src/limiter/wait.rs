@@ -247,9 +247,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// A slot handed to a waiter that left without it goes back.
     pub(crate) fn release_granted(&self, ticket: &Ticket) {
-        if ticket.counted() {
-            self.release_class(ticket.class());
-        }
+        self.release_class(ticket);
         self.release_slot();
     }
 

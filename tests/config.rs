@@ -781,3 +781,30 @@ fn a_server_table_makes_the_queue_newest_first_and_bounded_unless_told_otherwise
         (QueueOrder::Fifo, None, true)
     );
 }
+
+#[test]
+fn the_recommended_configuration_is_one_line_and_takes_no_fields() {
+    let config = PolicyConfig::from_toml("policy = \"recommended\"").unwrap();
+    assert_eq!(config, PolicyConfig::Recommended);
+    assert_eq!(config.name(), "recommended");
+    // It round-trips, and builds what `Limiter::recommended` builds.
+    let text = toml::to_string(&config).unwrap();
+    assert_eq!(PolicyConfig::from_toml(&text).unwrap(), config);
+    let json = serde_json::to_string(&config).unwrap();
+    assert_eq!(PolicyConfig::from_json(&json).unwrap(), config);
+    let from_file = Limiter::from_config(&config).unwrap();
+    let in_code = Limiter::recommended();
+    assert_eq!(from_file.snapshot().policy, "aimd");
+    assert_eq!(from_file.gate(), in_code.gate());
+    assert_eq!(
+        rheostat::algorithms::Aimd::recommended().config(),
+        &AimdConfig::recommended()
+    );
+    assert_eq!(AimdConfig::recommended().max, 150);
+    // A field is refused by name and line, with the way to set one.
+    let e = PolicyConfig::from_toml("policy = \"recommended\"\nmax = 100\n").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("max"), "{text}");
+    assert!(text.contains("policy = \"aimd\""), "{text}");
+    assert_eq!(e.line(), Some(2), "{text}");
+}

@@ -12,9 +12,10 @@
 //! 100 answers taking 1.5–3 s, until the end at 70 s. The client sends 250
 //! calls/s, open loop, each with an 800 ms timeout, through the tower layer.
 //!
-//! Asserts, for the recommended configuration (`Aimd` at its defaults;
-//! `RHEOSTAT_HTTP_POLICY=gradient`, `vegas` or `breaker+gradient` runs
-//! another in its place): in the brownout (from 2 s in) at least 0.9 of the
+//! Asserts, for the recommended configuration (`policy = "recommended"`:
+//! `Aimd` with `AimdConfig::recommended`; `RHEOSTAT_HTTP_POLICY=aimd`,
+//! `gradient`, `vegas` or `breaker+gradient` runs another at its defaults
+//! in its place): in the brownout (from 2 s in) at least 0.9 of the
 //! capacity served, and a mean in-flight of at most 1.5 × the 8 the
 //! capacity needs; after the cold start, back to 90% of calls answered no
 //! later than the run without a limiter. Each run takes 70 s of real time,
@@ -175,7 +176,7 @@ async fn the_recommended_configuration_at_its_defaults_rides_out_a_brownout_an_o
 ) {
     // The README's recommendation; RHEOSTAT_HTTP_POLICY runs another
     // policy at its defaults in its place, to compare.
-    let name = std::env::var("RHEOSTAT_HTTP_POLICY").unwrap_or_else(|_| "aimd".into());
+    let name = std::env::var("RHEOSTAT_HTTP_POLICY").unwrap_or_else(|_| "recommended".into());
     let recommended = match name.as_str() {
         "breaker+gradient" => PolicyConfig::Stack {
             members: vec![
@@ -185,7 +186,8 @@ async fn the_recommended_configuration_at_its_defaults_rides_out_a_brownout_an_o
         },
         "gradient" => PolicyConfig::Gradient(GradientConfig::default()),
         "vegas" => PolicyConfig::Vegas(VegasConfig::default()),
-        _ => PolicyConfig::Aimd(AimdConfig::default()),
+        "aimd" => PolicyConfig::Aimd(AimdConfig::default()),
+        _ => PolicyConfig::Recommended,
     };
     let guarded = run(Limiter::from_config(&recommended).unwrap()).await;
     print(&format!("{name}, at its defaults"), &guarded);

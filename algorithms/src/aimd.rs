@@ -144,7 +144,52 @@ impl Default for AimdConfig {
     }
 }
 
+/// The ceiling of [`AimdConfig::recommended`]: the most calls one
+/// dependency may hold of its caller.
+pub const RECOMMENDED_MAX: u32 = 150;
+
 impl AimdConfig {
+    /// The recommended configuration for the interactive path to a
+    /// dependency the caller does not control (payments, a model API): the
+    /// defaults, with a ceiling of [`RECOMMENDED_MAX`] (150) calls in
+    /// flight. What it is may improve from one version to the next; the
+    /// comparison's `recommended` row measures it, and a configuration file
+    /// names it `policy = "recommended"`.
+    ///
+    /// Why these rules: the latency mode cuts for what load causes — a
+    /// round trip that rises with what is in flight, drops that fall when
+    /// the caller sends less — and not for what it does not: drops that
+    /// stay when the caller's concurrency halves (errors at random, calls
+    /// that hang) are learnt as the dependency's background, and a latency
+    /// that stays is learnt as the dependency's new speed (see [`Aimd`]).
+    /// So a dependency that still works keeps the concurrency it takes.
+    ///
+    /// Why a ceiling of 150 rather than the latency mode's 200: a limit
+    /// that reads hangs as no congestion lets them hold what it allows, and
+    /// a dependency that hangs half its calls for a timeout would take
+    /// every one of 200 calls in flight. The ceiling is a bulkhead: the most
+    /// one dependency may hold of the caller's workers. 150 leaves a
+    /// quarter of a pool of 200 (a common thread-pool size, and the
+    /// comparison's) to the caller's other work; a caller whose pool is
+    /// smaller should set `max` to about three quarters of it (with
+    /// `policy = "aimd"`), and one with room for more may raise it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat_algorithms::{AimdConfig, AimdMode};
+    ///
+    /// let c = AimdConfig::recommended();
+    /// assert_eq!((c.mode, c.max), (AimdMode::Latency, 150));
+    /// assert_eq!(c, AimdConfig { max: 150, ..AimdConfig::default() });
+    /// ```
+    pub fn recommended() -> Self {
+        AimdConfig {
+            max: RECOMMENDED_MAX,
+            ..AimdConfig::default()
+        }
+    }
+
     /// Netflix concurrency-limits' `AIMDLimit` with its defaults: initial 20,
     /// min 20, max 200, backoff 0.9, timeout 5 s, one backoff per drop.
     ///
@@ -254,8 +299,24 @@ impl AimdConfig {
 ///   calls were admitted at no more than half the concurrency seen since the
 ///   rise began (or the limit is at its floor) and its latency fell by less
 ///   than a quarter, the rise is not queueing — queueing delay falls with
-///   the calls queued — and the baseline takes the new latency, by at most
-///   a doubling each time.
+///   the calls queued — and the baseline takes the new latency at once,
+///   and the limit regrows, doubling per round trip, until the first sign
+///   of queueing: slower calls need as many more in flight for the same
+///   throughput (Little's law). A rise lasts until the latency is back at
+///   the baseline, not until the first window whose noise band reaches
+///   down to it.
+/// - **loss that sending less does not cure** (errors at random, calls
+///   that hang whatever the load) is tried, not assumed: a cut for drops
+///   beyond the tolerance, or for calls going missing, notes the share
+///   then; once the caller's concurrency has halved and the share is still
+///   three quarters of what it was, the share is the dependency's
+///   *background*, the limit goes back to where the cuts began, and from
+///   then on drops are tolerated up to the background plus
+///   `loss_tolerance` plus the background's noise (see
+///   `crate::latency::background`). A dependency failing 40% of calls at
+///   random keeps the limit the caller needs; the failures are answered in
+///   proportion by a [`Throttle`](crate::Throttle) if one is stacked, and a
+///   dependency that is down by a breaker.
 /// - **outages**: a drop under a quarter of the baseline (a refused
 ///   connection, an immediate error) comes from a dependency that is down or
 ///   turning calls away, not one that queues: it never cuts the limit. Once
@@ -355,6 +416,16 @@ impl Aimd {
             },
             rounds,
         })
+    }
+
+    /// The recommended configuration, [`AimdConfig::recommended`].
+    ///
+    /// # Panics
+    ///
+    /// Never: the configuration is valid (a test checks it).
+    pub fn recommended() -> Self {
+        Aimd::new(AimdConfig::recommended())
+            .unwrap_or_else(|e| unreachable!("the recommended configuration is valid: {e}"))
     }
 
     /// The configuration.

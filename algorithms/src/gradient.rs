@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::latency::background::{Background, Seen, Verdict};
 use crate::latency::congestion;
 use crate::latency::outage::{Failing, Outage};
 use crate::latency::recent::Recent;
@@ -268,6 +269,8 @@ pub struct Gradient {
     rise_in_flight: Option<(u32, f64)>,
     last_cut: Option<Instant>,
     outage: Outage,
+    /// The drops that sending less does not cure (`crate::latency::background`).
+    background: Background,
 }
 
 impl Gradient {
@@ -291,6 +294,7 @@ impl Gradient {
             rise_in_flight: None,
             last_cut: None,
             outage: Outage::default(),
+            background: Background::default(),
         })
     }
 
@@ -354,14 +358,40 @@ impl Gradient {
         let max = f64::from(self.config.max);
         self.recent.update(summary);
         let limit = self.limit;
+        let loss = self.recent.loss();
+        let tolerance = self.config.loss_tolerance;
+        // A window that served nothing counts too: what a trial finds of a
+        // dependency that serves nothing is an outage, not a background
+        // (`crate::latency::background::DOWN`).
+        let verdict = {
+            // Successes no slower than the long average allows: nothing
+            // queues.
+            let calm = match (self.long, self.recent.latency()) {
+                (Some(long), Some(x)) => {
+                    x <= long + self.config.noise * self.recent.relative_error() * x
+                }
+                _ => false,
+            };
+            self.background
+                .window(Seen::of(summary, loss, limit <= min, calm), tolerance)
+        };
+        if let Verdict::Restore(to) = verdict {
+            // The drops are the dependency's: the cuts for them bought
+            // nothing.
+            self.set_limit(to.max(limit), min, max);
+            return;
+        }
         let app_limited = congestion::app_limited(summary, limit);
         let congested = congestion::congested(
             summary,
             self.last_cut,
             limit,
-            self.config.loss_tolerance,
-            self.recent.loss(),
+            self.background.tolerated(tolerance),
+            loss,
         );
+        if congested {
+            self.background.cut(summary.rate(), limit);
+        }
         let rtt = self.recent.latency().or(self.long);
         match self.outage.observe(now, summary, rtt, limit, min) {
             // Down, not queueing: hold.
@@ -437,7 +467,9 @@ impl Gradient {
             } else {
                 self.rise_in_flight = Some((in_flight, short));
             }
-        } else {
+        } else if short <= long {
+            // A rise ends when the latency is back at the long average, not
+            // at the first window whose noise reaches down to it.
             self.rise_in_flight = None;
         }
         self.long = Some(long);

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::latency::background::{Background, Seen, Verdict};
 use crate::latency::congestion;
 use crate::latency::outage::{Failing, Outage};
 use crate::latency::recent::Recent;
@@ -264,6 +265,8 @@ pub struct Vegas {
     grown_at: Option<Instant>,
     /// The successes of the open window admitted since the limit last grew.
     fresh: u32,
+    /// The drops that sending less does not cure (`crate::latency::background`).
+    background: Background,
 }
 
 /// A re-probe: the cohort of calls admitted while the gate is lowered,
@@ -305,6 +308,7 @@ impl Vegas {
             probe_window,
             last_cut: None,
             outage: Outage::default(),
+            background: Background::default(),
             grown_at: None,
             fresh: 0,
         })
@@ -351,7 +355,7 @@ impl Vegas {
             summary,
             self.last_cut,
             self.limit,
-            self.config.loss_tolerance,
+            self.background.tolerated(self.config.loss_tolerance),
             self.recent.loss(),
         )
     }
@@ -419,8 +423,33 @@ impl Vegas {
         self.fresh = 0;
         self.recent.update(summary);
         let limit = self.limit;
+        // A window that served nothing counts too: what a trial finds of a
+        // dependency that serves nothing is an outage, not a background
+        // (`crate::latency::background::DOWN`).
+        let verdict = {
+            // Successes no slower than the baseline allows: nothing queues.
+            let calm = match (self.baseline, self.recent.latency()) {
+                (Some(baseline), Some(x)) => {
+                    x * (1.0 - self.config.noise * self.recent.relative_error()) <= baseline
+                }
+                _ => false,
+            };
+            self.background.window(
+                Seen::of(summary, self.recent.loss(), limit <= min, calm),
+                self.config.loss_tolerance,
+            )
+        };
+        if let Verdict::Restore(to) = verdict {
+            // The drops are the dependency's: the cuts for them bought
+            // nothing.
+            self.set_limit(to.max(limit), min, max);
+            return;
+        }
         let app_limited = congestion::app_limited(summary, limit);
         let congested = self.congested(summary);
+        if congested {
+            self.background.cut(summary.rate(), limit);
+        }
         let z = self.config.noise;
         let probing = self.probe.is_some();
 

@@ -7,14 +7,19 @@
 //! cargo run --release --example compare -- --seed 7 --json out.json --out plots/ my-scenario.toml
 //! ```
 //!
-//! Prints a table per scenario, writes every metric to
-//! `target/rheostat/compare.json` and an SVG per scenario next to it.
+//! Runs the degradation sweep first (`sim/sweeps/degradation.toml`: every
+//! row in every cell) and prints its matrix, then a table per scenario;
+//! writes every metric to `target/rheostat/compare.json`, the sweep's
+//! scores to `sweep.json`, an SVG per scenario and one per kind of
+//! degradation next to them. A file with a `[sweep]` table is run as a
+//! sweep; `--scenario degradation` picks a whole sweep.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rheostat_sim::{compare, svg, PolicyKind, Scenario};
+use rheostat_sim::sweep::{Cell, CellReport, Kind, SweepReport};
+use rheostat_sim::{compare, svg, sweep_svg, PolicyKind, Scenario, SWEEP_ROWS};
 
 struct Args {
     scenarios: Vec<String>,
@@ -78,41 +83,47 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut scenarios = if args.files.is_empty() {
-        match Scenario::builtin() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(2);
-            }
-        }
+    let loaded = if args.files.is_empty() {
+        Scenario::builtin_sweeps().and_then(|mut all| {
+            all.extend(Scenario::builtin()?);
+            Ok(all)
+        })
     } else {
-        let mut loaded = Vec::new();
-        for file in &args.files {
-            match Scenario::from_file(file) {
-                Ok(s) => loaded.push(s),
-                Err(e) => {
-                    eprintln!("{e}");
-                    return ExitCode::from(2);
-                }
-            }
+        args.files.iter().map(|f| Scenario::from_file(f)).collect()
+    };
+    let loaded = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
         }
-        loaded
     };
     if !args.scenarios.is_empty() {
-        let known: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
+        let known: Vec<String> = loaded.iter().map(|s| s.name.clone()).collect();
         for name in &args.scenarios {
             if !known.contains(name) {
                 eprintln!("unknown scenario `{name}`; known: {}", known.join(", "));
                 return ExitCode::from(2);
             }
         }
-        scenarios.retain(|s| args.scenarios.contains(&s.name));
     }
+    let picked = |s: &Scenario| args.scenarios.is_empty() || args.scenarios.contains(&s.name);
+    // A sweep runs as its cells, each a scenario of its own.
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut scenarios: Vec<Scenario> = Vec::new();
+    for s in loaded.into_iter().filter(picked) {
+        if s.sweep.is_some() {
+            cells.extend(s.cells());
+        } else {
+            scenarios.push(s);
+        }
+    }
+    let mut all: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+    all.extend(scenarios.iter().cloned());
 
-    let result = compare(&scenarios, &args.policies, args.seed, |p| {
+    let result = compare(&all, &args.policies, args.seed, |p| {
         eprint!(
-            "\r[{:>3}/{}] {:<14} {:<22} {:>6.2} s   ",
+            "\r[{:>4}/{}] {:<34} {:<22} {:>6.2} s ",
             p.done,
             p.total,
             p.scenario,
@@ -129,12 +140,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    for scenario in &report.scenarios {
+    let (cell_reports, tables) = report.scenarios.split_at(cells.len());
+    let mut sweeps: Vec<SweepReport> = Vec::new();
+    for (cell, r) in cells.iter().zip(cell_reports) {
+        let scored = CellReport::new(cell, r);
+        match sweeps.iter_mut().find(|s| s.name == cell.family) {
+            Some(s) => s.cells.push(scored),
+            None => sweeps.push(SweepReport::new(&cell.family, vec![scored])),
+        }
+    }
+    for sweep in &sweeps {
+        println!("{}", sweep.matrix());
+    }
+    for scenario in tables {
         println!("{}", scenario.table());
     }
     println!(
-        "{} scenarios, {} simulated calls in {:.1} s ({:.2} M calls per core-second), seed {}",
+        "{} scenarios ({} of them sweep cells), {} simulated calls in {:.1} s ({:.2} M calls per core-second), seed {}",
         report.scenarios.len(),
+        cells.len(),
         stats.calls,
         stats.wall.as_secs_f64(),
         stats.calls_per_core_second() / 1e6,
@@ -146,14 +170,43 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let json = args.json.unwrap_or_else(|| args.out.join("compare.json"));
-    if let Err(e) = std::fs::write(&json, report.to_json()) {
-        eprintln!("{}: {e}", json.display());
-        return ExitCode::FAILURE;
+    let mut writes: Vec<(PathBuf, Result<String, String>)> = vec![(json, Ok(report.to_json()))];
+    if !sweeps.is_empty() {
+        writes.push((
+            args.out.join("sweep.json"),
+            serde_json::to_string_pretty(&sweeps).map_err(|e| e.to_string()),
+        ));
     }
-    println!("wrote {}", json.display());
-    for scenario in &report.scenarios {
-        let path = args.out.join(format!("{}.svg", scenario.name));
-        match svg(scenario) {
+    // The pictures show the rows asked for, or the handful that tell the
+    // story: the switch, the dial, the limits and the recommendation.
+    let chosen: Vec<&str> = if args.policies.len() == PolicyKind::ALL.len() {
+        Vec::new()
+    } else {
+        args.policies.iter().map(|k| k.name()).collect()
+    };
+    for sweep in &sweeps {
+        let rows: &[&str] = if chosen.is_empty() {
+            &SWEEP_ROWS
+        } else {
+            &chosen
+        };
+        for kind in Kind::ALL {
+            if sweep.cells.iter().any(|c| c.kind == kind) {
+                writes.push((
+                    args.out.join(format!("{}-{}.svg", sweep.name, kind)),
+                    sweep_svg(sweep, kind, rows),
+                ));
+            }
+        }
+    }
+    for scenario in tables {
+        writes.push((
+            args.out.join(format!("{}.svg", scenario.name)),
+            svg(scenario, &chosen),
+        ));
+    }
+    for (path, doc) in writes {
+        match doc {
             Ok(doc) => {
                 if let Err(e) = std::fs::write(&path, doc) {
                     eprintln!("{}: {e}", path.display());
@@ -161,7 +214,7 @@ fn main() -> ExitCode {
                 }
                 println!("wrote {}", path.display());
             }
-            Err(e) => eprintln!("{}: could not plot: {e}", scenario.name),
+            Err(e) => eprintln!("{}: could not write: {e}", path.display()),
         }
     }
     ExitCode::SUCCESS

@@ -62,6 +62,7 @@ mod plot;
 mod policies;
 mod report;
 mod scenario;
+pub mod sweep;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -70,7 +71,7 @@ use std::time::{Duration, Instant};
 pub use budget::RetryBudget;
 pub use error::ScenarioError;
 pub use overrides::PolicyParams;
-pub use plot::svg;
+pub use plot::{goodput_lines, svg, sweep_lines, sweep_svg, Line, SWEEP_ROWS};
 pub use policies::PolicyKind;
 pub use report::{
     BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, PolicyReport,
@@ -221,6 +222,7 @@ pub fn compare(
                     let (from, to) = sc.measured();
                     to - from
                 },
+                duration_seconds: sc.duration.as_secs_f64(),
                 recovers_at_seconds: sc.recovers_at.map(|d| d.as_secs_f64()),
                 pool: sc.traffic.as_ref().map(|t| t.pool.0),
                 policies: runs

@@ -56,11 +56,16 @@ pub enum PolicyKind {
     AimdPriorities,
     /// [`PolicyKind::Gradient`] with priorities, as `aimd+priorities`.
     GradientPriorities,
+    /// The README's first recommendation, at its defaults, as a
+    /// configuration file names it (`policy = "recommended"`:
+    /// [`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended)),
+    /// told nothing of the scenario.
+    Recommended,
 }
 
 impl PolicyKind {
     /// Every policy, in table order.
-    pub const ALL: [PolicyKind; 14] = [
+    pub const ALL: [PolicyKind; 15] = [
         PolicyKind::Clairvoyant,
         PolicyKind::None,
         PolicyKind::Bulkhead,
@@ -75,6 +80,7 @@ impl PolicyKind {
         PolicyKind::BreakerGradientRetry,
         PolicyKind::AimdPriorities,
         PolicyKind::GradientPriorities,
+        PolicyKind::Recommended,
     ];
 
     /// The name used on the command line and in reports.
@@ -94,6 +100,7 @@ impl PolicyKind {
             PolicyKind::BreakerGradientRetry => "breaker+gradient+retry",
             PolicyKind::AimdPriorities => "aimd+priorities",
             PolicyKind::GradientPriorities => "gradient+priorities",
+            PolicyKind::Recommended => "recommended",
         }
     }
 
@@ -143,6 +150,7 @@ impl PolicyKind {
                 | PolicyKind::Throttle
                 | PolicyKind::BreakerGradient
                 | PolicyKind::BreakerGradientRetry
+                | PolicyKind::Recommended
         )
     }
 
@@ -296,5 +304,7 @@ pub(crate) fn build(
                 .push(Gradient::new(GradientConfig::default())?)
                 .build()?,
         ),
+        // As a user writes it: `policy = "recommended"`.
+        PolicyKind::Recommended => rheostat::config::PolicyConfig::Recommended.build()?,
     })
 }

@@ -42,6 +42,8 @@ pub struct ScenarioReport {
     pub about: String,
     /// Seconds of the run the summary figures cover.
     pub measured_seconds: f64,
+    /// The length of the run, in seconds.
+    pub duration_seconds: f64,
     /// When the dependency could serve again, seconds into the run.
     pub recovers_at_seconds: Option<f64>,
     /// Workers in each caller instance's pool (`traffic.pool`): a policy
@@ -68,8 +70,12 @@ pub struct BoundReport {
     pub allowance: f64,
     /// `successes` per second of the span.
     pub goodput: f64,
-    /// The fluid model's successes per second, over time.
+    /// The fluid model's successes per second, over time, one point per
+    /// `step_seconds`.
     pub series: Vec<f64>,
+    /// The seconds each point of `series` spans (the policies' series have
+    /// steps of their own).
+    pub step_seconds: u64,
 }
 
 /// How long a policy took to recover.
@@ -331,6 +337,7 @@ pub(crate) fn bound_report(scenario: &Scenario, bound: &Bound) -> BoundReport {
             .chunks(step)
             .map(|c| round(c.iter().sum::<f64>() / c.len() as f64))
             .collect(),
+        step_seconds: step as u64,
     }
 }
 

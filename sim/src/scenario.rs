@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::RetryBudget;
 use super::error::{Checks, ScenarioError};
 use super::overrides::PolicyParams;
+use super::sweep::Sweep;
 use rheostat::priority::Priority;
 use rheostat::QueueOrder;
 
@@ -56,6 +57,11 @@ pub struct Scenario {
     /// a configuration file writes it (`[policies.aimd]`).
     #[serde(default)]
     pub policies: PolicyParams,
+    /// A family, not one scenario: the kinds and severities of degradation
+    /// to run this healthy workload at ([`crate::sweep`]). Left out: one
+    /// scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<Sweep>,
 }
 
 /// A stretch of simulated time.
@@ -497,6 +503,12 @@ const BUILTIN: [(&str, &str); 14] = [
     ("server.toml", include_str!("../scenarios/server.toml")),
 ];
 
+/// The sweeps shipped in `sweeps/`.
+const SWEEPS: [(&str, &str); 1] = [(
+    "degradation.toml",
+    include_str!("../sweeps/degradation.toml"),
+)];
+
 /// The longest run a scenario may ask for.
 const MAX_DURATION: Duration = Duration::from_secs(7 * 86_400);
 
@@ -518,6 +530,9 @@ impl Scenario {
         let mut checks = Checks::new(origin, text);
         scenario.validate(&mut checks);
         scenario.policies.validate(&mut checks);
+        if let Some(sweep) = &scenario.sweep {
+            sweep.validate(&scenario, &mut checks);
+        }
         checks.finish()?;
         Ok(scenario)
     }
@@ -542,6 +557,19 @@ impl Scenario {
         BUILTIN
             .iter()
             .map(|(file, text)| Scenario::from_toml(&format!("scenarios/{file}"), text))
+            .collect()
+    }
+
+    /// The shipped sweeps: families of cells, each a degradation of one
+    /// healthy workload ([`crate::sweep`]).
+    ///
+    /// # Errors
+    ///
+    /// Only if a shipped file is broken, which the tests rule out.
+    pub fn builtin_sweeps() -> Result<Vec<Scenario>, ScenarioError> {
+        SWEEPS
+            .iter()
+            .map(|(file, text)| Scenario::from_toml(&format!("sweeps/{file}"), text))
             .collect()
     }
 

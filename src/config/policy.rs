@@ -15,9 +15,10 @@ use crate::limiter::{DynLimiter, Limiter};
 /// A policy and its parameters, as written in a configuration file.
 ///
 /// Internally tagged: the `policy` key names the policy (`"fixed"`,
-/// `"aimd"`, `"vegas"`, `"gradient"`, `"throttle"`, `"breaker"`, `"stack"`)
-/// and the other keys are the fields of its configuration
-/// ([`AimdConfig`] and so on). Omitted fields take their defaults.
+/// `"aimd"`, `"vegas"`, `"gradient"`, `"throttle"`, `"breaker"`, `"stack"`,
+/// or `"recommended"`, which takes no fields) and the other keys are the
+/// fields of its configuration ([`AimdConfig`] and so on). Omitted fields
+/// take their defaults.
 ///
 /// It is checked where serde reads it: whatever the format, a
 /// `PolicyConfig` that deserializes is valid, and a value out of range is
@@ -66,11 +67,23 @@ pub enum PolicyConfig {
         /// The members (required, at least one).
         members: Vec<PolicyConfig>,
     },
+    /// The recommended configuration for the interactive path to a
+    /// dependency the caller does not control: today [`Aimd`] with
+    /// [`AimdConfig::recommended`]. It takes no fields; to change one,
+    /// name the policy it is (`policy = "aimd"`, `max = 100`).
+    Recommended,
 }
 
 /// The names the `policy` key accepts.
 const POLICIES: &[&str] = &[
-    "fixed", "aimd", "vegas", "gradient", "throttle", "breaker", "stack",
+    "fixed",
+    "aimd",
+    "vegas",
+    "gradient",
+    "throttle",
+    "breaker",
+    "stack",
+    "recommended",
 ];
 
 impl PolicyConfig {
@@ -84,6 +97,7 @@ impl PolicyConfig {
             PolicyConfig::Throttle(_) => "throttle",
             PolicyConfig::Breaker(_) => "breaker",
             PolicyConfig::Stack { .. } => "stack",
+            PolicyConfig::Recommended => "recommended",
         }
     }
 
@@ -115,6 +129,7 @@ impl PolicyConfig {
                     .collect::<Result<Vec<_>, _>>()?;
                 Box::new(Stack::new(built).map_err(in_table)?)
             }
+            PolicyConfig::Recommended => Box::new(Aimd::recommended()),
         })
     }
 
@@ -216,6 +231,14 @@ impl<'de> Deserialize<'de> for PolicyConfig {
             "breaker" => fields(rest).map(PolicyConfig::Breaker),
             "stack" => fields::<StackFields, D::Error>(rest)
                 .map(|f| PolicyConfig::Stack { members: f.members }),
+            "recommended" => match table_keys.first() {
+                None => Ok(PolicyConfig::Recommended),
+                Some(field) => Err(marked(
+                    field,
+                    "the recommended configuration takes no fields; \
+                     name the policy it is (`policy = \"aimd\"`) to set one",
+                )),
+            },
             other => Err(marked(
                 "policy",
                 &format!(

@@ -383,6 +383,28 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 }
 
+impl Limiter<crate::algorithms::Aimd, DefaultClock> {
+    /// A limiter with the recommended configuration for the interactive
+    /// path to a dependency the caller does not control
+    /// ([`AimdConfig::recommended`](crate::algorithms::AimdConfig::recommended)),
+    /// the system clock and default options. In a configuration file,
+    /// `policy = "recommended"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::Limiter;
+    ///
+    /// let payments = Limiter::recommended();
+    /// let permit = payments.try_acquire()?;
+    /// permit.success();
+    /// # Ok::<(), rheostat::Rejection>(())
+    /// ```
+    pub fn recommended() -> Self {
+        Limiter::new(crate::algorithms::Aimd::recommended())
+    }
+}
+
 impl<A: Algorithm> Limiter<A, DefaultClock> {
     /// A limiter with `policy`, the system clock and default options.
     pub fn new(policy: A) -> Self {

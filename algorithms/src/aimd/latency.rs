@@ -4,6 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::{AimdConfig, Core};
+use crate::latency::background::{Background, Seen, Tally, Verdict};
+use crate::latency::missing::{served_and_missing, MISSING};
 use crate::latency::outage::Episode;
 use crate::latency::recent::Recent;
 use crate::latency::secs_to_duration;
@@ -92,6 +94,13 @@ pub(super) struct Rounds {
     /// The latest growths of the limit: when, and the limit before (at most
     /// [`GROWTHS_KEPT`]).
     grown: Vec<(Instant, f64)>,
+    /// The drops that sending less does not cure (`crate::latency::background`).
+    background: Background,
+    /// The calls in flight that go missing whatever the caller sends (hangs
+    /// that do not depend on load), tried the same way.
+    missing: Background,
+    /// The calls a second of the latest closed window.
+    rate: f64,
 }
 
 impl Rounds {
@@ -117,6 +126,9 @@ impl Rounds {
             rise: None,
             episode: Episode::default(),
             grown: Vec::new(),
+            background: Background::default(),
+            missing: Background::default(),
+            rate: 0.0,
         })
     }
 
@@ -176,7 +188,7 @@ impl Rounds {
         in_flight: u32,
         fast: bool,
     ) {
-        if self.loss <= core.config.loss_tolerance {
+        if self.loss <= self.background.tolerated(core.config.loss_tolerance) {
             return;
         }
         if fast && self.baseline.is_some() {
@@ -200,6 +212,7 @@ impl Rounds {
             }
         }
         let before = core.limit;
+        self.background.cut(self.rate, before);
         // A drop cuts from what the call met, when that was less than the
         // limit now: the limit it was admitted under, if the limit has
         // grown since (a timeout reports a slow start's overshoot only once
@@ -234,6 +247,9 @@ impl Rounds {
         let congested = std::mem::take(&mut self.congested);
         let first = self.window_first.take();
         self.recent.update(summary);
+        if self.background_restores(core, now, summary) {
+            return;
+        }
         if summary.successes() == 0 && summary.drops > 0 {
             self.episode.failed(now, core.limit, slow_drops == 0);
         } else if let Some(began) = self.episode.end() {
@@ -302,16 +318,26 @@ impl Rounds {
                     if x >= STILL_SLOW * then {
                         // Half the calls (or as few as the floor allows),
                         // hardly faster: the dependency is slower, not
-                        // queueing the caller's calls.
-                        baseline = upper.min(2.0 * baseline);
-                        queueing = lower > baseline;
+                        // queueing the caller's calls. The baseline takes
+                        // the new latency, and the limit regrows, doubling,
+                        // to the concurrency the slower calls take (Little's
+                        // law: as many more as they are slower), until the
+                        // first sign of queueing.
+                        baseline = upper.max(baseline);
+                        queueing = false;
+                        self.regrow = Some(f64::from(core.config.max));
                     }
                     self.rise = queueing.then_some((in_flight, x));
                 }
                 Some((peak, then)) => self.rise = Some((peak.max(in_flight), then)),
             }
         } else {
-            self.rise = None;
+            // A rise ends when the latency is back at the baseline, not at
+            // the first window whose band reaches down to it: a window of
+            // few calls is noisy.
+            if x <= baseline {
+                self.rise = None;
+            }
             let weight = (f64::from(summary.successes())
                 / f64::from(core.config.window.min_samples.max(1)))
             .min(1.0);
@@ -349,6 +375,58 @@ impl Rounds {
         }
     }
 
+    /// Tell both backgrounds of a closed window; if either found its loss to
+    /// be the dependency's, put the limit back where its trial began and
+    /// say so (the window decides nothing else).
+    fn background_restores(
+        &mut self,
+        core: &mut Core,
+        now: Instant,
+        summary: &WindowSummary,
+    ) -> bool {
+        let at_floor = core.limit <= f64::from(core.config.min);
+        self.rate = summary.rate();
+        // Successes no slower than the baseline allows: nothing queues.
+        let band = core.config.noise * self.recent.relative_error();
+        let calm = match (self.baseline, self.recent.latency()) {
+            (Some(baseline), Some(x)) => x * (1.0 - band) <= baseline,
+            _ => false,
+        };
+        let dropped = self.background.window(
+            Seen::of(summary, self.loss, at_floor, calm),
+            core.config.loss_tolerance,
+        );
+        // The window's share of calls missing is its own: a trial of it
+        // compares the same.
+        let missing = served_and_missing(summary).map_or(Verdict::None, |(_, share)| {
+            let seen = Seen {
+                own: Tally {
+                    lost: share * f64::from(summary.samples),
+                    of: f64::from(summary.samples),
+                },
+                ..Seen::of(summary, share, at_floor, calm)
+            };
+            self.missing.window(seen, MISSING)
+        });
+        let to = match (dropped, missing) {
+            (Verdict::Restore(a), Verdict::Restore(b)) => a.max(b),
+            // Drops that are the dependency's explain the calls that went
+            // missing before them: a trial of those ends with them.
+            (Verdict::Restore(a), Verdict::None) => {
+                let share = served_and_missing(summary).map(|(_, share)| share);
+                self.missing.conclude(share).map_or(a, |b| a.max(b))
+            }
+            (Verdict::None, Verdict::Restore(b)) => b,
+            (Verdict::None, Verdict::None) => return false,
+        };
+        if to > core.limit {
+            core.set_limit(to);
+            self.changed_at = Some(now);
+            self.doubled_from = None;
+        }
+        true
+    }
+
     /// A round trip without queueing or drops: one more, or twice as many
     /// while regrowing, if the limit was in use.
     fn grow(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary, current: bool) {
@@ -356,7 +434,10 @@ impl Rounds {
         if !current || !reached {
             return;
         }
-        if let Some(served) = crate::latency::missing::served_when_calls_go_missing(summary) {
+        let missing = served_and_missing(summary)
+            .filter(|&(_, share)| share > self.missing.tolerated(MISSING));
+        if let Some((served, _)) = missing {
+            self.missing.cut(summary.rate(), core.limit);
             // Far fewer calls served than were in flight: calls are stuck
             // (dropped, to time out later). Not a time for more, and a slow
             // start's doubling would only add to them: back to twice what

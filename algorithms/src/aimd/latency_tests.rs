@@ -418,13 +418,19 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     }
     assert_eq!(a.baseline(), Some(ms(40)));
     // Cut seven times, to 19.6 (19 in flight, under half of 41), and
-    // grown by one in the window that told.
-    assert!((a.raw_limit() - 20.61).abs() < 0.01, "{}", a.raw_limit());
-    // And it grows again.
+    // doubled in the window that told: calls twice as slow need twice as
+    // many in flight.
+    assert!((a.raw_limit() - 39.22).abs() < 0.01, "{}", a.raw_limit());
+    // And it goes on doubling until the first sign of queueing.
+    assert!(a.is_regrowing());
     let before = a.raw_limit();
     let limit = a.publish().gate.limit;
     round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
-    assert_eq!(a.raw_limit(), before + 1.0);
+    assert_eq!(a.raw_limit(), before * 2.0);
+    let limit = a.publish().gate.limit;
+    round_trip(&mut a, &mut t, &successes(ms(60), 5), limit);
+    assert!(!a.is_regrowing(), "queueing ends the regrowth");
+    assert_eq!(a.raw_limit(), before);
 
     // A queue the caller built is not mistaken for that: halving the
     // calls halves the latency.

@@ -20,14 +20,15 @@ pub(crate) fn app_limited(summary: &WindowSummary, limit: f64) -> bool {
 
 /// Whether a window's drops are a congestion event: a drop of a call that
 /// started after the last cut (drops of calls already in flight at a cut do
-/// not cut again: once per flight), with drops above the tolerated share of
-/// recent calls (`recent_loss`). An app-limited caller tolerates at least
+/// not cut again: once per flight), with drops above the `tolerated` share
+/// of recent calls (`recent_loss`; the background's tolerance,
+/// `super::background`). An app-limited caller tolerates at least
 /// [`APP_LIMITED_LOSS`].
 pub(crate) fn congested(
     summary: &WindowSummary,
     last_cut: Option<Instant>,
     limit: f64,
-    loss_tolerance: f64,
+    tolerated: f64,
     recent_loss: f64,
 ) -> bool {
     let new_drop = match (summary.last_drop_started, last_cut) {
@@ -36,9 +37,9 @@ pub(crate) fn congested(
         (Some(started), Some(cut)) => started >= cut,
     };
     let tolerated = if app_limited(summary, limit) {
-        loss_tolerance.max(APP_LIMITED_LOSS)
+        tolerated.max(APP_LIMITED_LOSS)
     } else {
-        loss_tolerance
+        tolerated
     };
     new_drop && recent_loss > tolerated
 }

@@ -13,14 +13,23 @@ use crate::window::WindowSummary;
 /// that calls go missing.
 const LITTLE_SUCCESSES: u32 = 10;
 
-/// The calls a window served at a time (successes × their mean latency ÷
-/// the window's span: Little's law), if that was under half the calls in
-/// flight at the admission of its calls, on average: calls are going
-/// missing (dropped, to time out later). Only a window of at least
+/// The share of the calls in flight that may be missing before calls are
+/// said to go missing: half.
+pub(crate) const MISSING: f64 = 0.5;
+
+/// The calls a window's answers kept out at a time (the latencies of its
+/// successes and of its drops, summed, over its span: Little's law) and
+/// the share of the calls in flight at the admission of its calls, on
+/// average, that this leaves unaccounted for (`1 − answered ÷ mean in
+/// flight`, at least 0): above [`MISSING`], calls are going missing
+/// (dropped or hung, to time out later). A failure that answers — a 5xx
+/// after the usual delay — came back, and is not missing; a steady share of
+/// calls that hang comes back too, at its timeout, so only the onset of
+/// hangs (or of drops) reads as missing. Only a window of at least
 /// [`LITTLE_SUCCESSES`] successes spanning two round trips or more can
 /// tell: a shorter one sees only the calls that happened to finish in it,
 /// and a handful is noise.
-pub(crate) fn served_when_calls_go_missing(summary: &WindowSummary) -> Option<f64> {
+pub(crate) fn served_and_missing(summary: &WindowSummary) -> Option<(f64, f64)> {
     let span = summary
         .closed
         .saturating_duration_since(summary.started)
@@ -32,7 +41,14 @@ pub(crate) fn served_when_calls_go_missing(summary: &WindowSummary) -> Option<f6
                 && span >= 2.0 * average.as_secs_f64() =>
         {
             let served = f64::from(summary.successes()) * average.as_secs_f64() / span;
-            (served * 2.0 < summary.mean_in_flight()).then_some(served)
+            let answered = served + summary.drop_latency.as_secs_f64() / span;
+            let in_flight = summary.mean_in_flight();
+            let missing = if in_flight > 0.0 {
+                (1.0 - answered / in_flight).max(0.0)
+            } else {
+                0.0
+            };
+            Some((served, missing))
         }
         _ => None,
     }

@@ -12,8 +12,12 @@
 //!   the caller used its limit at all;
 //! - `outage`: an outage's episode, which keeps a dependency that is down
 //!   from pinning a limit at its floor;
+//! - `background`: loss that sending less does not cure (random errors,
+//!   hangs), learned by what the policy's own cuts do, so that it is
+//!   tolerated instead of cutting the limit to its floor;
 //! - the checks their configurations share.
 
+pub(crate) mod background;
 pub(crate) mod congestion;
 pub(crate) mod missing;
 pub(crate) mod outage;

@@ -234,6 +234,9 @@ pub struct WindowSummary {
     /// that all failed fast (connection refused, an instant 5xx) is a
     /// dependency that is down, not a queue.
     pub slowest_drop: Option<Duration>,
+    /// The drops' latencies, summed: with the successes', the time the
+    /// calls that came back spent out (Little's law over the window).
+    pub drop_latency: Duration,
 }
 
 impl WindowSummary {
@@ -260,6 +263,18 @@ impl WindowSummary {
     /// How many successes the window held.
     pub fn successes(&self) -> u32 {
         self.samples.saturating_sub(self.drops)
+    }
+
+    /// Calls recorded per second of the window's span (from its first call
+    /// to its close, at least a millisecond): about the rate the caller
+    /// sends at.
+    pub fn rate(&self) -> f64 {
+        let span = self
+            .closed
+            .saturating_duration_since(self.started)
+            .as_secs_f64()
+            .max(1e-3);
+        f64::from(self.samples) / span
     }
 }
 
@@ -317,6 +332,7 @@ pub struct Window {
     welford_m2: f64,
     last_drop_started: Option<Instant>,
     slowest_drop: Option<Duration>,
+    drop_nanos: u128,
     reservoir: Vec<u64>,
     rng: SplitMix64,
 }
@@ -358,6 +374,7 @@ impl Window {
             welford_m2: 0.0,
             last_drop_started: None,
             slowest_drop: None,
+            drop_nanos: 0,
             reservoir: Vec::with_capacity(capacity),
             rng: SplitMix64::new(seed),
         })
@@ -439,6 +456,7 @@ impl Window {
                     self.slowest_drop
                         .map_or(sample.latency, |d| d.max(sample.latency)),
                 );
+                self.drop_nanos = self.drop_nanos.saturating_add(sample.latency.as_nanos());
             }
         }
         self.started.get_or_insert(now);
@@ -493,6 +511,7 @@ impl Window {
         self.welford_m2 = 0.0;
         self.last_drop_started = None;
         self.slowest_drop = None;
+        self.drop_nanos = 0;
         self.reservoir.clear();
     }
 
@@ -570,6 +589,7 @@ impl Window {
             std_dev,
             last_drop_started: self.last_drop_started,
             slowest_drop: self.slowest_drop,
+            drop_latency: Duration::from_nanos(u64::try_from(self.drop_nanos).unwrap_or(u64::MAX)),
         };
         self.clear();
         summary

@@ -1,0 +1,269 @@
+//! The degradation sweep: each kind degrades the dependency as its
+//! documentation says, its cells are scored against the best row that
+//! keeps the caller whole, and every line of a picture spans the run.
+//! The sweep's claims at the shipped defaults are `#[ignore]`d in debug
+//! builds: `cargo test --release --test sweep -- --ignored`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use std::time::Duration;
+
+use rheostat_sim::sweep::{CellReport, Kind, SweepReport};
+use rheostat_sim::{compare, goodput_lines, sweep_lines, PolicyKind, Scenario, SWEEP_ROWS};
+
+const FAMILY: &str = r#"
+    name = "fam"
+    duration = "40s"
+    [dependency]
+    workers = 20
+    service = { median = "50ms", p99 = "100ms" }
+    [traffic]
+    rate = 100
+    timeout = "500ms"
+    deadline = "1s"
+    [sweep]
+    at = "10s"
+    kinds = [
+        { kind = "errors", severities = [0.2, 0.5] },
+        { kind = "capacity-queue", severities = [0.5] },
+        { kind = "capacity-refuse", severities = [0.5] },
+        { kind = "hangs", severities = [0.3] },
+        { kind = "slowdown", severities = [0.75] },
+        { kind = "slowdown-errors", severities = [0.5] },
+    ]
+"#;
+
+fn family() -> Scenario {
+    Scenario::from_toml("fam.toml", FAMILY).unwrap()
+}
+
+#[test]
+fn each_kind_degrades_the_dependency_from_the_sweeps_start_as_documented() {
+    let fam = family();
+    let cells = fam.cells();
+    assert_eq!(cells.len(), 7);
+    let names: Vec<&str> = cells.iter().map(|c| c.scenario.name.as_str()).collect();
+    assert_eq!(names[0], "fam/errors@0.2");
+    assert_eq!(names[6], "fam/slowdown-errors@0.5");
+    for c in &cells {
+        assert!(c.scenario.sweep.is_none(), "a cell is one scenario");
+        let phase = &c.scenario.dependency.phase;
+        assert_eq!(phase.len(), 1);
+        assert_eq!(phase[0].at, Duration::from_secs(10));
+        let measure = c.scenario.measure.unwrap();
+        assert_eq!(
+            (measure.from, measure.to),
+            (Duration::from_secs(10), Duration::from_secs(40))
+        );
+    }
+    let p = |i: usize| &cells[i].scenario.dependency.phase[0];
+    assert_eq!(p(1).overload_errors.unwrap().0, 0.5);
+    // The need: 100 calls/s × the log-normal's mean (50 ms median, p99
+    // 100 ms: σ = ln 2 / 2.326, mean 52.3 ms) = 5.23 calls; half kept.
+    assert_eq!(p(2).workers.unwrap().0, 3);
+    assert_eq!(cells[2].scenario.dependency.queue, 1000);
+    assert_eq!(p(3).workers.unwrap().0, 3);
+    assert_eq!(cells[3].scenario.dependency.queue, 0);
+    assert_eq!(p(4).hang.unwrap().0, 0.3);
+    // Four times as slow, four times the workers.
+    let slow = p(5).service.unwrap();
+    assert_eq!(
+        (slow.median, slow.p99),
+        (Duration::from_millis(200), Duration::from_millis(400))
+    );
+    assert_eq!(p(5).workers.unwrap().0, 80);
+    assert!(p(5).overload_errors.is_none());
+    assert_eq!(p(6).service.unwrap().median, Duration::from_millis(100));
+    assert_eq!(p(6).overload_errors.unwrap().0, 0.25);
+}
+
+#[test]
+fn a_sweep_table_is_checked_by_field_and_line() {
+    let bad = FAMILY.replace("[0.2, 0.5]", "[0.5, 0.2]");
+    let e = Scenario::from_toml("fam.toml", &bad).unwrap_err();
+    assert_eq!(e.field(), "sweep.kinds[0].severities");
+    assert!(e.reason().contains("rising"), "{e}");
+    let bad = FAMILY.replace("[0.5] }", "[1.0] }");
+    let e = Scenario::from_toml("fam.toml", &bad).unwrap_err();
+    assert!(e.reason().contains("[0, 1)"), "{e}");
+    let bad = FAMILY.replace("at = \"10s\"", "at = \"50s\"");
+    let e = Scenario::from_toml("fam.toml", &bad).unwrap_err();
+    assert_eq!(e.field(), "sweep.at");
+    let bad = FAMILY.replace("\"errors\"", "\"gremlins\"");
+    assert!(Scenario::from_toml("fam.toml", &bad).is_err());
+}
+
+fn scored(kinds: &[PolicyKind]) -> SweepReport {
+    let cells = family().cells();
+    let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+    let (report, _) = compare(&scenarios, kinds, 3, |_| {}).unwrap();
+    SweepReport::new(
+        "fam",
+        cells
+            .iter()
+            .zip(&report.scenarios)
+            .map(|(c, r)| {
+                for p in &r.policies {
+                    assert!(
+                        p.successes as f64 <= r.bound_of(p).successes,
+                        "{}: {} beats the bound",
+                        r.name,
+                        p.policy
+                    );
+                }
+                CellReport::new(c, r)
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn a_cell_scores_every_row_against_the_best_that_keeps_the_caller_whole() {
+    let sweep = scored(&[
+        PolicyKind::Clairvoyant,
+        PolicyKind::None,
+        PolicyKind::BreakerClassic,
+    ]);
+    for cell in &sweep.cells {
+        let best = cell.best.as_deref().unwrap();
+        assert_ne!(best, "clairvoyant", "no user can run the clairvoyant row");
+        let b = cell.row(best).unwrap();
+        assert!(b.whole && b.holds);
+        assert!((b.vs_best.unwrap() - 1.0).abs() < 1e-12);
+        for r in &cell.rows {
+            assert_eq!(
+                r.holds,
+                r.whole && r.vs_best.unwrap() >= 0.9,
+                "{}",
+                r.policy
+            );
+            if r.whole && r.policy != "clairvoyant" {
+                assert!(
+                    r.vs_best.unwrap() <= 1.0 + 1e-12,
+                    "{} beats the best",
+                    r.policy
+                );
+            }
+        }
+    }
+    // The classic breaker opens at half of calls failing and stays open:
+    // at half the calls failing it cannot hold.
+    let errors = sweep
+        .cells
+        .iter()
+        .find(|c| c.kind == Kind::Errors && c.severity == 0.5)
+        .unwrap();
+    assert!(!errors.row("breaker-classic").unwrap().holds);
+    let matrix = sweep.matrix();
+    assert!(matrix.lines().all(|l| l.chars().count() <= 100), "{matrix}");
+    assert!(matrix.contains("cells held:"));
+}
+
+#[test]
+fn every_line_of_a_picture_spans_the_run() {
+    // The bound's series and the policies' are sampled on steps of their
+    // own (a run longer than its number of points): each line must still
+    // end at the end of the run, not where the first policy's step says.
+    let sc = Scenario::from_toml(
+        "long.toml",
+        r#"
+        name = "long"
+        duration = "23m"
+        [dependency]
+        workers = 10
+        service = { median = "50ms", p99 = "100ms" }
+        [traffic]
+        rate = 5
+        timeout = "1s"
+        deadline = "1s"
+        "#,
+    )
+    .unwrap();
+    let (report, _) = compare(&[sc], &[PolicyKind::None, PolicyKind::Aimd], 1, |_| {}).unwrap();
+    let r = &report.scenarios[0];
+    let lines = goodput_lines(r, &[]);
+    assert_eq!(lines.len(), 3);
+    for (name, pts) in &lines {
+        let end = pts.last().unwrap().0;
+        assert!((end - 23.0).abs() < 1e-9, "{name} ends at {end} minutes");
+    }
+    let picked = goodput_lines(r, &["aimd"]);
+    assert_eq!(
+        picked.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(),
+        ["bound", "aimd"]
+    );
+    // A sweep's picture: a point per severity for each row it ran.
+    let sweep = scored(&[PolicyKind::None, PolicyKind::Throttle]);
+    let lines = sweep_lines(&sweep, Kind::Errors, &SWEEP_ROWS, false);
+    assert_eq!(
+        lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(),
+        ["none", "throttle"]
+    );
+    for (_, pts) in &lines {
+        assert_eq!(pts.iter().map(|p| p.0).collect::<Vec<_>>(), [0.2, 0.5]);
+    }
+}
+
+/// The shipped sweep at the shipped defaults, seed 1: no row beats the
+/// bound in any cell; the recommended configuration keeps the caller whole
+/// in every cell and starves none (at least `NEVER_BELOW` of the best row
+/// that keeps the caller whole, everywhere, and 0.9 of it in every
+/// cell of errors, lost capacity and slowdown); and the adaptive limits no
+/// longer read random errors as congestion (each keeps at least
+/// `NEVER_BELOW` of the best in every cell of errors, where they kept as
+/// little as 0.04). The cells the recommendation does not yet hold are in
+/// the README and `docs/results.md`.
+#[test]
+#[ignore = "runs the whole sweep; use --release"]
+fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
+    const NEVER_BELOW: f64 = 0.8;
+    let families = Scenario::builtin_sweeps().unwrap();
+    assert!(!families.is_empty());
+    for family in families {
+        let cells = family.cells();
+        let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+        let (report, _) = compare(&scenarios, &PolicyKind::ALL, 1, |_| {}).unwrap();
+        let mut scored = Vec::new();
+        for (cell, r) in cells.iter().zip(&report.scenarios) {
+            for p in &r.policies {
+                assert!(
+                    p.successes as f64 <= r.bound_of(p).successes,
+                    "{}: {} beats the bound",
+                    r.name,
+                    p.policy
+                );
+            }
+            scored.push(CellReport::new(cell, r));
+        }
+        let sweep = SweepReport::new(&family.name, scored);
+        let matrix = sweep.matrix();
+        assert!(matrix.lines().all(|l| l.chars().count() <= 100), "{matrix}");
+        for cell in &sweep.cells {
+            let r = cell.row("recommended").unwrap();
+            assert!(r.whole, "{}: recommended {r:?}\n{matrix}", cell.scenario);
+            assert!(
+                r.vs_best.unwrap() >= NEVER_BELOW,
+                "{}: recommended {r:?}\n{matrix}",
+                cell.scenario
+            );
+            if matches!(
+                cell.kind,
+                Kind::Errors | Kind::CapacityQueue | Kind::CapacityRefuse | Kind::Slowdown
+            ) {
+                assert!(r.holds, "{}: recommended {r:?}\n{matrix}", cell.scenario);
+            }
+        }
+        for policy in ["aimd", "vegas", "gradient"] {
+            for cell in sweep.cells.iter().filter(|c| c.kind == Kind::Errors) {
+                assert!(
+                    cell.row(policy).unwrap().vs_best.unwrap() >= NEVER_BELOW,
+                    "{}: {policy}\n{matrix}",
+                    cell.scenario
+                );
+            }
+        }
+    }
+}

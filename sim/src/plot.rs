@@ -273,7 +273,10 @@ pub fn sweep_svg(report: &SweepReport, kind: Kind, rows: &[&str]) -> Result<Stri
         };
         let pad = (x_max - x_min) * 0.04;
         let panels = [
-            ("goodput ÷ the bound", goodput),
+            (
+                "goodput ÷ the bound (×: the caller not kept whole, its pool full or its other endpoint short)",
+                goodput,
+            ),
             (
                 "share of attempts sent",
                 sweep_lines(report, kind, rows, true),
@@ -293,14 +296,27 @@ pub fn sweep_svg(report: &SweepReport, kind: Kind, rows: &[&str]) -> Result<Stri
                 .light_line_style(WHITE)
                 .draw()
                 .map_err(err)?;
-            for (i, (_, pts)) in lines.iter().enumerate() {
+            for (i, (name, pts)) in lines.iter().enumerate() {
                 let c = color(i);
                 chart
                     .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
                     .map_err(err)?;
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                    .map_err(err)?;
+                // A dot where the row kept the caller whole, a cross where
+                // it did not.
+                for &p in pts {
+                    let whole = report
+                        .cells
+                        .iter()
+                        .find(|cell| cell.kind == kind && cell.severity == p.0)
+                        .and_then(|cell| cell.row(name))
+                        .is_some_and(|r| r.whole);
+                    let mark: DynElement<'_, _, _> = if whole {
+                        Circle::new(p, 3, c.filled()).into_dyn()
+                    } else {
+                        Cross::new(p, 5, c.stroke_width(2)).into_dyn()
+                    };
+                    chart.plotting_area().draw(&mark).map_err(err)?;
+                }
             }
         }
         root.present().map_err(err)?;

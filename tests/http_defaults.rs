@@ -17,11 +17,13 @@
 //! `gradient`, `vegas` or `breaker+gradient` runs another at its defaults
 //! in its place): in the brownout (from 2 s in) at least 0.9 of the
 //! capacity served, and a mean in-flight of at most 1.5 × the 8 the
-//! capacity needs; after the cold start, back to 90% of calls answered no
-//! later than the run without a limiter. Each run takes 70 s of real time,
-//! so the test is ignored by default and CI does not run it. The last
-//! assertion does not hold yet: the README's "A real HTTP dependency" has
-//! the measured figures.
+//! capacity needs; after the cold start, back to 90% of calls answered
+//! within 10 s of the run without a limiter (issue 15 showed that no later
+//! than it cannot be had beside the brownout's in-flight bound: that run
+//! warms the server by flooding it). Each run takes 70 s of real time, so
+//! the test is ignored by default and CI does not run it. The last
+//! assertion does not hold yet: `docs/results.md`'s "A real HTTP
+//! dependency" has the measured figures.
 
 #![allow(
     clippy::unwrap_used,
@@ -216,7 +218,7 @@ async fn the_recommended_configuration_at_its_defaults_rides_out_a_brownout_an_o
     assert!(in_flight <= 1.5 * BROWNOUT_CONCURRENCY, "{in_flight}");
     let back_without = back_without.expect("the run without a limit recovers");
     assert!(
-        back.is_some_and(|b| b <= back_without),
+        back.is_some_and(|b| b <= back_without + 10),
         "{back:?} vs {back_without}"
     );
 }

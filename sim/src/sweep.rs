@@ -130,7 +130,6 @@ pub struct Cell {
 
 impl Sweep {
     pub(crate) fn validate(&self, scenario: &Scenario, c: &mut Checks<'_>) {
-        c.within("sweep.at", self.at, scenario.duration);
         if self.at >= scenario.duration {
             c.fail(
                 "sweep.at",

@@ -288,12 +288,15 @@ impl AimdConfig {
 ///   window shows neither queueing nor a drop beyond the tolerance, and the
 ///   limit was reached in it (a call was admitted with `L` in flight). A
 ///   caller that does not use its limit learns nothing about more.
-/// - **calls going missing**: a window that served, by Little's law
-///   (successes × their mean latency ÷ its span, over at least 10 successes
-///   and two round trips), under half the calls it had in flight on
-///   average has calls stuck somewhere (dropped, to time out later): the
-///   slow start ends, and the limit falls to twice what was served, instead
-///   of doubling into a loss it cannot see for a timeout yet.
+/// - **calls going missing**: a window whose answers, by Little's law (the
+///   latencies of its successes and its failures ÷ its span, over at least
+///   10 successes and two round trips), account for under half the calls it
+///   had in flight on average has calls stuck somewhere (dropped or hung,
+///   to time out later): the slow start ends, and the limit falls to twice
+///   what was served, instead of doubling into a loss it cannot see for a
+///   timeout yet. A failure that answers is not missing, and a steady share
+///   of hangs answers too, at its timeout; a share missing whatever the
+///   caller sends is tried as drops are (below).
 /// - **a slower dependency** is told from the caller's own queue: while the
 ///   latency stays above the baseline, the limit falls; once a window's
 ///   calls were admitted at no more than half the concurrency seen since the

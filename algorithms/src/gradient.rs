@@ -186,7 +186,11 @@ impl GradientConfig {
 ///   recent calls (once per flight: drops of calls that started before the
 ///   last cut do not cut again), so a dependency that times out at a steady
 ///   timeout — latency flat, every call failing — drives the limit down, not
-///   up to max, while 1% of errors from a healthy one does not;
+///   up to max, while 1% of errors from a healthy one does not; a share of
+///   drops that stays when the caller sends half as much, with successes as
+///   fast as ever (errors at random, hangs), is learnt as the dependency's
+///   background and tolerated, and the limit goes back to where the cuts
+///   for it began (see [`Aimd`](crate::Aimd) and `crate::latency::background`);
 /// - **no headroom creep**: Gradient2 adds the headroom to every window, so
 ///   while the dependency queues the limit rests at the fixed point
 ///   `headroom / (1 − gradient)`, above what it can take. Here the headroom

@@ -171,7 +171,11 @@ impl VegasConfig {
 /// - a window with a drop multiplies `L` by `backoff`, when drops are more
 ///   than `loss_tolerance` of recent calls (a quarter of them for a caller
 ///   using under half its limit), and once per flight: drops of calls that
-///   started before the last cut do not cut again;
+///   started before the last cut do not cut again; a share of drops that
+///   stays when the caller sends half as much, with successes as fast as
+///   the baseline, is learnt as the dependency's background and tolerated,
+///   and the limit goes back to where the cuts for it began (see
+///   [`Aimd`](crate::Aimd));
 /// - `queue > β·s`: `L − s`, even when the caller is not using its limit;
 /// - a caller using under half its limit (app-limited): hold;
 /// - `queue ≤ threshold·s`: `L + β·s`; `queue < α·s`: `L + s`; else hold.

@@ -370,12 +370,7 @@ impl Gradient {
         let verdict = {
             // Successes no slower than the long average allows: nothing
             // queues.
-            let calm = match (self.long, self.recent.latency()) {
-                (Some(long), Some(x)) => {
-                    x <= long + self.config.noise * self.recent.relative_error() * x
-                }
-                _ => false,
-            };
+            let calm = self.recent.calm(self.long, self.config.noise);
             self.background
                 .window(Seen::of(summary, loss, limit <= min, calm), tolerance)
         };

@@ -432,12 +432,7 @@ impl Vegas {
         // (`crate::latency::background::DOWN`).
         let verdict = {
             // Successes no slower than the baseline allows: nothing queues.
-            let calm = match (self.baseline, self.recent.latency()) {
-                (Some(baseline), Some(x)) => {
-                    x * (1.0 - self.config.noise * self.recent.relative_error()) <= baseline
-                }
-                _ => false,
-            };
+            let calm = self.recent.calm(self.baseline, self.config.noise);
             self.background.window(
                 Seen::of(summary, self.recent.loss(), limit <= min, calm),
                 self.config.loss_tolerance,

@@ -70,11 +70,24 @@ impl FlapState {
     }
 }
 
-fn lognormal(latency: &Latency) -> LogNormal<f64> {
+/// The median, in seconds, and the σ of the log-normal with this median and
+/// 99th percentile.
+fn median_and_sigma(latency: &Latency) -> (f64, f64) {
     let median = latency.median.as_secs_f64().max(1e-9);
     let p99 = latency.p99.as_secs_f64().max(median);
     // The 99th percentile of a normal lies 2.326 standard deviations out.
-    let sigma = (p99 / median).ln() / 2.326;
+    (median, (p99 / median).ln() / 2.326)
+}
+
+/// The mean of the service time the simulator draws for `latency`, in
+/// seconds.
+pub(crate) fn mean_seconds(latency: &Latency) -> f64 {
+    let (median, sigma) = median_and_sigma(latency);
+    median * (sigma * sigma / 2.0).exp()
+}
+
+fn lognormal(latency: &Latency) -> LogNormal<f64> {
+    let (median, sigma) = median_and_sigma(latency);
     match LogNormal::new(median.ln(), sigma.max(0.0)) {
         Ok(d) => d,
         // Unreachable for finite, validated inputs; fall back to a point.

@@ -148,7 +148,7 @@ pub struct Cold {
 
 /// A change to the dependency at a point in time. Fields left out keep
 /// their current value.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Phase {
     /// When.

@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::error::Checks;
+use super::model::mean_seconds;
 use super::report::{PolicyReport, ScenarioReport};
 use super::scenario::{Count, Fraction, Latency, Phase, Scenario, Span};
 use super::PolicyKind;
@@ -173,33 +174,10 @@ impl Sweep {
     }
 }
 
-/// The mean of the log-normal with this median and 99th percentile, in
-/// seconds (as the simulator draws it).
-fn mean_seconds(latency: &Latency) -> f64 {
-    let median = latency.median.as_secs_f64().max(1e-9);
-    let p99 = latency.p99.as_secs_f64().max(median);
-    let sigma = (p99 / median).ln() / 2.326;
-    median * (sigma * sigma / 2.0).exp()
-}
-
 fn scaled(latency: &Latency, factor: f64) -> Latency {
     Latency {
         median: latency.median.mul_f64(factor),
         p99: latency.p99.mul_f64(factor),
-    }
-}
-
-fn phase(at: Duration) -> Phase {
-    Phase {
-        at,
-        workers: None,
-        service: None,
-        overload_errors: None,
-        client_errors: None,
-        hang: None,
-        outage: None,
-        cold: false,
-        flap: None,
     }
 }
 
@@ -238,7 +216,10 @@ impl Scenario {
                     to: self.duration,
                 });
                 sc.recovers_at = None;
-                let mut p = phase(sweep.at);
+                let mut p = Phase {
+                    at: sweep.at,
+                    ..Phase::default()
+                };
                 let slower = |p: &mut Phase, s: f64| {
                     let factor = 1.0 / (1.0 - s);
                     p.service = Some(scaled(&dep.service, factor));

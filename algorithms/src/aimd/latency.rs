@@ -387,18 +387,15 @@ impl Rounds {
         let at_floor = core.limit <= f64::from(core.config.min);
         self.rate = summary.rate();
         // Successes no slower than the baseline allows: nothing queues.
-        let band = core.config.noise * self.recent.relative_error();
-        let calm = match (self.baseline, self.recent.latency()) {
-            (Some(baseline), Some(x)) => x * (1.0 - band) <= baseline,
-            _ => false,
-        };
+        let calm = self.recent.calm(self.baseline, core.config.noise);
         let dropped = self.background.window(
             Seen::of(summary, self.loss, at_floor, calm),
             core.config.loss_tolerance,
         );
         // The window's share of calls missing is its own: a trial of it
         // compares the same.
-        let missing = served_and_missing(summary).map_or(Verdict::None, |(_, share)| {
+        let missing_share = served_and_missing(summary).map(|(_, share)| share);
+        let missing = missing_share.map_or(Verdict::None, |share| {
             let seen = Seen {
                 own: Tally {
                     lost: share * f64::from(summary.samples),
@@ -413,8 +410,7 @@ impl Rounds {
             // Drops that are the dependency's explain the calls that went
             // missing before them: a trial of those ends with them.
             (Verdict::Restore(a), Verdict::None) => {
-                let share = served_and_missing(summary).map(|(_, share)| share);
-                self.missing.conclude(share).map_or(a, |b| a.max(b))
+                self.missing.conclude(missing_share).map_or(a, |b| a.max(b))
             }
             (Verdict::None, Verdict::Restore(b)) => b,
             (Verdict::None, Verdict::None) => return false,

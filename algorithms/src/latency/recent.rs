@@ -150,6 +150,16 @@ impl Recent {
     pub(crate) fn loss(&self) -> f64 {
         self.loss
     }
+
+    /// Whether the recent latency is no slower than `baseline` allows: the
+    /// lower end of its band, `noise` standard errors down, at or below it
+    /// (nothing queues). False without a baseline or a latency.
+    pub(crate) fn calm(&self, baseline: Option<f64>, noise: f64) -> bool {
+        match (baseline, self.latency) {
+            (Some(baseline), Some(x)) => x * (1.0 - noise * self.relative_error()) <= baseline,
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]

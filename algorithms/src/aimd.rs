@@ -59,7 +59,11 @@ use crate::{
 ///   was less: the limit it was admitted under, if the limit has grown
 ///   since (a timeout tells of a slow start's overshoot only when it
 ///   expires, doublings later), or the calls then in flight, if the caller
-///   was using at least half that limit — while drops are more than
+///   was using at least half that limit and the drop is not *stale* (a
+///   drop slower than two baseline round trips while successes are as
+///   fast as the baseline allows met no queue, and the calls it met in
+///   flight are long gone: a hang, whose share is no sign of the load
+///   now) — while drops are more than
 ///   `loss_tolerance` of the last 50 or so calls (of all calls, before 50):
 ///   once per flight (not for a call admitted before the last cut) and once
 ///   per round trip (not within one baseline round-trip time of it), so a

@@ -21,6 +21,10 @@ const MIN_RTT: f64 = 1e-9;
 /// did not queue the call.
 const FAST_FAILURE: f64 = 0.25;
 
+/// A drop slower than this many baseline round trips, while successes are
+/// fast, is *stale*: see `Rounds::on_drop`.
+const LATE: f64 = 2.0;
+
 /// How far a round trip without queueing moves the baseline toward the
 /// upper end of its band when that is lower...
 const BASELINE_FALL: f64 = 1.0 / 16.0;
@@ -160,7 +164,15 @@ impl Rounds {
                 if !fast {
                     self.slow_drops = self.slow_drops.saturating_add(1);
                 }
-                self.on_drop(core, now, started, sample.in_flight, fast);
+                // A drop that took over LATE round trips while the calls
+                // that succeed are fast started long before them, and met no
+                // queue: what it met in flight is not the load now.
+                let stale = !fast
+                    && self
+                        .baseline
+                        .is_some_and(|b| sample.latency.as_secs_f64() > LATE * b)
+                    && self.recent.calm(self.baseline, core.config.noise);
+                self.on_drop(core, now, started, sample.in_flight, fast, stale);
             } else {
                 self.window_first = Some(self.window_first.map_or(started, |f| f.min(started)));
                 if self.changed_at.is_none_or(|changed| started >= changed) {
@@ -187,6 +199,7 @@ impl Rounds {
         started: Instant,
         in_flight: u32,
         fast: bool,
+        stale: bool,
     ) {
         if self.loss <= self.background.tolerated(core.config.loss_tolerance) {
             return;
@@ -224,7 +237,7 @@ impl Rounds {
             .find(|&&(at, _)| at > started)
             .map_or(core.limit, |&(_, then)| then.min(core.limit));
         let met = f64::from(in_flight);
-        let from = if met > 0.0 && met * 2.0 >= then {
+        let from = if !stale && met > 0.0 && met * 2.0 >= then {
             met.min(then)
         } else {
             then

@@ -174,6 +174,30 @@ fn a_late_drop_cuts_from_the_limit_its_call_met_and_a_fast_one_not_at_all() {
 }
 
 #[test]
+fn a_hang_while_successes_are_fast_cuts_from_the_limit_not_from_what_it_met() {
+    // A drop answered at about the round trip (a 5xx, a deferral) met the
+    // load now: the cut is from the 25 then in flight.
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+    assert_eq!(a.raw_limit(), 40.0, "not reached");
+    t += ms(20);
+    a.on_sample(t, &Sample::new(Outcome::Overload, ms(25), 25));
+    assert_eq!(a.raw_limit(), 22.5);
+    // A call that hung for a second, fifty round trips, while the calls
+    // that succeed answer as fast as ever: no queue, and the 25 it met in
+    // flight are long gone. The cut is from the limit.
+    let mut b = latency(40, 0.0, &mut t);
+    round_trip(&mut b, &mut t, &successes(ms(20), 5), 30);
+    t += ms(20);
+    b.on_sample(
+        t,
+        &Sample::new(Outcome::Overload, Duration::from_secs(1), 25),
+    );
+    assert_eq!(b.raw_limit(), 36.0);
+}
+
+#[test]
 fn a_window_of_calls_admitted_before_the_last_change_does_not_decide() {
     let mut t = Instant::now();
     let mut a = latency(10, 0.0, &mut t);

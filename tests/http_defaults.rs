@@ -21,9 +21,8 @@
 //! within 10 s of the run without a limiter (issue 15 showed that no later
 //! than it cannot be had beside the brownout's in-flight bound: that run
 //! warms the server by flooding it). Each run takes 70 s of real time, so
-//! the test is ignored by default and CI does not run it. The last
-//! assertion does not hold yet: `docs/results.md`'s "A real HTTP
-//! dependency" has the measured figures.
+//! the test is ignored by default and CI does not run it.
+//! `docs/results.md`'s "A real HTTP dependency" has the measured figures.
 
 #![allow(
     clippy::unwrap_used,

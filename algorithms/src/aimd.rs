@@ -119,7 +119,12 @@ use crate::{
 ///   lower than half the limit the episode began with, a floor halving
 ///   every 10 s they go on (see `crate::latency::outage`); once calls succeed again
 ///   the limit regrows, doubling, to where the episode began. So no outage
-///   pins the limit at its floor.
+///   pins the limit at its floor. After refusals, timeouts with nothing
+///   served are most likely a **cold start**, which warms only with
+///   traffic: for 10 s after the last refusal a limit in use doubles per
+///   window, up to `max`, as if the dependency answered; after them, one
+///   that still answers nothing is back at once at the floor (the whole
+///   limit the episode began with, halving every 10 s).
 ///
 /// Every success is data here, so [`Hints::quiet`](crate::Hints::quiet) is `None`.
 ///

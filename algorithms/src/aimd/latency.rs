@@ -265,6 +265,25 @@ impl Rounds {
         }
         if summary.successes() == 0 && summary.drops > 0 {
             self.episode.failed(now, core.limit, slow_drops == 0);
+            // Refused, then taken but answered slower than the caller
+            // waits: most likely a cold start, which warms only with the
+            // traffic it is given. For a floor's half-life, a limit in use
+            // doubles, up to the ceiling, as if the dependency answered;
+            // after it, a dependency that still answers nothing is not
+            // warming, and the doubling bought nothing: back to the floor.
+            if slow_drops > 0 && self.episode.refused() {
+                if self.episode.warming(now) {
+                    if summary.max_in_flight >= core.gate().limit {
+                        core.set_limit((core.limit * 2.0).min(f64::from(core.config.max)));
+                        self.changed_at = Some(now);
+                    }
+                    return;
+                }
+                if let Some(floor) = self.episode.floor(now).filter(|&f| core.limit > f) {
+                    core.set_limit(floor);
+                    self.changed_at = Some(now);
+                }
+            }
         } else if let Some(began) = self.episode.end() {
             // Answering again after an episode that cut the limit: regrow,
             // to where it began.

@@ -397,7 +397,7 @@ fn slow_failures_are_not_an_outage() {
 }
 
 #[test]
-fn timeouts_after_refusals_meet_the_limit_the_outage_began_with() {
+fn timeouts_after_refusals_are_a_cold_start_given_traffic_for_ten_seconds_then_cut() {
     let mut t = Instant::now();
     let mut a = latency(40, 0.0, &mut t);
     round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
@@ -408,21 +408,40 @@ fn timeouts_after_refusals_meet_the_limit_the_outage_began_with() {
         round_trip(&mut a, &mut t, &refused, 1);
     }
     assert_eq!(a.raw_limit(), 41.0);
-    // Back, cold: every call times out. The refused minute does not
-    // count, and after refusals the floor is the whole limit, so the
-    // cold dependency still gets about the calls it had (the floor has
-    // decayed for the 0.8 s since the last refusal)...
+    // Back, cold: every call times out. A limit not in use is cut, but
+    // after refusals the floor is the whole limit (decayed for the 0.8 s
+    // since the last refusal)...
     let timed_out = [(Outcome::Overload, ms(800)); 5];
+    round_trip(&mut a, &mut t, &timed_out, 10);
+    let held = a.raw_limit();
+    assert!(held > 0.9 * 41.0 && held < 41.0, "{held}");
+    // ...and one in use doubles, as if the dependency answered: it warms
+    // only with the traffic it is given.
     round_trip(&mut a, &mut t, &timed_out, 41);
-    assert!(a.raw_limit() > 0.9 * 41.0, "{}", a.raw_limit());
-    // ...halving every 10 s the timeouts go on.
+    // (Its drops first cut it to the floor, then the window doubles it.)
+    assert!(a.raw_limit() > 1.8 * held, "{}", a.raw_limit());
     let cold = t;
+    while t < cold + Duration::from_secs(8) {
+        let limit = a.publish().gate.limit;
+        round_trip(&mut a, &mut t, &timed_out, limit);
+    }
+    assert_eq!(a.raw_limit(), 1000.0, "up to the ceiling");
+    // Ten seconds after the last refusal it is no longer a cold start but
+    // a dependency that does not answer: the doubling bought nothing, and
+    // the limit is back at once at the floor, which halves every 10 s
+    // from the 41 the outage began with.
     while t < cold + Duration::from_secs(10) {
         let limit = a.publish().gate.limit;
         round_trip(&mut a, &mut t, &timed_out, limit);
     }
     let limit = a.raw_limit();
-    assert!((17.0..=21.0).contains(&limit), "{limit}");
+    assert!((15.0..=25.0).contains(&limit), "{limit}");
+    while t < cold + Duration::from_secs(30) {
+        let limit = a.publish().gate.limit;
+        round_trip(&mut a, &mut t, &timed_out, limit);
+    }
+    let limit = a.raw_limit();
+    assert!((3.0..=7.0).contains(&limit), "{limit}");
 }
 
 #[test]

@@ -68,6 +68,21 @@ impl Episode {
         self.began.take().map(|(_, began)| began)
     }
 
+    /// Whether a window of this episode held refusals only (fast failures).
+    pub(crate) fn refused(&self) -> bool {
+        self.down
+    }
+
+    /// Whether, at `now`, a dependency that refused calls has begun to
+    /// take them again but answers slower than the caller waits, within a
+    /// floor's half-life of the first timeout: most likely a cold start.
+    pub(crate) fn warming(&self, now: Instant) -> bool {
+        self.down
+            && self
+                .began
+                .is_some_and(|(since, _)| now.saturating_duration_since(since) < FLOOR_HALF_LIFE)
+    }
+
     /// The lowest slow failures may cut the limit to `now`, while an
     /// episode lasts: `FLOOR` of the limit it began with — the whole of it
     /// if the dependency refused calls first, since timeouts then are most

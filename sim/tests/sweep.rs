@@ -209,13 +209,11 @@ fn every_line_of_a_picture_spans_the_run() {
 
 /// The shipped sweep at the shipped defaults, seed 1: no row beats the
 /// bound in any cell; the recommended configuration keeps the caller whole
-/// in every cell and starves none (at least `NEVER_BELOW` of the best row
-/// that keeps the caller whole, everywhere, and 0.9 of it in every
-/// cell of errors, lost capacity and slowdown); and the adaptive limits no
-/// longer read random errors as congestion (each keeps at least
-/// `NEVER_BELOW` of the best in every cell of errors, where they kept as
-/// little as 0.04). The cells the recommendation does not yet hold are in
-/// the README and `docs/results.md`.
+/// and holds every cell (at least 0.9 of the best row that keeps the
+/// caller whole); and the adaptive limits no longer read random errors as
+/// congestion (each keeps at least `NEVER_BELOW` of the best in every cell
+/// of errors, where they kept as little as 0.04). Other seeds are not
+/// asserted: the README and `docs/results.md` give the cells they miss.
 #[test]
 #[ignore = "runs the whole sweep; use --release"]
 fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
@@ -244,17 +242,7 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
         for cell in &sweep.cells {
             let r = cell.row("recommended").unwrap();
             assert!(r.whole, "{}: recommended {r:?}\n{matrix}", cell.scenario);
-            assert!(
-                r.vs_best.unwrap() >= NEVER_BELOW,
-                "{}: recommended {r:?}\n{matrix}",
-                cell.scenario
-            );
-            if matches!(
-                cell.kind,
-                Kind::Errors | Kind::CapacityQueue | Kind::CapacityRefuse | Kind::Slowdown
-            ) {
-                assert!(r.holds, "{}: recommended {r:?}\n{matrix}", cell.scenario);
-            }
+            assert!(r.holds, "{}: recommended {r:?}\n{matrix}", cell.scenario);
         }
         for policy in ["aimd", "vegas", "gradient"] {
             for cell in sweep.cells.iter().filter(|c| c.kind == Kind::Errors) {

@@ -38,8 +38,9 @@
 //!   and that loss falls once the queue drains: no verdict yet.) Its share
 //!   becomes the **background**, and the limit goes back to where the trial
 //!   began — the cuts bought nothing. If the loss fell by more, to within
-//!   what is tolerated, it was congestion and the trial ends; if not, part
-//!   of it was: the trial starts over from there.
+//!   what is tolerated (and the recent share, over more calls, agrees), it
+//!   was congestion and the trial ends; if not, part of it was: the trial
+//!   starts over from there, still to restore the limit it began at.
 //! - from then on a policy tolerates the background plus its
 //!   `loss_tolerance` plus the background's noise; the background follows the loss of each window that
 //!   stays within that, by [`FOLLOW`] of the difference, so that it tracks
@@ -325,9 +326,14 @@ impl Background {
             self.trial = None;
             return Verdict::Restore(t.limit);
         }
-        // Fell to within what is tolerated: the cuts cured it. Fell by more
-        // than a quarter: part of it is congestion; watch on from here.
-        self.trial = (now > tolerated).then_some(Trial {
+        // Fell to within what is tolerated, and the recent share agrees:
+        // the cuts cured it. (A few calls since the halving may lose
+        // nothing by chance while the recent share, over more calls, still
+        // loses as much: a trial ended on that would begin again at the
+        // next cut from the limit the cuts left, and ratchet it down.) Fell
+        // by more than a quarter: part of it is congestion; watch on from
+        // here, to restore the limit the trial began at if it stays.
+        self.trial = (now > tolerated || loss > tolerated).then_some(Trial {
             rate,
             then: Some(now),
             halved_at: None,
@@ -476,6 +482,41 @@ mod tests {
         assert_eq!(b.window(few(0.5, 20.0, true), 0.1), Verdict::None);
         assert_eq!(b.window(few(0.5, 20.0, true), 0.1), Verdict::None);
         assert_eq!(b.window(few(0.5, 20.0, true), 0.1), Verdict::Restore(50.0));
+    }
+
+    #[test]
+    fn a_few_calls_that_lose_nothing_by_chance_do_not_end_a_trial_the_recent_share_contradicts() {
+        let mut b = trial(0.3);
+        b.window(seen(0.3, 20.0, false, true), 0.1);
+        // Twenty calls since the halving lost one, while the recent share
+        // still loses 0.3: not cured; watched on, from the same limit.
+        let lucky = Seen {
+            own: Tally {
+                lost: 1.0,
+                of: 20.0,
+            },
+            ..seen(0.3, 20.0, false, true)
+        };
+        assert_eq!(b.window(lucky, 0.1), Verdict::None);
+        assert!(b.trying());
+        b.window(seen(0.3, 10.0, false, true), 0.1);
+        assert_eq!(
+            b.window(seen(0.3, 10.0, false, true), 0.1),
+            Verdict::Restore(50.0),
+            "the limit the first cut began at"
+        );
+        // Both agree: cured.
+        let mut b = trial(0.3);
+        b.window(seen(0.3, 20.0, false, true), 0.1);
+        let cured = Seen {
+            own: Tally {
+                lost: 1.0,
+                of: 20.0,
+            },
+            ..seen(0.08, 20.0, false, true)
+        };
+        assert_eq!(b.window(cured, 0.1), Verdict::None);
+        assert!(!b.trying());
     }
 
     #[test]

@@ -89,7 +89,9 @@ use crate::{
 ///   calls were admitted at no more than half the concurrency seen since the
 ///   rise began (or the limit is at its floor) and its latency fell by less
 ///   than a quarter, the rise is not queueing — queueing delay falls with
-///   the calls queued — and the baseline takes the new latency at once,
+///   the calls queued — and the baseline takes the new latency at once
+///   (the higher of that window's and the next one's: the window that told
+///   is one sample of the new latency, and may be a fast one),
 ///   and the limit regrows, doubling per round trip, until the first sign
 ///   of queueing: slower calls need as many more in flight for the same
 ///   throughput (Little's law). A rise lasts until the latency is back at

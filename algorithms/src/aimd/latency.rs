@@ -77,6 +77,9 @@ pub(super) struct Rounds {
     /// Whether the baseline comes from windows read before the flow
     /// settled, to be replaced by the first one after.
     provisional: bool,
+    /// Since the baseline took a slower dependency's latency from one
+    /// window: the next window's may raise it at once.
+    relearn: bool,
     /// The share of recent calls that were drops, and how many calls have
     /// been seen (up to the span).
     loss: f64,
@@ -121,6 +124,7 @@ impl Rounds {
             window_first: None,
             flow_start: None,
             provisional: false,
+            relearn: false,
             loss: 0.0,
             calls: 0.0,
             // Slow start: the first limit is a guess, so double until
@@ -340,6 +344,11 @@ impl Rounds {
             }
             return;
         };
+        if std::mem::take(&mut self.relearn) {
+            // The window that found the dependency slower is one sample of
+            // its new latency, and may have been a fast one.
+            baseline = baseline.max(upper);
+        }
         let mut queueing = lower > baseline;
         if queueing {
             let in_flight = summary.max_in_flight;
@@ -357,6 +366,7 @@ impl Rounds {
                         // first sign of queueing.
                         baseline = upper.max(baseline);
                         queueing = false;
+                        self.relearn = true;
                         self.regrow = Some(f64::from(core.config.max));
                     }
                     self.rise = queueing.then_some((in_flight, x));

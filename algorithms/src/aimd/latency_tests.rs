@@ -445,6 +445,30 @@ fn timeouts_after_refusals_are_a_cold_start_given_traffic_for_ten_seconds_then_c
 }
 
 #[test]
+fn the_window_after_a_slower_dependency_is_told_may_raise_the_new_baseline_at_once() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
+    while a.baseline() == Some(ms(20)) {
+        let limit = a.publish().gate.limit;
+        round_trip(&mut a, &mut t, &successes(ms(40), 5), limit);
+    }
+    assert_eq!(a.baseline(), Some(ms(40)));
+    // The window that told was one sample of the new latency, and a fast
+    // one: the next, at 44 ms, is the new latency, not a queue.
+    let before = a.raw_limit();
+    let limit = a.publish().gate.limit;
+    round_trip(&mut a, &mut t, &successes(ms(44), 5), limit);
+    assert_eq!(a.baseline(), Some(ms(44)));
+    assert_eq!(a.raw_limit(), before * 2.0, "still regrowing");
+    // Only that one: a rise after it is queueing again.
+    let limit = a.publish().gate.limit;
+    round_trip(&mut a, &mut t, &successes(ms(50), 5), limit);
+    assert!(!a.is_regrowing());
+    assert!(a.baseline() < Some(ms(45)));
+}
+
+#[test]
 fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     let mut t = Instant::now();
     let mut a = latency(40, 0.0, &mut t);

@@ -64,7 +64,7 @@ pub use gate::{Gate, Snapshot};
 pub use gradient::{Gradient, GradientConfig};
 pub use published::{Batching, Deferral, Feedback, Hints, Published, Quiet, Refusal, Refusers};
 pub use sample::{Outcome, Sample};
-pub use stack::{Stack, StackBuilder};
+pub use stack::{Stack, StackBuilder, MAX_MEMBERS};
 pub use throttle::{Throttle, ThrottleConfig};
 pub use vegas::{Vegas, VegasConfig};
 pub use window::{Aggregation, Window, WindowConfig, WindowSummary};

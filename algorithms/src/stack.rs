@@ -6,7 +6,11 @@ use std::time::{Duration, Instant};
 
 use crate::{Algorithm, ConfigError, Gate, Published, Refusal, Sample, Snapshot, Transition};
 
-/// Any number of policies behaving as one.
+/// The most policies one stack may hold, those of a stack inside it
+/// counted: every call asks every one of them, under the limiter's lock.
+pub const MAX_MEMBERS: usize = 64;
+
+/// Up to [`MAX_MEMBERS`] policies behaving as one.
 ///
 /// - The gate is the [meet](Gate::meet) of the members' gates: the smallest
 ///   limit, the product of the admit probabilities, a probe if any member
@@ -62,7 +66,9 @@ impl Stack {
     ///
     /// # Errors
     ///
-    /// With field `stack.members` if `members` is empty.
+    /// With field `stack.members` if `members` is empty, or if it holds
+    /// more than [`MAX_MEMBERS`] policies, those of a stack inside it
+    /// counted (each call asks every one of them).
     ///
     /// # Examples
     ///
@@ -95,6 +101,13 @@ impl Stack {
             } else {
                 names.extend(own);
             }
+        }
+        if names.len() > MAX_MEMBERS {
+            return Err(ConfigError::new(
+                "stack.members",
+                format!("{} policies", names.len()),
+                "at most 64 policies (a stack inside a stack counts its members)",
+            ));
         }
         Ok(Stack {
             members,

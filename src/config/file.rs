@@ -104,12 +104,24 @@ impl ConfigFileError {
         ConfigFileError {
             details: Box::new(Details {
                 file: None,
-                field,
-                reason,
+                field: clip_field(&field),
+                reason: clip(&reason),
                 line,
                 invalid: None,
             }),
         }
+    }
+
+    /// A text longer than [`MAX_FILE_BYTES`].
+    pub(crate) fn too_large(bytes: u64) -> Self {
+        ConfigFileError::new(
+            String::new(),
+            format!(
+                "found a file of {bytes} bytes, expected at most {MAX_FILE_BYTES} (1 MiB): \
+                 a configuration is read whole, so its size is bounded"
+            ),
+            None,
+        )
     }
 
     /// A value out of range, `error` naming its field by its path in the
@@ -132,8 +144,8 @@ impl ConfigFileError {
             found.line,
         );
         e.details.invalid = Some(ConfigError::new(
-            field,
-            error.found(),
+            e.details.field.clone(),
+            shorten(error.found()),
             error.allowed().to_owned(),
         ));
         e
@@ -164,8 +176,73 @@ impl fmt::Display for ConfigFileError {
 /// [`ConfigFileError::config_error`] hands out typed): no source.
 impl std::error::Error for ConfigFileError {}
 
+/// The most bytes a configuration text may hold: a file of ten thousand
+/// limiters is a few hundred kilobytes, and everything read is held while it
+/// is parsed and checked.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+/// The most bytes of one name or value an error repeats: a longer one is
+/// shown by its start and its length, so a hostile file cannot make an
+/// error as large as itself.
+const ECHO: usize = 64;
+
+/// `s`, or its start and its length if it is longer than [`ECHO`].
+fn shorten(s: &str) -> String {
+    if s.len() <= ECHO {
+        return s.to_owned();
+    }
+    let mut end = ECHO / 2;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// An error's reason with every quoted name or value in it shortened (see
+/// [`shorten`]), and the whole at most sixteen times [`ECHO`].
+fn clip(text: &str) -> String {
+    if text.len() <= ECHO {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = &rest[open..=open];
+        out.push_str(&rest[..=open]);
+        let inside = &rest[open + 1..];
+        let close = inside.find(quote).unwrap_or(inside.len());
+        out.push_str(&shorten(&inside[..close]));
+        rest = &inside[close..];
+        if let Some(after) = rest.strip_prefix(quote) {
+            out.push_str(quote);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    if out.len() > 16 * ECHO {
+        let mut end = 16 * ECHO;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+        out.push('…');
+    }
+    out
+}
+
+/// A field's path with every name in it shortened (see [`shorten`]).
+fn clip_field(field: &str) -> String {
+    if field.len() <= ECHO {
+        return field.to_owned();
+    }
+    field.split('.').map(shorten).collect::<Vec<_>>().join(".")
+}
+
 /// Parse `text`, naming the field of the first error by its path.
 pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(ConfigFileError::too_large(text.len() as u64));
+    }
     let (path, message, line) = match format {
         Format::Toml => {
             let deserializer = match toml::de::Deserializer::parse(text) {
@@ -203,9 +280,9 @@ pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T
                     if let Document::Json(index) = Document::parse(text, Format::Json) {
                         if let Some((field, line)) = index.duplicate() {
                             return Err(ConfigFileError::new(
-                                field.clone(),
+                                field,
                                 "written twice in the same object; keep one".to_owned(),
-                                Some(*line),
+                                Some(line),
                             ));
                         }
                     }
@@ -249,7 +326,11 @@ pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T
     };
     let mut error = ConfigFileError::new(field.clone(), explain(reason, &document, &field), line);
     if let Some((found, allowed)) = range {
-        error.details.invalid = Some(ConfigError::new(field, found, allowed.to_owned()));
+        error.details.invalid = Some(ConfigError::new(
+            error.details.field.clone(),
+            shorten(found),
+            allowed.to_owned(),
+        ));
     }
     Err(error)
 }

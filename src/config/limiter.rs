@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use super::file::{parse, ConfigFileError, Format};
+use super::file::{parse, ConfigFileError, Format, MAX_FILE_BYTES};
 use super::paths::located;
 use super::PolicyConfig;
 use super::ServerConfig;
@@ -322,8 +322,7 @@ impl LimitersConfig {
     /// the line; or saying why the file could not be read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
         let path = path.as_ref();
-        let text =
-            std::fs::read_to_string(path).map_err(|e| ConfigFileError::unreadable(path, &e))?;
+        let text = read_bounded(path)?;
         let json = path.extension().is_some_and(|e| e == "json");
         let loaded = if json {
             Self::from_json(&text)
@@ -421,4 +420,27 @@ impl LimitersConfig {
         }
         Ok(())
     }
+}
+
+/// The text of the file at `path`, refused without being read whole if it
+/// holds more than [`MAX_FILE_BYTES`] (its length as the file system says,
+/// and what reading it gives: a file may grow, or be a pipe).
+fn read_bounded(path: &Path) -> Result<String, ConfigFileError> {
+    use std::io::Read;
+    let unreadable = |e: std::io::Error| ConfigFileError::unreadable(path, &e);
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let limit = MAX_FILE_BYTES as u64;
+    if let Ok(meta) = file.metadata() {
+        if meta.len() > limit {
+            return Err(ConfigFileError::too_large(meta.len()).in_file(path));
+        }
+    }
+    let mut text = String::new();
+    file.take(limit + 1)
+        .read_to_string(&mut text)
+        .map_err(unreadable)?;
+    if text.len() as u64 > limit {
+        return Err(ConfigFileError::too_large(text.len() as u64).in_file(path));
+    }
+    Ok(text)
 }

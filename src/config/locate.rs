@@ -8,7 +8,7 @@
 //!
 //! [`ConfigFileError`]: super::ConfigFileError
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use toml::de::{DeArray, DeTable, DeValue};
 
@@ -176,65 +176,85 @@ fn toml_find(root: &DeTable<'_>, text: &str, field: &str) -> Found {
     }
 }
 
-/// Every key and array element of a JSON text, by path, with its line; and
-/// the first key an object repeats.
+/// Every key and array element of a JSON text, with its line; and the
+/// first key an object repeats.
+///
+/// Each key and element is one [`Node`]: its parent, its own name and its
+/// line, so the index costs memory linear in the text whatever its depth
+/// (a path string per node would cost the depth again for every node: 30 KB
+/// of `[` once took 2.75 GB). A field's path is walked from the root when
+/// asked for. Nesting deeper than [`MAX_DEPTH`] is not indexed: serde_json
+/// refuses it too, and says where.
 pub(crate) struct JsonIndex {
-    /// `(path, line)`, in the order written.
-    entries: Vec<(String, usize)>,
-    /// The first repeated key: its path and the line of the repeat.
-    duplicate: Option<(String, usize)>,
+    /// In the order written.
+    nodes: Vec<Node>,
+    /// The first node of each name under each parent (`None`: the root).
+    children: HashMap<(Option<usize>, Name), usize>,
+    /// The first repeated key: its node and the line of the repeat.
+    duplicate: Option<(usize, usize)>,
+}
+
+/// How deep a JSON text may nest before the index gives up: serde_json's
+/// own recursion limit.
+pub(crate) const MAX_DEPTH: usize = 128;
+
+/// A key or an array element of a JSON text.
+struct Node {
+    parent: Option<usize>,
+    name: Name,
+    line: usize,
+}
+
+/// A node's name within its parent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Name {
+    Key(Box<str>),
+    Index(usize),
 }
 
 enum Frame {
     Object {
-        path: String,
-        seen: HashSet<String>,
-        key: Option<String>,
+        /// The node whose value this object is (`None`: the root).
+        node: Option<usize>,
+        seen: HashSet<Box<str>>,
+        /// The key just read, whose value comes next.
+        key: Option<usize>,
     },
     Array {
-        path: String,
+        node: Option<usize>,
         index: usize,
     },
 }
 
 impl JsonIndex {
     /// Index `text`; `None` if it is not well-formed enough to walk (serde
-    /// reports why).
+    /// reports why) or nests deeper than [`MAX_DEPTH`].
     fn new(text: &str) -> Option<Self> {
-        let mut entries = Vec::new();
-        let mut duplicate = None;
+        let mut index = JsonIndex {
+            nodes: Vec::new(),
+            children: HashMap::new(),
+            duplicate: None,
+        };
         let mut stack: Vec<Frame> = Vec::new();
         let mut line = 1;
         let mut chars = text.chars().peekable();
-        // The path of the value about to start, where a frame says.
-        let value_path =
-            |stack: &mut Vec<Frame>, entries: &mut Vec<(String, usize)>, line| match stack
-                .last_mut()
-            {
-                Some(Frame::Object { path, key, .. }) => {
-                    key.take().map(|k| join_key(path, &k)).unwrap_or_default()
-                }
-                Some(Frame::Array { path, index }) => {
-                    let p = format!("{path}[{index}]");
-                    entries.push((p.clone(), line));
-                    p
-                }
-                None => String::new(),
-            };
         while let Some(c) = chars.next() {
             match c {
                 '\n' => line += 1,
-                '{' => {
-                    let path = value_path(&mut stack, &mut entries, line);
-                    stack.push(Frame::Object {
-                        path,
-                        seen: HashSet::new(),
-                        key: None,
+                '{' | '[' => {
+                    if stack.len() >= MAX_DEPTH {
+                        return None;
+                    }
+                    let node = index.value_node(&mut stack, line);
+                    stack.push(if c == '{' {
+                        Frame::Object {
+                            node,
+                            seen: HashSet::new(),
+                            key: None,
+                        }
+                    } else {
+                        Frame::Array { node, index: 0 }
                     });
-                }
-                '[' => {
-                    let path = value_path(&mut stack, &mut entries, line);
-                    stack.push(Frame::Array { path, index: 0 });
                 }
                 '}' | ']' => {
                     stack.pop()?;
@@ -274,23 +294,24 @@ impl JsonIndex {
                     }
                     let is_key = chars.peek() == Some(&':');
                     match stack.last_mut() {
-                        Some(Frame::Object { path, seen, key }) if is_key => {
-                            let full = join_key(path, &s);
-                            if !seen.insert(s.clone()) && duplicate.is_none() {
-                                duplicate = Some((full.clone(), line));
+                        Some(Frame::Object { node, seen, key }) if is_key => {
+                            let name: Box<str> = s.into();
+                            let repeated = !seen.insert(name.clone());
+                            let id = index.push(*node, Name::Key(name), line);
+                            if repeated && index.duplicate.is_none() {
+                                index.duplicate = Some((id, line));
                             }
-                            entries.push((full, line));
-                            *key = Some(s);
+                            *key = Some(id);
                         }
                         _ => {
-                            value_path(&mut stack, &mut entries, line);
+                            index.value_node(&mut stack, line);
                         }
                     }
                 }
                 c if c.is_whitespace() || c == ':' => {}
                 _ => {
                     // A number, `true`, `false` or `null`: one scalar value.
-                    value_path(&mut stack, &mut entries, line);
+                    index.value_node(&mut stack, line);
                     while chars
                         .peek()
                         .is_some_and(|c| !matches!(c, ',' | '}' | ']') && !c.is_whitespace())
@@ -300,52 +321,119 @@ impl JsonIndex {
                 }
             }
         }
-        Some(JsonIndex { entries, duplicate })
+        Some(index)
+    }
+
+    /// A node written at `line` under `parent`.
+    fn push(&mut self, parent: Option<usize>, name: Name, line: usize) -> usize {
+        let id = self.nodes.len();
+        self.children.entry((parent, name.clone())).or_insert(id);
+        self.nodes.push(Node { parent, name, line });
+        id
+    }
+
+    /// The node of the value about to start, where the innermost frame
+    /// says: the key just read, or the array's next element.
+    fn value_node(&mut self, stack: &mut [Frame], line: usize) -> Option<usize> {
+        match stack.last_mut() {
+            Some(Frame::Object { key, .. }) => key.take(),
+            Some(Frame::Array { node, index }) => {
+                let (parent, i) = (*node, *index);
+                Some(self.push(parent, Name::Index(i), line))
+            }
+            None => None,
+        }
+    }
+
+    /// The deepest node on the way to `field`, and whether it is the whole
+    /// of it. A key may itself contain dots (`"api.example.com"`): the
+    /// longest run of segments that is a key is taken.
+    fn walk(&self, field: &str) -> (Option<usize>, bool) {
+        let Some(segments) = segments(field) else {
+            return (None, false);
+        };
+        let mut at: Option<usize> = None;
+        let mut rest = &segments[..];
+        while let Some(segment) = rest.first() {
+            let hit = match segment {
+                Segment::Index(i) => self.children.get(&(at, Name::Index(*i))).map(|&id| (1, id)),
+                Segment::Key(_) => {
+                    let keys: Vec<&str> = rest
+                        .iter()
+                        .map_while(|s| match s {
+                            Segment::Key(k) => Some(*k),
+                            Segment::Index(_) => None,
+                        })
+                        .collect();
+                    (1..=keys.len()).rev().find_map(|n| {
+                        let name = Name::Key(keys[..n].join(".").into());
+                        self.children.get(&(at, name)).map(|&id| (n, id))
+                    })
+                }
+            };
+            let Some((n, id)) = hit else { break };
+            rest = &rest[n..];
+            at = Some(id);
+        }
+        (at, rest.is_empty() && !segments.is_empty())
     }
 
     fn find(&self, field: &str) -> Found {
-        let mut probe = field.to_owned();
-        let mut whole = true;
-        loop {
-            if let Some((_, line)) = self.entries.iter().find(|(p, _)| *p == probe) {
-                return Found {
-                    line: Some(*line),
-                    whole: whole && !field.is_empty(),
-                };
-            }
-            whole = false;
-            match probe.rfind(['.', '[']) {
-                Some(at) => probe.truncate(at),
-                None => return Found::default(),
-            }
+        let (at, whole) = self.walk(field);
+        Found {
+            line: at.map(|id| self.nodes[id].line),
+            whole: whole && !field.is_empty(),
         }
     }
 
     fn keys(&self, field: &str) -> Vec<String> {
-        let prefix = if field.is_empty() {
-            String::new()
+        let parent = if field.is_empty() {
+            None
         } else {
-            format!("{field}.")
+            match self.walk(field) {
+                (Some(id), true) => Some(id),
+                _ => return Vec::new(),
+            }
         };
-        self.entries
+        self.nodes
             .iter()
-            .filter_map(|(p, _)| p.strip_prefix(&prefix))
-            .filter(|rest| !rest.contains(['.', '[']))
-            .map(str::to_owned)
+            .filter(|n| n.parent == parent)
+            .filter_map(|n| match &n.name {
+                Name::Key(k) => Some(k.to_string()),
+                Name::Index(_) => None,
+            })
             .collect()
     }
 
-    /// The first key an object repeats, and the line of the repeat.
-    pub(crate) fn duplicate(&self) -> Option<&(String, usize)> {
-        self.duplicate.as_ref()
+    /// The first key an object repeats, by its path, and the line of the
+    /// repeat.
+    pub(crate) fn duplicate(&self) -> Option<(String, usize)> {
+        let (id, line) = self.duplicate?;
+        Some((self.path(id), line))
     }
-}
 
-fn join_key(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
+    /// The path of node `id`, as a [`ConfigFileError`](super::ConfigFileError)
+    /// names a field.
+    fn path(&self, id: usize) -> String {
+        let mut names = Vec::new();
+        let mut at = Some(id);
+        while let Some(node) = at.map(|i| &self.nodes[i]) {
+            names.push(&node.name);
+            at = node.parent;
+        }
+        let mut path = String::new();
+        for name in names.iter().rev() {
+            match name {
+                Name::Key(k) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(k);
+                }
+                Name::Index(i) => path.push_str(&format!("[{i}]")),
+            }
+        }
+        path
     }
 }
 
@@ -400,13 +488,50 @@ mod tests {
         else {
             panic!("parses")
         };
-        assert_eq!(index.duplicate(), Some(&("b.c".to_owned(), 3)));
+        assert_eq!(index.duplicate(), Some(("b.c".to_owned(), 3)));
         let Document::Json(index) =
             Document::parse(r#"{"a": {"c": 1}, "b": {"c": 2}}"#, Format::Json)
         else {
             panic!("parses")
         };
         assert_eq!(index.duplicate(), None, "the same key in two objects");
+    }
+
+    #[test]
+    fn json_keys_with_dots_and_repeats_inside_arrays_are_named_by_their_path() {
+        let text = "{\"limiters\": {\"api.example.com\": {\"policy\":\n {\"members\": [{\"limit\": 1,\n \"limit\": 2}]}}}}";
+        let Document::Json(index) = Document::parse(text, Format::Json) else {
+            panic!("parses")
+        };
+        assert_eq!(
+            index.duplicate(),
+            Some((
+                "limiters.api.example.com.policy.members[0].limit".to_owned(),
+                3
+            ))
+        );
+        let found = index.find("limiters.api.example.com.policy.members[0].limit");
+        assert_eq!(
+            found,
+            Found {
+                line: Some(2),
+                whole: true
+            }
+        );
+        assert_eq!(
+            index.find("limiters.api.example.com.policy.members[3]"),
+            Found {
+                line: Some(2),
+                whole: false
+            }
+        );
+        assert_eq!(index.keys("limiters"), vec!["api.example.com".to_owned()]);
+        // Deeper than serde_json reads: not indexed.
+        let deep = "[".repeat(MAX_DEPTH + 1);
+        assert!(matches!(
+            Document::parse(&deep, Format::Json),
+            Document::Unknown
+        ));
     }
 
     #[test]

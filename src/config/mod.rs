@@ -72,7 +72,7 @@ mod paths;
 mod policy;
 mod server;
 
-pub use file::ConfigFileError;
+pub use file::{ConfigFileError, MAX_FILE_BYTES};
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;

@@ -71,18 +71,75 @@ fn idle_limiters_are_evicted_to_make_room_and_on_request() {
     let clock = ManualClock::new();
     let keyed = limiters(2, &clock);
     drop(keyed.get("a").unwrap());
-    drop(keyed.get("b").unwrap());
-    // Not idle long enough: no room yet.
     clock.advance(IDLE / 2);
-    assert!(matches!(keyed.get("c"), Err(KeyedError::Full { .. })));
-    clock.advance(IDLE);
-    // Asking for `b` again makes it recent; `a` is evicted for `c`.
     drop(keyed.get("b").unwrap());
+    // Not idle long enough for `evict_idle`...
+    assert_eq!(keyed.evict_idle(), 0);
+    // ...but a new key finds room: the least recently used goes.
     drop(keyed.get("c").unwrap());
     assert!(!keyed.contains("a") && keyed.contains("b") && keyed.contains("c"));
     clock.advance(IDLE);
+    // Asking for `b` again makes it recent; `c`, idle, goes for `d`.
+    drop(keyed.get("b").unwrap());
+    drop(keyed.get("d").unwrap());
+    assert!(!keyed.contains("c") && keyed.contains("b") && keyed.contains("d"));
+    clock.advance(IDLE);
     assert_eq!(keyed.evict_idle(), 2);
     assert!(keyed.is_empty());
+}
+
+#[test]
+fn a_flood_of_junk_keys_kept_recent_cannot_lock_out_a_new_key() {
+    // The defaults' shape at a tenth of the size: the map full of junk keys
+    // a hostile client re-touches every few seconds, far inside the idle
+    // timeout. A legitimate new key once waited out the whole timeout.
+    let clock = ManualClock::new();
+    let keyed = limiters(1_000, &clock);
+    let junk = |i: usize| format!("junk-{i}");
+    for i in 0..1_000 {
+        drop(keyed.get(&junk(i)).unwrap());
+        clock.advance(Duration::from_millis(1));
+    }
+    // A held limiter and an open breaker are never what makes room.
+    let held = keyed.get("junk-0").unwrap();
+    for round in 0..50 {
+        for i in 0..1_000 {
+            drop(keyed.get(&junk(i)));
+        }
+        clock.advance(Duration::from_secs(2));
+        let legit = format!("tenant-{round}");
+        let limiter = keyed.get(&legit).expect("a new key always finds room");
+        assert_eq!(limiter.name(), legit);
+        assert!(keyed.len() <= 1_000);
+    }
+    assert!(keyed.contains("junk-0"), "held: never evicted");
+    drop(held);
+    // Every limiter in use or kept: then, and only then, refused.
+    let keyed = limiters(2, &clock);
+    let a = keyed.get("a").unwrap();
+    let b = keyed.get("b").unwrap();
+    assert_eq!(
+        keyed.get("c").unwrap_err(),
+        KeyedError::Full { max_keys: 2 }
+    );
+    drop((a, b));
+    assert!(keyed.get("c").is_ok());
+}
+
+#[test]
+fn a_full_map_evicts_the_least_recently_used_eighth_at_once() {
+    let clock = ManualClock::new();
+    let keyed = limiters(80, &clock);
+    for i in 0..80 {
+        drop(keyed.get(&format!("k{i}")).unwrap());
+        clock.advance(Duration::from_millis(1));
+    }
+    drop(keyed.get("new").unwrap());
+    // Ten went (an eighth of 80), the oldest ten: one scan buys room for
+    // the next nine new keys.
+    assert_eq!(keyed.len(), 71);
+    assert!((0..10).all(|i| !keyed.contains(format!("k{i}").as_str())));
+    assert!((10..80).all(|i| keyed.contains(format!("k{i}").as_str())));
 }
 
 #[test]
@@ -122,6 +179,12 @@ fn eviction_never_removes_an_open_breaker() {
         keyed.get("ledger").unwrap().snapshot().state,
         Some(BreakerState::Open)
     );
+    // Nor when a new key needs room before anything is idle: the other
+    // goes, however recent, and the open breaker stays.
+    drop(keyed.get("other").unwrap());
+    drop(keyed.get("new").unwrap());
+    assert!(keyed.contains("ledger") && keyed.contains("new"));
+    assert!(!keyed.contains("other"));
 }
 
 #[test]

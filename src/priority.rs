@@ -15,10 +15,13 @@
 //!   the limit, and grows by itself: by one slot each time a call of that
 //!   class finds the limit full while a less critical class holds slots;
 //!   it drains by a 64th of a slot each time one of the class's calls ends
-//!   while it uses under three quarters of it, and by a slot each time it
-//!   turns away a less critical call while the class holds nothing. So a
-//!   class that needs room gets it, and room it does not use is lent to the
-//!   classes below it.
+//!   while it uses under three quarters of it, by a slot each time it
+//!   turns away a less critical call while the class holds nothing, and by
+//!   a slot each time a less critical caller waits its whole `max_wait` and
+//!   times out beside free slots while the class uses less than it keeps
+//!   (the waiter watched those slots go unused all the while). So a class
+//!   that needs room gets it, and room it does not use is lent to the
+//!   classes below it, waiting callers included.
 //! - **Under an admit probability** (a throttle, a breaker's ramp), the
 //!   fraction the gate admits is spent on the most critical classes first,
 //!   in proportion to their recent share of calls: the least critical class

@@ -390,3 +390,40 @@ fn a_call_that_keeps_its_slot_across_attempts_keeps_its_class() {
     assert_eq!(limiter.in_flight(), 0);
     assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_class_is_not_starved_beside_free_slots_no_class_above_uses() {
+    // The shape of a trial that starved sheddable calls for 8 s: a reserve
+    // grown for the critical class while the limit was full (a dip of an
+    // adaptive limit), then the limit with room to spare, the critical
+    // class using a few slots, and sheddable callers waiting 50 ms each.
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(11).unwrap())
+            .priorities(Priorities::default())
+            .max_wait(Duration::from_millis(50))
+            .build()
+            .unwrap(),
+    );
+    let shed: Vec<_> = (0..11)
+        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .collect();
+    for _ in 0..11 {
+        assert!(limiter.try_acquire_as(CRITICAL).is_err(), "full");
+    }
+    drop(shed);
+    let critical: Vec<_> = (0..3)
+        .map(|_| limiter.try_acquire_as(CRITICAL).unwrap())
+        .collect();
+    // Eight slots free, no critical call waiting: sheddable waiters get
+    // in within a few of them, not after seconds of timeouts.
+    let mut served = 0;
+    for _ in 0..20 {
+        if let Ok(p) = limiter.acquire_as(Priority::Sheddable.into()).await {
+            served += 1;
+            p.success();
+        }
+    }
+    assert!(served >= 15, "sheddable waiters served {served} of 20");
+    drop(critical);
+    assert_eq!(limiter.in_flight(), 0);
+}

@@ -209,6 +209,22 @@ impl Classes {
         }
     }
 
+    /// A waiter of class `c` waited its whole wait and was refused beside
+    /// free slots: those were kept for the classes above, which left them
+    /// unused all the while. Each class above that keeps more than it uses
+    /// keeps one slot fewer. (A reserve that grew while the limit was full
+    /// otherwise drained only a 64th of a slot per call of its own class,
+    /// and waiting callers of the classes below timed out beside free slots
+    /// for seconds.)
+    pub(crate) fn starved(&self, c: u8) {
+        for (h, class) in self.state[..usize::from(c)].iter().enumerate() {
+            let held = u64::from(class.held.load(Ordering::Relaxed));
+            if class.reserve.load(Ordering::SeqCst).div_ceil(STEP) > held {
+                self.drain(h, STEP);
+            }
+        }
+    }
+
     /// Count a call of class `c` arriving.
     #[inline]
     pub(crate) fn arrive(&self, c: u8) {
@@ -517,6 +533,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
         self.rejection(RejectReason::LimitReached)
             .with_class(Class(c))
+    }
+
+    /// A waiter of class `class` timed out: if slots were free under the
+    /// limit, the classes above kept them for nothing (see
+    /// [`Classes::starved`]).
+    pub(crate) fn starved(&self, class: Option<u8>) {
+        if let (Some(classes), Some(c)) = (&self.classes, class) {
+            if self.in_flight() < self.gate().limit {
+                classes.starved(c);
+            }
+        }
     }
 
     /// A finished or abandoned call no longer holds a slot: its class's

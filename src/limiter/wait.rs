@@ -323,7 +323,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 Err(_elapsed) => match leave.take_late_grant() {
                     // Handed a slot just as the deadline passed: use it.
                     Some(result) => result,
-                    None => Err(self.classed(self.rejection(RejectReason::TimedOut), class)),
+                    None => {
+                        self.starved(class);
+                        Err(self.classed(self.rejection(RejectReason::TimedOut), class))
+                    }
                 },
             },
         };

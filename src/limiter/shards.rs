@@ -24,9 +24,9 @@ use std::cell::Cell;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Whether a [`Limiter`](crate::Limiter) parks released slots per core, so
-/// that threads sharing it stop all writing one shared word (see the
-/// README's "Threads sharing one limiter": on two threads, 1.7 to 2.0 times
-/// one thread's rate rather than about half of it).
+/// that threads sharing it stop all writing one shared word (see "Threads
+/// sharing one limiter" in `docs/design.md`: on two threads, 1.7 to 2.0
+/// times one thread's rate rather than about half of it).
 ///
 /// The limit itself stays exact, and
 /// [`Limiter::in_flight`](crate::Limiter::in_flight) subtracts the parked

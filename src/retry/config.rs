@@ -15,9 +15,15 @@ use crate::algorithms::{check, ConfigError};
 ///
 /// Why these: three attempts is what most clients ship (AWS's standard
 /// mode, gRPC's examples), and the budget, not the count, is what keeps
-/// retries from multiplying load — at 20% a dependency that fails every
-/// call sees at most 1.2 × the calls it would see without retries, however
-/// many attempts are allowed. Full jitter spreads retries from many
+/// retries from multiplying load. Over the last 10 s, retries may number
+/// 20% of the calls made plus 10 a second, so a dependency that fails
+/// every call sees at most `1.2 × calls + 10 × 10 s` attempts in that
+/// window, however many attempts are allowed: 1.2 × at a high rate, more
+/// at a low one (at 20 calls a second, `(1.2 × 20 + 10) / 20` = 1.7
+/// attempts per call). The floor is each caller's: across a fleet of `n` instances
+/// the floors add up to `10 × n` retries a second, as they do in Finagle
+/// and in tower's `TpsBudget`; lower `min_per_second` for a large fleet.
+/// Full jitter spreads retries from many
 /// callers that failed at once; the 1 s cap keeps the third attempt inside
 /// a user's patience.
 ///

@@ -254,6 +254,10 @@ fn describe() {
         "Calls by outcome: success, overload, ignored, rejected"
     );
     ::metrics::describe_counter!(
+        "rheostat_admitted_total",
+        "Calls admitted, by class (a limiter with priorities)"
+    );
+    ::metrics::describe_counter!(
         "rheostat_transitions_total",
         "Breaker state changes, by from and to"
     );

@@ -455,3 +455,55 @@ fn admissions_and_rejections_carry_the_class_on_a_limiter_with_priorities() {
         0
     );
 }
+
+#[test]
+fn every_series_in_real_prometheus_output_has_its_help_line() {
+    use rheostat::algorithms::breaker::BreakerConfig as Config;
+    use rheostat::priority::{Priorities, Priority};
+    use rheostat::retry::RetryConfig;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Breaker::new(Config::recommended()).unwrap())
+            .name("search")
+            .priorities(Priorities::default())
+            .retry(RetryConfig::default())
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    metrics::with_local_recorder(&recorder, || {
+        limiter
+            .try_acquire_as(Priority::Critical.into())
+            .unwrap()
+            .success();
+    });
+    let text = recorder.handle().render();
+    let names: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("rheostat_"))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(|n| {
+            n.trim_end_matches("_bucket")
+                .trim_end_matches("_sum")
+                .trim_end_matches("_count")
+        })
+        .collect();
+    for name in [
+        "rheostat_limit",
+        "rheostat_in_flight",
+        "rheostat_calls_total",
+        "rheostat_admitted_total",
+        "rheostat_retries_total",
+        "rheostat_call_duration_seconds",
+        "rheostat_breaker_state",
+    ] {
+        assert!(names.contains(name), "{name} missing from\n{text}");
+    }
+    for name in names {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "no HELP for {name}:\n{text}"
+        );
+    }
+}

@@ -14,7 +14,7 @@
 //! degradation next to them. A file with a `[sweep]` table is run as a
 //! sweep; `--scenario degradation` picks a whole sweep.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -121,7 +121,13 @@ fn main() -> ExitCode {
     let mut all: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
     all.extend(scenarios.iter().cloned());
 
+    // Progress redraws one line, so only on a terminal: in a log it would
+    // be one line of thousands of carriage returns.
+    let terminal = std::io::stderr().is_terminal();
     let result = compare(&all, &args.policies, args.seed, |p| {
+        if !terminal {
+            return;
+        }
         eprint!(
             "\r[{:>4}/{}] {:<34} {:<22} {:>6.2} s ",
             p.done,
@@ -132,7 +138,9 @@ fn main() -> ExitCode {
         );
         let _ = std::io::stderr().flush();
     });
-    eprintln!();
+    if terminal {
+        eprintln!();
+    }
     let (report, stats) = match result {
         Ok(r) => r,
         Err(e) => {

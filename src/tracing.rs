@@ -9,8 +9,11 @@
 //! - any other change (half-open, disabled, metrics-only) at `DEBUG`.
 //!
 //! - a limiter's retry budget running dry at `WARN`: `retry budget
-//!   exhausted` (`limiter`), once each time it runs dry after granting a
-//!   retry (see [`crate::retry`]).
+//!   exhausted` (`limiter`), when it runs dry after granting a retry (see
+//!   [`crate::retry`]), at most once a minute per limiter: a budget at its
+//!   edge runs dry after every retry it grants, and a storm of retries is
+//!   no time for a storm of log lines. The first warning after a quiet
+//!   minute says how many were held back (`suppressed`).
 //!
 //! Nothing is logged per call.
 //!
@@ -28,6 +31,8 @@
 //! ```
 
 use std::borrow::Cow;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::algorithms::{Algorithm, BreakerState, Transition};
 use crate::clock::Clock;
@@ -39,13 +44,22 @@ use crate::observe::Observer;
 #[derive(Clone, Debug)]
 pub struct TracingObserver {
     limiter: Cow<'static, str>,
+    /// When the budget's warning was last logged, and how many have been
+    /// held back since (shared by clones).
+    budget_warned: Arc<Mutex<(Option<Instant>, u64)>>,
 }
+
+/// The least time between two warnings of one limiter's budget running
+/// dry, in real time (log lines are read in real time, whatever clock the
+/// limiter runs on).
+const BUDGET_WARNING_EVERY: Duration = Duration::from_secs(60);
 
 impl TracingObserver {
     /// An observer whose events carry `limiter = <limiter>`.
     pub fn new(limiter: impl Into<Cow<'static, str>>) -> Self {
         TracingObserver {
             limiter: limiter.into(),
+            budget_warned: Arc::new(Mutex::new((None, 0))),
         }
     }
 }
@@ -76,8 +90,26 @@ impl Observer for TracingObserver {
     }
 
     fn retry_budget_exhausted(&self) {
+        let now = Instant::now();
+        let suppressed = {
+            let mut warned = self
+                .budget_warned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let (last, held_back) = &mut *warned;
+            if last.is_some_and(|at| now.saturating_duration_since(at) < BUDGET_WARNING_EVERY) {
+                *held_back += 1;
+                return;
+            }
+            *last = Some(now);
+            std::mem::take(held_back)
+        };
         let limiter: &str = &self.limiter;
-        ::tracing::warn!(limiter, "retry budget exhausted");
+        if suppressed == 0 {
+            ::tracing::warn!(limiter, "retry budget exhausted");
+        } else {
+            ::tracing::warn!(limiter, suppressed, "retry budget exhausted");
+        }
     }
 }
 

@@ -147,3 +147,33 @@ fn an_error_repeats_at_most_the_start_of_a_long_name_or_value() {
     let e = LimitersConfig::from_json(&text).unwrap_err();
     assert!(size(&e) < 2048, "{} bytes", size(&e));
 }
+
+#[test]
+fn an_empty_file_says_it_configures_nothing_and_a_yaml_file_is_refused_by_name() {
+    for text in ["", "\n# only a comment\n"] {
+        let e = LimitersConfig::from_toml(text).unwrap_err();
+        assert!(e.reason().contains("configures nothing"), "{e}");
+    }
+    assert!(LimitersConfig::from_json("{}")
+        .unwrap_err()
+        .reason()
+        .contains("configures nothing"));
+    // A default alone is a configuration (for keyed limiters).
+    assert!(LimitersConfig::from_toml("[default.policy]\npolicy = \"aimd\"\n").is_ok());
+    let dir = std::env::temp_dir().join(format!("rheostat-yaml-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["limits.yaml", "limits.YML"] {
+        let path = dir.join(name);
+        // Valid TOML inside: the name alone decides, so nothing YAML-like
+        // is ever read as TOML.
+        std::fs::write(
+            &path,
+            "[limiters.a.policy]\npolicy = \"fixed\"\nlimit = 3\n",
+        )
+        .unwrap();
+        let e = LimitersConfig::load(&path).unwrap_err();
+        assert!(e.reason().contains("YAML is not read"), "{e}");
+        assert_eq!(e.file(), Some(path.as_path()));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

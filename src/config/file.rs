@@ -112,6 +112,28 @@ impl ConfigFileError {
         }
     }
 
+    /// A file that configures nothing: no limiter and no default.
+    pub(crate) fn empty() -> Self {
+        ConfigFileError::new(
+            String::new(),
+            "found no `[limiters.<name>]` table and no `[default]`, expected at least one: \
+             the file configures nothing"
+                .to_owned(),
+            None,
+        )
+    }
+
+    /// A file named as YAML, which is not read.
+    pub(crate) fn yaml() -> Self {
+        ConfigFileError::new(
+            String::new(),
+            "found a YAML file name, expected TOML (any other name) or JSON (`.json`): \
+             YAML is not read"
+                .to_owned(),
+            None,
+        )
+    }
+
     /// A text longer than [`MAX_FILE_BYTES`].
     pub(crate) fn too_large(bytes: u64) -> Self {
         ConfigFileError::new(

@@ -322,8 +322,15 @@ impl LimitersConfig {
     /// the line; or saying why the file could not be read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
         let path = path.as_ref();
+        let extension = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        if matches!(extension.as_deref(), Some("yaml" | "yml")) {
+            return Err(ConfigFileError::yaml().in_file(path));
+        }
         let text = read_bounded(path)?;
-        let json = path.extension().is_some_and(|e| e == "json");
+        let json = extension.as_deref() == Some("json");
         let loaded = if json {
             Self::from_json(&text)
         } else {
@@ -413,6 +420,9 @@ impl LimitersConfig {
     /// The limiter options of a file just read (its policies were checked
     /// as they were read).
     fn check(&self, text: &str, format: Format) -> Result<(), ConfigFileError> {
+        if self.limiters.is_empty() && self.default.is_none() {
+            return Err(ConfigFileError::empty());
+        }
         for (location, config) in self.entries() {
             config
                 .check_options()

@@ -99,8 +99,10 @@ fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
     );
 }
 
-#[test]
-fn a_retry_budget_running_dry_warns_once() {
+/// The log lines of a limiter whose retry budget holds one retry per 10 s
+/// (no ratio, 0.1 a second), after `rounds` of `calls` failing calls, each
+/// round followed by `pause` of virtual time.
+fn budget_log(rounds: usize, calls: usize, pause: Duration) -> Vec<String> {
     use rheostat::algorithms::Fixed;
     use rheostat::retry::{Backoff, Budget, RetryConfig};
     use rheostat::{Outcome, TokioClock};
@@ -137,20 +139,28 @@ fn a_retry_budget_running_dry_warns_once() {
             .build()
             .unwrap();
         rt.block_on(async {
-            // One retry in the reserve: the first call spends it, the next
-            // three are refused theirs.
-            for _ in 0..4 {
-                let _ = limiter
-                    .call(
-                        Duration::from_secs(1),
-                        |_: &Result<(), ()>| Outcome::Overload,
-                        || async { Err(()) },
-                    )
-                    .await;
+            for _ in 0..rounds {
+                for _ in 0..calls {
+                    let _ = limiter
+                        .call(
+                            Duration::from_secs(1),
+                            |_: &Result<(), ()>| Outcome::Overload,
+                            || async { Err(()) },
+                        )
+                        .await;
+                }
+                tokio::time::sleep(pause).await;
             }
         });
     });
-    let lines = buffer.lines();
+    buffer.lines()
+}
+
+#[test]
+fn a_retry_budget_running_dry_warns_once() {
+    // One retry in the reserve: the first call spends it, the next three
+    // are refused theirs.
+    let lines = budget_log(1, 4, Duration::ZERO);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(
         lines[0].contains("WARN")
@@ -163,60 +173,10 @@ fn a_retry_budget_running_dry_warns_once() {
 
 #[test]
 fn a_retry_budget_at_its_edge_warns_at_most_once_a_minute() {
-    use rheostat::algorithms::Fixed;
-    use rheostat::retry::{Backoff, Budget, RetryConfig};
-    use rheostat::{Outcome, TokioClock};
-
-    let buffer = Buffer::default();
-    let writer = buffer.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    tracing::subscriber::with_default(subscriber, || {
-        let limiter = Limiter::builder(Fixed::new(4).unwrap())
-            .name("payments")
-            .clock(TokioClock)
-            .retry(RetryConfig {
-                backoff: Backoff {
-                    base: Duration::ZERO,
-                    cap: Duration::ZERO,
-                },
-                budget: Budget {
-                    ratio: 0.0,
-                    min_per_second: 0.1,
-                    ttl: Duration::from_secs(10),
-                },
-                ..RetryConfig::default()
-            })
-            .tracing()
-            .build()
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            // Eight times over, in virtual time: the budget refills, one
-            // retry spends it, and the next call finds it dry. In real time
-            // all of it takes well under a minute.
-            for _ in 0..8 {
-                for _ in 0..2 {
-                    let _ = limiter
-                        .call(
-                            Duration::from_secs(1),
-                            |_: &Result<(), ()>| Outcome::Overload,
-                            || async { Err(()) },
-                        )
-                        .await;
-                }
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            }
-        });
-    });
-    let lines = buffer.lines();
+    // Eight times over, in virtual time: the budget refills, one retry
+    // spends it, and the next call finds it dry. In real time all of it
+    // takes well under a minute.
+    let lines = budget_log(8, 2, Duration::from_secs(30));
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(lines[0].contains("retry budget exhausted"), "{}", lines[0]);
 }

@@ -106,7 +106,9 @@ impl Stack {
             return Err(ConfigError::new(
                 "stack.members",
                 format!("{} policies", names.len()),
-                "at most 64 policies (a stack inside a stack counts its members)",
+                format!(
+                    "at most {MAX_MEMBERS} policies (a stack inside a stack counts its members)"
+                ),
             ));
         }
         Ok(Stack {

@@ -117,6 +117,25 @@ fn segments(field: &str) -> Option<Vec<Segment<'_>>> {
     Some(out)
 }
 
+/// A key may itself contain dots (`"api.example.com"`): the longest run
+/// of the key segments at the start of `rest`, joined, that `lookup`
+/// finds, with how many segments it took.
+fn longest_key<T>(
+    rest: &[Segment<'_>],
+    mut lookup: impl FnMut(&str) -> Option<T>,
+) -> Option<(usize, T)> {
+    let keys: Vec<&str> = rest
+        .iter()
+        .map_while(|s| match s {
+            Segment::Key(k) => Some(*k),
+            Segment::Index(_) => None,
+        })
+        .collect();
+    (1..=keys.len())
+        .rev()
+        .find_map(|n| lookup(&keys[..n].join(".")).map(|found| (n, found)))
+}
+
 fn toml_find(root: &DeTable<'_>, text: &str, field: &str) -> Found {
     let Some(segments) = segments(field) else {
         return Found::default();
@@ -134,21 +153,10 @@ fn toml_find(root: &DeTable<'_>, text: &str, field: &str) -> Found {
                 item
             }
             (Segment::Key(_), Some(t), _) => {
-                // A key may itself contain dots (`"api.example.com"`): take
-                // the longest run of segments that is a key here.
-                let keys: Vec<&str> = rest
-                    .iter()
-                    .map_while(|s| match s {
-                        Segment::Key(k) => Some(*k),
-                        Segment::Index(_) => None,
-                    })
-                    .collect();
-                let hit = (1..=keys.len()).rev().find_map(|n| {
-                    let name = keys[..n].join(".");
-                    t.get_key_value(name.as_str())
-                        .map(|(k, v)| (n, k.span().start, v))
+                let hit = longest_key(rest, |name| {
+                    t.get_key_value(name).map(|(k, v)| (k.span().start, v))
                 });
-                let Some((n, at, v)) = hit else { break };
+                let Some((n, (at, v))) = hit else { break };
                 rest = &rest[n..];
                 found = Some(at);
                 v
@@ -357,19 +365,9 @@ impl JsonIndex {
         while let Some(segment) = rest.first() {
             let hit = match segment {
                 Segment::Index(i) => self.children.get(&(at, Name::Index(*i))).map(|&id| (1, id)),
-                Segment::Key(_) => {
-                    let keys: Vec<&str> = rest
-                        .iter()
-                        .map_while(|s| match s {
-                            Segment::Key(k) => Some(*k),
-                            Segment::Index(_) => None,
-                        })
-                        .collect();
-                    (1..=keys.len()).rev().find_map(|n| {
-                        let name = Name::Key(keys[..n].join(".").into());
-                        self.children.get(&(at, name)).map(|&id| (n, id))
-                    })
-                }
+                Segment::Key(_) => longest_key(rest, |name| {
+                    self.children.get(&(at, Name::Key(name.into()))).copied()
+                }),
             };
             let Some((n, id)) = hit else { break };
             rest = &rest[n..];

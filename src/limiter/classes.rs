@@ -202,8 +202,16 @@ impl Classes {
     /// A call of class `c` was turned away to keep slots for the classes
     /// above it: each of those that holds nothing keeps one slot fewer.
     pub(crate) fn shrink_above(&self, c: u8) {
+        self.give_back_above(c, |held, _kept| held == 0);
+    }
+
+    /// Each class above `c` for which `unused(held, kept slots)` says so
+    /// keeps one slot fewer.
+    fn give_back_above(&self, c: u8, unused: impl Fn(u64, u64) -> bool) {
         for (h, class) in self.state[..usize::from(c)].iter().enumerate() {
-            if class.held.load(Ordering::Relaxed) == 0 {
+            let held = u64::from(class.held.load(Ordering::Relaxed));
+            let kept = class.reserve.load(Ordering::SeqCst).div_ceil(STEP);
+            if unused(held, kept) {
                 self.drain(h, STEP);
             }
         }
@@ -217,12 +225,7 @@ impl Classes {
     /// and waiting callers of the classes below timed out beside free slots
     /// for seconds.)
     pub(crate) fn starved(&self, c: u8) {
-        for (h, class) in self.state[..usize::from(c)].iter().enumerate() {
-            let held = u64::from(class.held.load(Ordering::Relaxed));
-            if class.reserve.load(Ordering::SeqCst).div_ceil(STEP) > held {
-                self.drain(h, STEP);
-            }
-        }
+        self.give_back_above(c, |held, kept| kept > held);
     }
 
     /// Count a call of class `c` arriving.

@@ -427,3 +427,110 @@ async fn a_waiting_class_is_not_starved_beside_free_slots_no_class_above_uses() 
     drop(critical);
     assert_eq!(limiter.in_flight(), 0);
 }
+
+/// One step of a history with waits: a call of a class that fails fast, a
+/// call of a class that waits its 50 ms, or the end of a call held.
+#[derive(Clone, Debug)]
+enum Step {
+    Try(u8),
+    Wait(u8),
+    Release(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0u8..4).prop_map(Step::Try),
+        2 => (0u8..4).prop_map(Step::Wait),
+        2 => (0usize..64).prop_map(Step::Release),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// In every state reached by random calls that fail fast, wait or end,
+    /// a class with free slots beside it, more than the configured shares
+    /// above it keep unused, is not starved: a caller of that class that
+    /// waits, alone in the queue, again and again while nothing else
+    /// changes, is served within as many waits as the limit has slots (each
+    /// wait that times out beside free slots gives back a slot of every
+    /// reserve above it that its class does not use). Once, reserves grown
+    /// while the limit was full were kept for seconds, and every such
+    /// waiter timed out.
+    #[test]
+    fn a_waiting_class_beside_free_slots_is_served_within_as_many_waits_as_the_limit(
+        limit in 1u32..12,
+        shares in proptest::collection::vec(0.0f64..0.25, 4),
+        steps in proptest::collection::vec(step(), 1..80),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut priorities = Priorities::default();
+            for (class, share) in priorities.classes.iter_mut().zip(&shares) {
+                class.share = *share;
+            }
+            let limiter = Limiter::builder(Fixed::new(limit).unwrap())
+                .priorities(priorities)
+                .max_wait(Duration::from_millis(50))
+                .build()
+                .unwrap();
+            let mut held = Vec::new();
+            // The slots the configured shares above class `c` keep unused
+            // (each rounded up, as the limiter does): never the waiter's.
+            let shares_kept = |c: u8| -> u32 {
+                let by_class = limiter.in_flight_by_class();
+                (0..usize::from(c))
+                    .map(|h| {
+                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a share of at most 12 slots")]
+                        let kept = (shares[h] * f64::from(limit)).ceil() as u32;
+                        kept.saturating_sub(by_class[h])
+                    })
+                    .sum()
+            };
+            for step in steps {
+                match step {
+                    Step::Try(c) => {
+                        if let Ok(p) = limiter.try_acquire_as(Class::new(c)) {
+                            held.push(p);
+                        }
+                    }
+                    Step::Wait(c) if limiter.in_flight() + shares_kept(c) < limit => {
+                        let mut waits = 0;
+                        let permit = loop {
+                            waits += 1;
+                            match limiter.acquire_as(Class::new(c)).await {
+                                Ok(p) => break p,
+                                Err(r) => {
+                                    prop_assert_eq!(r.reason(), RejectReason::TimedOut);
+                                    prop_assert!(
+                                        waits <= limit,
+                                        "class {} waited {} times beside {} free slots: {:?}",
+                                        c,
+                                        waits,
+                                        limit - limiter.in_flight(),
+                                        limiter.in_flight_by_class()
+                                    );
+                                }
+                            }
+                        };
+                        held.push(permit);
+                    }
+                    Step::Wait(_) => {}
+                    Step::Release(i) if !held.is_empty() => {
+                        let at = i % held.len();
+                        held.remove(at).success();
+                    }
+                    Step::Release(_) => {}
+                }
+                prop_assert!(limiter.in_flight() <= limit);
+            }
+            drop(held);
+            prop_assert_eq!(limiter.in_flight(), 0);
+            Ok(())
+        })?;
+    }
+}

@@ -670,7 +670,9 @@ async fn failing_fast_a_burst_is_cut_to_the_limit() {
 /// A limit of 4 with half of it kept for `critical` requests: two requests
 /// of the least critical class fill what is not kept.
 fn half_kept_for_critical() -> Arc<Limiter<Fixed>> {
-    let priorities = Priorities::default().share(Priority::Critical, 0.5).unwrap();
+    let priorities = Priorities::default()
+        .share(Priority::Critical, 0.5)
+        .unwrap();
     Arc::new(
         Limiter::builder(Fixed::new(4).unwrap())
             .priorities(priorities)
@@ -693,8 +695,10 @@ async fn hold(
     calls: &Arc<AtomicUsize>,
 ) -> Option<tokio::task::JoinHandle<Answer>> {
     let before = calls.load(Ordering::SeqCst);
-    let headers: Vec<(&'static str, String)> =
-        headers.iter().map(|(name, value)| (*name, (*value).to_owned())).collect();
+    let headers: Vec<(&'static str, String)> = headers
+        .iter()
+        .map(|(name, value)| (*name, (*value).to_owned()))
+        .collect();
     let client = client.clone();
     let task = tokio::spawn(async move {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
@@ -718,8 +722,11 @@ async fn an_unclassified_request_is_the_least_critical_and_cannot_crowd_out_a_cr
     let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
     // One server reads `x-priority`; the other has no class function.
     let by_header = serve(
-        hold_and_fast(&calls, &gate)
-            .layer(ShedLayer::new(Arc::clone(&limiter)).fail_fast().classify_request(asked)),
+        hold_and_fast(&calls, &gate).layer(
+            ShedLayer::new(Arc::clone(&limiter))
+                .fail_fast()
+                .classify_request(asked),
+        ),
     )
     .await;
     let no_classes =
@@ -747,7 +754,11 @@ async fn an_unclassified_request_is_the_least_critical_and_cannot_crowd_out_a_cr
     assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 2]);
 
     let critical = fetch_with(&client, by_header, "/fast", &[("x-priority", "critical")]).await;
-    assert_eq!(critical.status, StatusCode::OK, "crowded out by the unclassified");
+    assert_eq!(
+        critical.status,
+        StatusCode::OK,
+        "crowded out by the unclassified"
+    );
 
     gate.add_permits(held.len());
     for task in held {
@@ -781,8 +792,12 @@ fn authenticate(mut request: Request<Body>) -> Request<Body> {
 async fn a_caller_asking_for_critical_plus_is_admitted_no_higher_than_its_trusted_class() {
     let limiter = half_kept_for_critical();
     let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
-    let trusted =
-        |request: &Request<Body>| request.extensions().get::<Caller>().map(|caller| caller.class);
+    let trusted = |request: &Request<Body>| {
+        request
+            .extensions()
+            .get::<Caller>()
+            .map(|caller| caller.class)
+    };
     let shed = ShedLayer::new(Arc::clone(&limiter))
         .fail_fast()
         .classify_request(LowerOnly::new(trusted, asked));
@@ -810,7 +825,10 @@ async fn a_caller_asking_for_critical_plus_is_admitted_no_higher_than_its_truste
     let interactive = [("authorization", "interactive")];
     held.push(hold(&client, addr, &interactive, &calls).await.unwrap());
     assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 2]);
-    let lowered = [("authorization", "interactive"), ("x-priority", "sheddable")];
+    let lowered = [
+        ("authorization", "interactive"),
+        ("x-priority", "sheddable"),
+    ];
     assert!(hold(&client, addr, &lowered, &calls).await.is_none());
 
     gate.add_permits(held.len());
@@ -825,8 +843,11 @@ async fn a_400_kb_priority_header_is_refused_without_error_and_counts_as_unclass
     let limiter = half_kept_for_critical();
     let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
     let addr = serve(
-        hold_and_fast(&calls, &gate)
-            .layer(ShedLayer::new(Arc::clone(&limiter)).fail_fast().classify_request(asked)),
+        hold_and_fast(&calls, &gate).layer(
+            ShedLayer::new(Arc::clone(&limiter))
+                .fail_fast()
+                .classify_request(asked),
+        ),
     )
     .await;
     let client = client();

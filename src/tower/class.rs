@@ -161,7 +161,11 @@ where
         let trusted = self.trusted.class(request)?;
         // Classes are numbered most critical first: the greater is the
         // less critical.
-        Some(self.asked.class(request).map_or(trusted, |asked| asked.max(trusted)))
+        Some(
+            self.asked
+                .class(request)
+                .map_or(trusted, |asked| asked.max(trusted)),
+        )
     }
 }
 

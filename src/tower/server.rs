@@ -279,15 +279,18 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 ///     request
 /// }
 ///
-/// let limiter = ShedLayer::server_limiter(Fixed::new(64)?)
-///     .priorities(Priorities::default())
-///     .build()?;
-/// let shed = ShedLayer::new(Arc::new(limiter)).classify_request(LowerOnly::new(
+/// let limiter = Arc::new(
+///     ShedLayer::server_limiter(Fixed::new(64)?)
+///         .priorities(Priorities::default())
+///         .build()?,
+/// );
+/// let shed = ShedLayer::new(Arc::clone(&limiter)).classify_request(LowerOnly::new(
 ///     |request: &Request<Body>| request.extensions().get::<Caller>().map(|caller| caller.class),
 ///     |request: &Request<Body>| Priority::parse(request.headers().get("x-priority")?).map(Class::from),
 /// ));
+/// // The handler answers with the requests in flight by class, its own included.
 /// let app = Router::new()
-///     .route("/", get(|| async { "ok" }))
+///     .route("/", get(move || async move { format!("{:?}", limiter.in_flight_by_class()) }))
 ///     .layer(shed)
 ///     .layer(MapRequestLayer::new(authenticate)); // outermost: runs first
 ///
@@ -296,7 +299,10 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 ///     .header("authorization", "Bearer crawler-token")
 ///     .header("x-priority", "critical-plus")
 ///     .body(Body::empty())?;
-/// assert_eq!(app.oneshot(request).await?.status(), StatusCode::OK);
+/// let response = app.oneshot(request).await?;
+/// assert_eq!(response.status(), StatusCode::OK);
+/// let body = axum::body::to_bytes(response.into_body(), 64).await?;
+/// assert_eq!(body, "[0, 0, 0, 1]");
 /// # Ok(())
 /// # }
 /// ```

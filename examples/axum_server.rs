@@ -12,14 +12,23 @@
 //! defaults), which learns the server's latency and keeps the requests in
 //! flight near what the workers can take; a request that finds the limit
 //! reached waits up to 50 ms, newest first, and one that cannot be served
-//! in time is answered at once with a `503` and a `Retry-After`. The header
-//! `x-priority: critical|sheddable` puts a request in a priority class.
+//! in time is answered at once with a `503` and a `Retry-After`.
+//!
+//! A request's priority class comes from who sent it, not from what it
+//! says: the `x-priority` header is written by the client, and any client
+//! can write `critical-plus`. An authentication layer in front of the
+//! shedding (a stand-in here: a bearer token names the caller) puts the
+//! caller in the request's extensions; the shedding layer classifies by
+//! it, and lets `x-priority` only lower the class ([`LowerOnly`]). The
+//! checkout frontend is critical; the crawler is sheddable, and asks for
+//! `critical-plus` on every request, to no avail; a request nobody vouched
+//! for is of the least critical class.
 //!
 //! A driver in the same program warms the server up below its capacity,
-//! then sends a burst at two and a half times it, half the requests
-//! critical, half sheddable, and prints how many of each were served and
-//! shed, and how long the served ones took. It then stops, in a few
-//! seconds.
+//! then sends a burst at two and a half times it, half the requests from
+//! the checkout frontend, half from the crawler, and prints how many of
+//! each were served and shed, and how long the served ones took. It then
+//! stops, in a few seconds.
 //!
 //! The server listens on 127.0.0.1, on a port of the system's choosing, or
 //! on the address in `RHEOSTAT_ADDR` (`127.0.0.1:3000`).
@@ -39,19 +48,51 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rheostat::algorithms::{Gradient, GradientConfig};
 use rheostat::priority::{Class, Priorities, Priority};
-use rheostat::tower::ShedLayer;
+use rheostat::tower::{LowerOnly, ShedLayer};
 use tokio::sync::Semaphore;
+use tower::util::MapRequestLayer;
 
 /// The server's workers.
 const WORKERS: usize = 8;
 /// The work one request takes on a worker.
 const WORK: Duration = Duration::from_millis(20);
 
-/// A request's class, from its `x-priority` header: none (the default
-/// class, critical) without one.
-fn priority(request: &Request<Body>) -> Option<Class> {
-    let value = request.headers().get("x-priority")?.to_str().ok()?;
-    Priority::parse(value).map(Class::from)
+/// Who is calling, as authentication found it.
+#[derive(Clone, Copy)]
+struct Caller {
+    class: Class,
+}
+
+/// Stands for real authentication (a verified token, a client
+/// certificate): the checkout frontend is critical, the crawler sheddable,
+/// anyone else unknown.
+fn authenticate(mut request: Request<Body>) -> Request<Body> {
+    let priority = match request.headers().get("authorization").map(|v| v.as_bytes()) {
+        Some(b"Bearer checkout") => Some(Priority::Critical),
+        Some(b"Bearer crawler") => Some(Priority::Sheddable),
+        _ => None,
+    };
+    if let Some(priority) = priority {
+        request.extensions_mut().insert(Caller {
+            class: priority.into(),
+        });
+    }
+    request
+}
+
+/// A request's class as the server knows its caller: none (the least
+/// critical class) if nobody vouched for it.
+fn trusted(request: &Request<Body>) -> Option<Class> {
+    request
+        .extensions()
+        .get::<Caller>()
+        .map(|caller| caller.class)
+}
+
+/// The class a request asks for in its `x-priority` header: it may lower
+/// the trusted class, never raise it.
+fn asked(request: &Request<Body>) -> Option<Class> {
+    Priority::parse(request.headers().get("x-priority")?).map(Class::from)
 }
 
 /// Waits for a worker, then works.
@@ -65,6 +106,8 @@ async fn work(State(workers): State<Arc<Semaphore>>) -> &'static str {
 
 /// How one request of the driver's ended.
 struct Answer {
+    /// The class its caller is owed: critical for the checkout frontend,
+    /// sheddable for the crawler.
     priority: Priority,
     status: u16,
     retry_after: bool,
@@ -73,8 +116,9 @@ struct Answer {
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
-/// Sends `per_tick` requests every `tick` for `length`, alternating
-/// critical and sheddable, and waits for every answer.
+/// Sends `per_tick` requests every `tick` for `length`, alternating the
+/// checkout frontend and the crawler (which asks for `critical-plus`), and
+/// waits for every answer.
 async fn drive(
     client: &HttpClient,
     url: &str,
@@ -88,14 +132,16 @@ async fn drive(
     while start.elapsed() < length {
         ticks.tick().await;
         for _ in 0..per_tick {
-            let priority = if sent.len() % 2 == 0 {
-                Priority::Critical
+            let (priority, request) = if sent.len() % 2 == 0 {
+                let request = Request::get(url).header("authorization", "Bearer checkout");
+                (Priority::Critical, request)
             } else {
-                Priority::Sheddable
+                let request = Request::get(url)
+                    .header("authorization", "Bearer crawler")
+                    .header("x-priority", "critical-plus");
+                (Priority::Sheddable, request)
             };
-            let request = Request::get(url)
-                .header("x-priority", priority.as_str())
-                .body(Empty::new());
+            let request = request.body(Empty::new());
             let client = client.clone();
             sent.push(tokio::spawn(async move {
                 let began = Instant::now();
@@ -135,7 +181,10 @@ fn quantile(latencies: &[Duration], q: f64) -> Duration {
 
 fn report(phase: &str, answers: &[Answer]) {
     println!("{phase}: {} requests", answers.len());
-    for priority in [Priority::Critical, Priority::Sheddable] {
+    for (priority, caller) in [
+        (Priority::Critical, "checkout"),
+        (Priority::Sheddable, "crawler"),
+    ] {
         let ours: Vec<&Answer> = answers.iter().filter(|a| a.priority == priority).collect();
         let mut served: Vec<Duration> = ours
             .iter()
@@ -149,7 +198,7 @@ fn report(phase: &str, answers: &[Answer]) {
             .count();
         let other = ours.len() - served.len() - shed;
         println!(
-            "  {:<9} served {:>4}  shed (503 + Retry-After) {:>4}  other {:>3}  served p50 {:>6.1?}  p99 {:>6.1?}",
+            "  {caller:<8} ({:<9}) served {:>4}  shed (503 + Retry-After) {:>4}  other {:>3}  served p50 {:>6.1?}  p99 {:>6.1?}",
             priority.as_str(),
             served.len(),
             shed,
@@ -172,7 +221,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/work", get(work))
         .with_state(Arc::new(Semaphore::new(WORKERS)))
-        .layer(ShedLayer::new(Arc::clone(&limiter)).classify_request(priority));
+        .layer(
+            ShedLayer::new(Arc::clone(&limiter)).classify_request(LowerOnly::new(trusted, asked)),
+        )
+        // Outermost, so it runs first.
+        .layer(MapRequestLayer::new(authenticate));
 
     let addr = std::env::var("RHEOSTAT_ADDR").unwrap_or_else(|_| "127.0.0.1:0".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;

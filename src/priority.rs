@@ -86,8 +86,23 @@ impl Priority {
         Priority::Sheddable,
     ];
 
+    /// The longest name ([`Priority::as_str`]), in bytes: `sheddable_plus`.
+    /// [`Priority::parse`] refuses a longer value before reading it.
+    pub const LONGEST_NAME: usize = {
+        let mut longest = 0;
+        let mut i = 0;
+        while i < Priority::ALL.len() {
+            let len = Priority::ALL[i].as_str().len();
+            if len > longest {
+                longest = len;
+            }
+            i += 1;
+        }
+        longest
+    };
+
     /// Its name in files, headers and metric labels.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Priority::CriticalPlus => "critical_plus",
             Priority::Critical => "critical",
@@ -96,11 +111,46 @@ impl Priority {
         }
     }
 
-    /// The priority named `name` (as [`Priority::as_str`] writes it; `-`
-    /// for `_` and any case accepted), if any.
-    pub fn parse(name: &str) -> Option<Priority> {
-        let name = name.trim().to_ascii_lowercase().replace('-', "_");
-        Priority::ALL.into_iter().find(|p| p.as_str() == name)
+    /// The priority named `name`: as [`Priority::as_str`] writes it, in
+    /// any case, `-` accepted for `_` (`critical_plus`, `CRITICAL-PLUS`);
+    /// anything else, surrounding whitespace included, is `None`.
+    ///
+    /// `name` may be a `&str` or bytes, such as an `http::HeaderValue`
+    /// (no need to check it is text first). A value longer than the longest
+    /// name ([`Priority::LONGEST_NAME`]) is refused by its length alone,
+    /// without reading it, and a shorter one is compared in place: parsing
+    /// costs the same for a 400 KB header as for `critical`, and never
+    /// allocates. A header is written by the client, though, so it says
+    /// what a request asks for, not what it is owed: see
+    /// `tower::LowerOnly` (the `tower` feature) for a server.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::priority::Priority;
+    ///
+    /// assert_eq!(Priority::parse("sheddable"), Some(Priority::Sheddable));
+    /// assert_eq!(Priority::parse("CRITICAL-PLUS"), Some(Priority::CriticalPlus));
+    /// assert_eq!(Priority::parse(b"Sheddable_Plus"), Some(Priority::SheddablePlus));
+    /// assert_eq!(Priority::parse(" critical"), None);
+    /// assert_eq!(Priority::parse("critical".repeat(50_000)), None);
+    /// ```
+    pub fn parse(name: impl AsRef<[u8]>) -> Option<Priority> {
+        let name = name.as_ref();
+        if name.len() > Priority::LONGEST_NAME {
+            return None;
+        }
+        Priority::ALL.into_iter().find(|p| {
+            let known = p.as_str().as_bytes();
+            known.len() == name.len()
+                && known.iter().zip(name).all(|(&k, &b)| {
+                    k == if b == b'-' {
+                        b'_'
+                    } else {
+                        b.to_ascii_lowercase()
+                    }
+                })
+        })
     }
 }
 
@@ -303,5 +353,41 @@ impl Priorities {
             None => self.class("critical"),
         }
         .unwrap_or(Class(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_name_is_the_bound_parse_refuses_beyond() {
+        let longest = Priority::ALL.map(|p| p.as_str().len());
+        assert_eq!(Some(&Priority::LONGEST_NAME), longest.iter().max());
+        for p in Priority::ALL {
+            assert_eq!(Priority::parse(p.as_str()), Some(p));
+            assert_eq!(Priority::parse(p.as_str().to_ascii_uppercase()), Some(p));
+            assert_eq!(Priority::parse(p.as_str().replace('_', "-")), Some(p));
+            // One byte more than the name, or than the longest, is refused.
+            assert_eq!(Priority::parse(format!("{}x", p.as_str())), None);
+            assert_eq!(Priority::parse(format!(" {} ", p.as_str())), None);
+        }
+        assert_eq!(Priority::parse("critical_plus!"), None);
+        assert_eq!(Priority::parse(""), None);
+        assert_eq!(Priority::parse("sheddable\u{e9}"), None);
+    }
+
+    #[test]
+    fn a_400_kb_value_that_names_a_priority_once_trimmed_is_refused() {
+        // What a client could send to be read as `critical_plus` when a
+        // value was trimmed, lowercased and copied before it was compared.
+        let pad = " ".repeat(200 * 1024);
+        for name in ["CRITICAL-PLUS", "critical_plus", "critical"] {
+            let value = format!("{pad}{name}{pad}");
+            assert!(value.len() > 400 * 1024);
+            assert_eq!(Priority::parse(&value), None, "{name} padded");
+            assert_eq!(Priority::parse(value.as_bytes()), None, "{name} padded");
+        }
+        assert_eq!(Priority::parse("x".repeat(400 * 1024)), None);
     }
 }

@@ -38,7 +38,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
 use rheostat::priority::{Class, Priorities, Priority};
-use rheostat::tower::ShedLayer;
+use rheostat::tower::{LowerOnly, ShedLayer};
 use rheostat::{Limiter, QueueOrder};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -662,5 +662,203 @@ async fn failing_fast_a_burst_is_cut_to_the_limit() {
         }
     }
     assert_eq!((served, most.load(Ordering::SeqCst)), (LIMIT, LIMIT));
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+// ----- classes: what a caller writes is not what it is owed ------------------
+
+/// A limit of 4 with half of it kept for `critical` requests: two requests
+/// of the least critical class fill what is not kept.
+fn half_kept_for_critical() -> Arc<Limiter<Fixed>> {
+    let priorities = Priorities::default()
+        .share(Priority::Critical, 0.5)
+        .unwrap();
+    Arc::new(
+        Limiter::builder(Fixed::new(4).unwrap())
+            .priorities(priorities)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// The class a plain `x-priority` header asks for.
+fn asked(request: &Request<Body>) -> Option<Class> {
+    Priority::parse(request.headers().get("x-priority")?).map(Class::from)
+}
+
+/// GETs `/hold` at `addr` with `headers`: the request still in the handler
+/// (its answer to come once `gate` opens), or, refused, `None`.
+async fn hold(
+    client: &HttpClient,
+    addr: SocketAddr,
+    headers: &[(&'static str, &str)],
+    calls: &Arc<AtomicUsize>,
+) -> Option<tokio::task::JoinHandle<Answer>> {
+    let before = calls.load(Ordering::SeqCst);
+    let headers: Vec<(&'static str, String)> = headers
+        .iter()
+        .map(|(name, value)| (*name, (*value).to_owned()))
+        .collect();
+    let client = client.clone();
+    let task = tokio::spawn(async move {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        fetch_with(&client, addr, "/hold", &headers).await
+    });
+    until("held or answered", || {
+        calls.load(Ordering::SeqCst) > before || task.is_finished()
+    })
+    .await;
+    if calls.load(Ordering::SeqCst) > before {
+        return Some(task);
+    }
+    let refused = task.await.unwrap();
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    None
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unclassified_request_is_the_least_critical_and_cannot_crowd_out_a_critical_one() {
+    let limiter = half_kept_for_critical();
+    let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
+    // One server reads `x-priority`; the other has no class function.
+    let by_header = serve(
+        hold_and_fast(&calls, &gate).layer(
+            ShedLayer::new(Arc::clone(&limiter))
+                .fail_fast()
+                .classify_request(asked),
+        ),
+    )
+    .await;
+    let no_classes =
+        serve(hold_and_fast(&calls, &gate).layer(ShedLayer::new(Arc::clone(&limiter)).fail_fast()))
+            .await;
+    let client = client();
+
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for (addr, headers) in [
+        (by_header, &[][..]),
+        (no_classes, &[("x-priority", "critical")][..]),
+        (by_header, &[("x-priority", "urgent")][..]),
+        (by_header, &[("x-priority", "critical plus")][..]),
+        (no_classes, &[][..]),
+    ] {
+        match hold(&client, addr, headers, &calls).await {
+            Some(task) => held.push(task),
+            None => refused += 1,
+        }
+    }
+    // Each unclassified request was sheddable: two took the slots not kept
+    // for critical requests, and the rest were refused.
+    assert_eq!((held.len(), refused), (2, 3));
+    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 2]);
+
+    let critical = fetch_with(&client, by_header, "/fast", &[("x-priority", "critical")]).await;
+    assert_eq!(
+        critical.status,
+        StatusCode::OK,
+        "crowded out by the unclassified"
+    );
+
+    gate.add_permits(held.len());
+    for task in held {
+        assert_eq!(task.await.unwrap().status, StatusCode::OK);
+    }
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+/// Who is calling, as authentication in front of the shedding found it.
+#[derive(Clone, Copy)]
+struct Caller {
+    class: Class,
+}
+
+/// Stands for authentication: a token names the caller's class.
+fn authenticate(mut request: Request<Body>) -> Request<Body> {
+    let class = match request.headers().get("authorization").map(|v| v.as_bytes()) {
+        Some(b"interactive") => Some(Priority::Critical),
+        Some(b"batch") => Some(Priority::Sheddable),
+        _ => None,
+    };
+    if let Some(priority) = class {
+        request.extensions_mut().insert(Caller {
+            class: priority.into(),
+        });
+    }
+    request
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_asking_for_critical_plus_is_admitted_no_higher_than_its_trusted_class() {
+    let limiter = half_kept_for_critical();
+    let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
+    let trusted = |request: &Request<Body>| {
+        request
+            .extensions()
+            .get::<Caller>()
+            .map(|caller| caller.class)
+    };
+    let shed = ShedLayer::new(Arc::clone(&limiter))
+        .fail_fast()
+        .classify_request(LowerOnly::new(trusted, asked));
+    let addr = serve(
+        hold_and_fast(&calls, &gate)
+            .layer(shed)
+            .layer(tower::util::MapRequestLayer::new(authenticate)),
+    )
+    .await;
+    let client = client();
+    let batch = [("authorization", "batch"), ("x-priority", "critical-plus")];
+
+    // A batch caller's requests are sheddable, whatever they ask for.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(hold(&client, addr, &batch, &calls).await.unwrap());
+    }
+    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 2]);
+    assert!(hold(&client, addr, &batch, &calls).await.is_none());
+    // So is a caller nobody vouched for.
+    let anonymous = [("x-priority", "CRITICAL-PLUS")];
+    assert!(hold(&client, addr, &anonymous, &calls).await.is_none());
+
+    // An interactive caller is critical, and may ask to be less.
+    let interactive = [("authorization", "interactive")];
+    held.push(hold(&client, addr, &interactive, &calls).await.unwrap());
+    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 2]);
+    let lowered = [
+        ("authorization", "interactive"),
+        ("x-priority", "sheddable"),
+    ];
+    assert!(hold(&client, addr, &lowered, &calls).await.is_none());
+
+    gate.add_permits(held.len());
+    for task in held {
+        assert_eq!(task.await.unwrap().status, StatusCode::OK);
+    }
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_400_kb_priority_header_is_refused_without_error_and_counts_as_unclassified() {
+    let limiter = half_kept_for_critical();
+    let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
+    let addr = serve(
+        hold_and_fast(&calls, &gate).layer(
+            ShedLayer::new(Arc::clone(&limiter))
+                .fail_fast()
+                .classify_request(asked),
+        ),
+    )
+    .await;
+    let client = client();
+
+    let huge = format!("critical-plus{}", "x".repeat(400 * 1024));
+    let held = hold(&client, addr, &[("x-priority", &huge)], &calls)
+        .await
+        .expect("served, as the least critical class");
+    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 1]);
+
+    gate.add_permits(1);
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
     assert_eq!(limiter.in_flight(), 0);
 }

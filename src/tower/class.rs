@@ -12,6 +12,14 @@ use crate::priority::Class;
 /// request type `Req` (an `http::Request<B>`, a gRPC request, a type of
 /// your own).
 ///
+/// A client classifies its own outbound requests, so whatever it reads is
+/// its own say. A server reads requests its callers wrote: a header such as
+/// `x-priority` is what a caller asks for, and any caller can ask for the
+/// most critical class. On a server, take the class from what the server
+/// itself established (an identity an authentication layer put in the
+/// request's extensions, a route), and let the header only lower it:
+/// [`LowerOnly`].
+///
 /// # Examples
 ///
 /// ```
@@ -20,8 +28,7 @@ use crate::priority::Class;
 /// use rheostat::tower::ClassifyRequest;
 ///
 /// let by_header = |request: &Request<()>| {
-///     let value = request.headers().get("x-priority")?.to_str().ok()?;
-///     Priority::parse(value).map(Class::from)
+///     Priority::parse(request.headers().get("x-priority")?).map(Class::from)
 /// };
 /// let request = Request::get("/").header("x-priority", "sheddable").body(())?;
 /// assert_eq!(by_header.class(&request), Some(Priority::Sheddable.into()));
@@ -35,8 +42,9 @@ use crate::priority::Class;
 /// # Ok::<(), http::Error>(())
 /// ```
 pub trait ClassifyRequest<Req> {
-    /// The class `request` is admitted as; `None` for the limiter's default
-    /// class (as if it had been acquired without one).
+    /// The class `request` is admitted as; `None` if it has none: a client
+    /// layer admits it as the limiter's default class (as if acquired
+    /// without one), a server layer as the least critical class.
     fn class(&self, request: &Req) -> Option<Class>;
 }
 
@@ -49,8 +57,9 @@ where
     }
 }
 
-/// Every request of the limiter's default class: what a layer does until
-/// it is given a [`ClassifyRequest`].
+/// Classifies no request: what a layer does until it is given a
+/// [`ClassifyRequest`]. A client layer then admits every request as the
+/// limiter's default class; a server layer as the least critical class.
 ///
 /// For a client ([`RheostatLayer`](super::RheostatLayer)) it also keeps
 /// the layer as it was without classes: waiting, a slot is reserved in
@@ -82,5 +91,86 @@ impl<F> ByRequest<F> {
 impl<F> fmt::Debug for ByRequest<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ByRequest(..)")
+    }
+}
+
+/// A class from a trusted source that the request itself may only lower:
+/// the class `trusted` gives a request, or the less critical class `asked`
+/// gives it, if `asked` gives one less critical. A request `trusted` gives
+/// no class has none, whatever it asks for.
+///
+/// On a server, `trusted` reads what the server established about the
+/// caller (an identity an authentication layer in front put in the
+/// request's extensions, a route), and `asked` what the caller wrote (an
+/// `x-priority` header): a batch client may mark its own prefetches
+/// `sheddable`, but no caller rises above its class by writing
+/// `critical-plus`.
+///
+/// # Examples
+///
+/// ```
+/// use http::Request;
+/// use rheostat::priority::{Class, Priority};
+/// use rheostat::tower::{ClassifyRequest, LowerOnly};
+///
+/// /// Who is calling, put in the request's extensions by an
+/// /// authentication layer in front.
+/// #[derive(Clone)]
+/// struct Caller { class: Class }
+///
+/// let classify = LowerOnly::new(
+///     |request: &Request<()>| request.extensions().get::<Caller>().map(|caller| caller.class),
+///     |request: &Request<()>| Priority::parse(request.headers().get("x-priority")?).map(Class::from),
+/// );
+/// let request = |caller: Option<Priority>, asks: &str| {
+///     let mut request = Request::get("/").header("x-priority", asks).body(()).unwrap();
+///     if let Some(priority) = caller {
+///         request.extensions_mut().insert(Caller { class: priority.into() });
+///     }
+///     request
+/// };
+/// // A batch caller asking for more gets its own class…
+/// let batch = Some(Priority::Sheddable);
+/// assert_eq!(classify.class(&request(batch, "critical-plus")), Some(Priority::Sheddable.into()));
+/// // …an interactive one may ask for less…
+/// let interactive = Some(Priority::Critical);
+/// assert_eq!(classify.class(&request(interactive, "sheddable")), Some(Priority::Sheddable.into()));
+/// assert_eq!(classify.class(&request(interactive, "junk")), Some(Priority::Critical.into()));
+/// // …and one nobody vouched for has no class.
+/// assert_eq!(classify.class(&request(None, "critical-plus")), None);
+/// ```
+#[derive(Clone, Copy, Default)]
+pub struct LowerOnly<T, A> {
+    trusted: T,
+    asked: A,
+}
+
+impl<T, A> LowerOnly<T, A> {
+    /// Classifies by `trusted`, lowered by `asked`.
+    pub fn new(trusted: T, asked: A) -> Self {
+        LowerOnly { trusted, asked }
+    }
+}
+
+impl<Req, T, A> ClassifyRequest<Req> for LowerOnly<T, A>
+where
+    T: ClassifyRequest<Req>,
+    A: ClassifyRequest<Req>,
+{
+    fn class(&self, request: &Req) -> Option<Class> {
+        let trusted = self.trusted.class(request)?;
+        // Classes are numbered most critical first: the greater is the
+        // less critical.
+        Some(
+            self.asked
+                .class(request)
+                .map_or(trusted, |asked| asked.max(trusted)),
+        )
+    }
+}
+
+impl<T, A> fmt::Debug for LowerOnly<T, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LowerOnly(..)")
     }
 }

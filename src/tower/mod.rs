@@ -191,7 +191,7 @@ mod retry;
 mod server;
 mod service;
 
-pub use class::{ByRequest, ClassifyRequest, DefaultClass};
+pub use class::{ByRequest, ClassifyRequest, DefaultClass, LowerOnly};
 #[cfg(feature = "http")]
 pub use classify::HttpClassifier;
 pub use classify::{Classify, ClassifyFn, ResultClassifier};

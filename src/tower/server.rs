@@ -44,6 +44,9 @@ struct Settings {
     wait: bool,
     /// The outcome recorded for a response of each status.
     outcome: fn(StatusCode) -> Outcome,
+    /// The class of a request the class function gives none: the limiter's
+    /// least critical (`None` for a limiter without priorities).
+    unclassified: Option<Class>,
 }
 
 impl fmt::Debug for Settings {
@@ -52,6 +55,7 @@ impl fmt::Debug for Settings {
             .field("status", &self.status)
             .field("retry_after", &self.retry_after)
             .field("wait", &self.wait)
+            .field("unclassified", &self.unclassified)
             .finish_non_exhaustive()
     }
 }
@@ -91,7 +95,8 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// For each request the service:
 ///
 /// 1. sorts it into a priority class, if given a
-///    [`classify_request`](Self::classify_request) function;
+///    [`classify_request`](Self::classify_request) function, and into the
+///    least critical class if not (see [Classes](#classes));
 /// 2. asks the limiter for a slot, waiting in its queue (as
 ///    [`Limiter::acquire_owned`], bounded by the limiter's
 ///    [`max_wait`](crate::Builder::max_wait) and queue length) if the limit
@@ -130,6 +135,26 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// next probe) where it knows one, the layer's default (1 s, or
 /// [`retry_after`](Self::retry_after)) otherwise — and the [`Rejection`] in
 /// its extensions, for an outer layer to log or count.
+///
+/// # Classes
+///
+/// Under a limiter built with [priorities](crate::priority), a request is
+/// admitted as the class the layer's
+/// [`classify_request`](Self::classify_request) function gives it; a
+/// request it gives none — no header, a value it cannot read, no class
+/// function at all — is of the **least critical** class, not the
+/// limiter's default class as a client's calls are. A server's callers
+/// write its requests: if a request that says nothing outranked the ones
+/// marked `sheddable`, a caller would only have to drop the header to
+/// crowd them out, and one that writes `critical-plus` outranks
+/// everybody. So classify from what the server itself established about
+/// the caller — an identity an authentication layer in front put in the
+/// request's extensions, a route — and let the caller's header only
+/// lower that class, with [`LowerOnly`](super::LowerOnly), as the last
+/// example below does. (A client layer keeps the limiter's default: its
+/// requests are its own, and so is their class.) To admit the unclassified
+/// as some other class, say so in the class function
+/// (`Some(f(request).unwrap_or(class))`).
 ///
 /// # Body type
 ///
@@ -219,6 +244,68 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// Classes from the caller's identity, which its `x-priority` header may
+/// only lower:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use axum::{body::Body, routing::get, Router};
+/// use http::{Request, StatusCode};
+/// use rheostat::algorithms::Fixed;
+/// use rheostat::priority::{Class, Priorities, Priority};
+/// use rheostat::tower::{LowerOnly, ShedLayer};
+/// use tower::util::MapRequestLayer;
+/// use tower::ServiceExt;
+///
+/// /// Who is calling, as authentication found it.
+/// #[derive(Clone)]
+/// struct Caller { class: Class }
+///
+/// /// Stands for real authentication (a verified token, a client
+/// /// certificate): a checkout frontend is critical, a crawler sheddable,
+/// /// anyone else unknown.
+/// fn authenticate(mut request: Request<Body>) -> Request<Body> {
+///     let class = match request.headers().get("authorization").map(|v| v.as_bytes()) {
+///         Some(b"Bearer checkout-token") => Some(Priority::Critical),
+///         Some(b"Bearer crawler-token") => Some(Priority::Sheddable),
+///         _ => None,
+///     };
+///     if let Some(priority) = class {
+///         request.extensions_mut().insert(Caller { class: priority.into() });
+///     }
+///     request
+/// }
+///
+/// let limiter = Arc::new(
+///     ShedLayer::server_limiter(Fixed::new(64)?)
+///         .priorities(Priorities::default())
+///         .build()?,
+/// );
+/// let shed = ShedLayer::new(Arc::clone(&limiter)).classify_request(LowerOnly::new(
+///     |request: &Request<Body>| request.extensions().get::<Caller>().map(|caller| caller.class),
+///     |request: &Request<Body>| Priority::parse(request.headers().get("x-priority")?).map(Class::from),
+/// ));
+/// // The handler answers with the requests in flight by class, its own included.
+/// let app = Router::new()
+///     .route("/", get(move || async move { format!("{:?}", limiter.in_flight_by_class()) }))
+///     .layer(shed)
+///     .layer(MapRequestLayer::new(authenticate)); // outermost: runs first
+///
+/// // The crawler asks for `critical-plus`, and is admitted as sheddable.
+/// let request = Request::get("/")
+///     .header("authorization", "Bearer crawler-token")
+///     .header("x-priority", "critical-plus")
+///     .body(Body::empty())?;
+/// let response = app.oneshot(request).await?;
+/// assert_eq!(response.status(), StatusCode::OK);
+/// let body = axum::body::to_bytes(response.into_body(), 64).await?;
+/// assert_eq!(body, "[0, 0, 0, 1]");
+/// # Ok(())
+/// # }
+/// ```
 pub struct ShedLayer<A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
     limiter: Arc<Limiter<A, C>>,
     settings: Settings,
@@ -261,8 +348,12 @@ impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
     /// Admit a server's requests through `limiter`, waiting in its queue
     /// when the limit is reached, refusing with a 503 and a `Retry-After`
     /// of the rejection's (1 s where it knows none), every request of the
-    /// limiter's default class.
+    /// limiter's least critical class (see [Classes](ShedLayer#classes)).
     pub fn new(limiter: Arc<Limiter<A, C>>) -> Self {
+        let unclassified = limiter.priorities().map(|priorities| {
+            // At most `MAX_CLASSES` classes, and at least one.
+            Class::new(u8::try_from(priorities.classes.len().saturating_sub(1)).unwrap_or(u8::MAX))
+        });
         ShedLayer {
             limiter,
             settings: Settings {
@@ -270,6 +361,7 @@ impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
                 retry_after: DEFAULT_RETRY_AFTER,
                 wait: true,
                 outcome: server_outcome,
+                unclassified,
             },
             classify: DefaultClass,
         }
@@ -398,9 +490,14 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
     /// [`crate::priority`]), for a limiter built with
     /// [`priorities`](crate::Builder::priorities): under load, the less
     /// critical requests are refused first, and the queue serves the most
-    /// critical waiter first. A request it gives no class is of the
-    /// limiter's default class; a limiter without priorities ignores
-    /// classes.
+    /// critical waiter first. A request it gives no class is of the least
+    /// critical class; a limiter without priorities ignores classes.
+    ///
+    /// Classify by what the server knows of the caller, not by what the
+    /// caller wrote: see [Classes](ShedLayer#classes), and the example
+    /// there. A header read alone, as below, is fit only where every caller
+    /// is trusted (a service behind a gateway that sets the header itself
+    /// and strips any the client sent).
     ///
     /// A closure needs its argument's type written out
     /// (`|request: &Request<Body>|`): the layer learns the body type only
@@ -419,9 +516,9 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
     /// let limiter = ShedLayer::server_limiter(Fixed::new(64)?)
     ///     .priorities(Priorities::default())
     ///     .build()?;
+    /// // Only behind a gateway that owns `x-priority`.
     /// let layer = ShedLayer::new(Arc::new(limiter)).classify_request(|request: &Request<Body>| {
-    ///     let value = request.headers().get("x-priority")?.to_str().ok()?;
-    ///     Priority::parse(value).map(Class::from)
+    ///     Priority::parse(request.headers().get("x-priority")?).map(Class::from)
     /// });
     /// let app: Router = Router::new().route("/", get(|| async { "ok" })).layer(layer);
     /// # drop(app);
@@ -543,8 +640,8 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let class = self.classify.class(&request);
         let settings = self.settings;
+        let class = self.classify.class(&request).or(settings.unclassified);
         if settings.wait {
             // The service readied for this request goes with it, to be
             // called once a slot is had.
@@ -763,6 +860,7 @@ mod tests {
             retry_after,
             wait: false,
             outcome: server_outcome,
+            unclassified: None,
         };
         let rejection = Rejection::new(crate::RejectReason::LimitReached, "fixed", None);
         for (after, header) in [

@@ -103,7 +103,9 @@ async fn over_a_keyed_limiter() {
 async fn plain_oneshot() {
     let policy: Box<dyn Algorithm> = Box::new(Fixed::new(1).unwrap());
     let limiter = Arc::new(Limiter::builder(policy).build().unwrap());
-    let service = RheostatLayer::new(Arc::clone(&limiter)).layer(client());
+    let service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
+        .layer(client());
     let task = tokio::spawn(service.oneshot(request(refusing())));
     assert!(matches!(task.await.unwrap(), Err(CallError::Failed(_))));
     assert_eq!(limiter.in_flight(), 0);

@@ -17,7 +17,7 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
 use rheostat::tower::future::ResponseFuture;
-use rheostat::tower::{ClassifyFn, HttpClassifier, Rheostat, RheostatLayer};
+use rheostat::tower::{ClassifyFn, HttpClassifier, ResultClassifier, Rheostat, RheostatLayer};
 use rheostat::{CallError, Limiter, Observer, Outcome, RejectReason, TokioClock};
 use tokio::sync::oneshot;
 use tower::{service_fn, Layer, Service, ServiceExt};
@@ -80,9 +80,11 @@ fn poll_once<S: Service<R>, R>(service: &mut S) -> Poll<Result<(), S::Error>> {
 fn readiness_is_the_inner_services_and_admission_is_decided_in_call() {
     let ready = Arc::new(AtomicBool::new(false));
     let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
-    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(Dependency {
-        ready: Arc::clone(&ready),
-    });
+    let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
+        .layer(Dependency {
+            ready: Arc::clone(&ready),
+        });
     assert!(poll_once(&mut service).is_pending());
     ready.store(true, Ordering::SeqCst);
     // The limit being reached does not make the service unready.
@@ -96,10 +98,12 @@ async fn a_refused_call_fails_fast_with_the_rejection_and_never_reaches_the_serv
     let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
     let called = Arc::new(AtomicBool::new(false));
     let seen = Arc::clone(&called);
-    let service = RheostatLayer::new(Arc::clone(&limiter)).layer(service_fn(move |_: ()| {
-        seen.store(true, Ordering::SeqCst);
-        async { Ok::<_, Infallible>(()) }
-    }));
+    let service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
+        .layer(service_fn(move |_: ()| {
+            seen.store(true, Ordering::SeqCst);
+            async { Ok::<_, Infallible>(()) }
+        }));
     let _held = limiter.try_acquire().unwrap();
     match service.oneshot(()).await {
         Err(CallError::Rejected(rejection)) => {
@@ -122,8 +126,9 @@ async fn an_open_breaker_rejection_says_when_to_retry() {
     for _ in 0..10 {
         limiter.try_acquire().unwrap().overload();
     }
-    let service =
-        RheostatLayer::new(limiter).layer(service_fn(|_: ()| async { Ok::<_, Infallible>(()) }));
+    let service = RheostatLayer::new(limiter)
+        .classify(ResultClassifier)
+        .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(()) }));
     let Err(CallError::Rejected(rejection)) = service.oneshot(()).await else {
         panic!("admitted through an open breaker")
     };
@@ -187,7 +192,9 @@ async fn a_probe_is_given_the_breakers_probe_timeout_not_the_layers() {
 
     // Without a timeout of the layer's own, a probe still has one.
     let limiter = open();
-    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(dependency);
+    let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
+        .layer(dependency);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let r = service
         .ready()
@@ -214,13 +221,15 @@ async fn the_permit_is_held_until_the_response_future_completes() {
     let (send, receive) = oneshot::channel();
     *answers.lock().unwrap() = Some(receive);
     let slot = Arc::clone(&answers);
-    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(service_fn(move |_: ()| {
-        let answer = slot.lock().unwrap().take().unwrap();
-        async move {
-            answer.await.unwrap();
-            Ok::<_, Infallible>("done")
-        }
-    }));
+    let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
+        .layer(service_fn(move |_: ()| {
+            let answer = slot.lock().unwrap().take().unwrap();
+            async move {
+                answer.await.unwrap();
+                Ok::<_, Infallible>("done")
+            }
+        }));
     service.ready().await.unwrap();
     let mut response = std::pin::pin!(service.call(()));
     assert_eq!(limiter.in_flight(), 1);
@@ -244,15 +253,46 @@ async fn a_dropped_response_future_gives_the_slot_back() {
             .build()
             .unwrap(),
     );
-    let mut service = RheostatLayer::new(Arc::clone(&limiter)).layer(service_fn(|_: ()| {
-        std::future::pending::<Result<(), Infallible>>()
-    }));
+    let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
+        .layer(service_fn(|_: ()| {
+            std::future::pending::<Result<(), Infallible>>()
+        }));
     service.ready().await.unwrap();
     let response = service.call(());
     assert_eq!(limiter.in_flight(), 1);
     drop(response);
     assert_eq!(limiter.in_flight(), 0);
     assert_eq!(outcomes.take(), [Outcome::Ignore]);
+}
+
+/// Why a layer has no default classifier: the one that counts every
+/// response a success counts an HTTP 503 as one.
+#[tokio::test]
+async fn a_503_through_the_layer_is_an_overload_given_http_classifier_and_a_success_given_result_classifier(
+) {
+    let outcomes = Outcomes::default();
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(4).unwrap())
+            .observer(outcomes.clone())
+            .build()
+            .unwrap(),
+    );
+    let unavailable = || {
+        service_fn(|_: http::Request<()>| async { http::Response::builder().status(503).body(()) })
+    };
+    let http = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
+        .layer(unavailable());
+    let response = http.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(outcomes.take(), [Outcome::Overload]);
+
+    let result_only = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
+        .layer(unavailable());
+    result_only.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(outcomes.take(), [Outcome::Success]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -310,6 +350,7 @@ async fn the_http_classifier_maps_5xx_4xx_429_slow_errors_and_timeouts() {
 async fn waiting_holds_a_slot_from_poll_ready_and_a_refusal_comes_from_call() {
     let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
     let mut service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
         .wait()
         .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }));
     let held = limiter.try_acquire().unwrap();
@@ -330,6 +371,7 @@ async fn waiting_holds_a_slot_from_poll_ready_and_a_refusal_comes_from_call() {
     );
     let _held = short.try_acquire().unwrap();
     let mut service = RheostatLayer::new(Arc::clone(&short))
+        .classify(ResultClassifier)
         .wait()
         .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }));
     service.ready().await.unwrap();
@@ -420,7 +462,9 @@ async fn the_keyed_layer_admits_each_request_through_its_host_s_limiter() {
         }
     });
     let by_host = |r: &http::Request<()>| r.uri().host().unwrap_or("").to_owned();
-    let service = KeyedLayer::new(Arc::clone(&hosts), by_host).layer(inner);
+    let service = KeyedLayer::new(Arc::clone(&hosts), by_host)
+        .classify(HttpClassifier::new())
+        .layer(inner);
     let send = |host: &str| {
         let request = http::Request::get(format!("http://{host}/"))
             .body(())

@@ -127,6 +127,7 @@ async fn failing_fast_the_reserve_refuses_sheddable_and_admits_critical() {
     let limiter = limiter(2, Priorities::default());
     let held = Held::new(&limiter);
     let client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .classify_request(by_header)
         .layer(held.service());
 
@@ -214,6 +215,7 @@ async fn waiting_the_most_critical_waiter_is_served_first() {
     let limiter = limiter(1, Priorities::default());
     let held = Held::new(&limiter);
     let client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .classify_request(by_header)
         .timeout(Duration::from_secs(30))
         .unwrap()
@@ -273,6 +275,7 @@ async fn waiting_poll_ready_reserves_nothing_with_a_class_function() {
     let limiter = limiter(1, Priorities::default());
     let held = Held::new(&limiter);
     let mut client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .classify_request(by_header)
         .wait()
         .layer(held.service());
@@ -293,6 +296,7 @@ async fn dropped_calls_and_waiters_hold_nothing() {
     let limiter = limiter(1, Priorities::default());
     let held = Held::new(&limiter);
     let client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .classify_request(by_header)
         .wait()
         .layer(held.service());
@@ -326,6 +330,7 @@ async fn dropped_calls_and_waiters_hold_nothing() {
 
     // Failing fast, a refused request holds nothing either.
     let client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .classify_request(by_header)
         .layer(held.service());
     let running = tokio::spawn(client.clone().oneshot(request("critical")));
@@ -347,6 +352,7 @@ async fn waiting_a_refusal_is_the_response() {
     );
     let held = Held::new(&limiter);
     let client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .classify_request(by_header)
         .wait()
         .layer(held.service());
@@ -368,7 +374,7 @@ async fn without_a_class_function_calls_are_of_the_default_class() {
     let limiter = limiter(2, Priorities::default());
     let held = Held::new(&limiter);
     for wait in [false, true] {
-        let layer = RheostatLayer::new(Arc::clone(&limiter));
+        let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new());
         let layer = if wait { layer.wait() } else { layer };
         let client = layer.layer(held.service());
         let call = tokio::spawn(client.oneshot(request("sheddable")));
@@ -432,6 +438,7 @@ async fn retrying_the_class_applies_however_the_layers_are_ordered() {
     let limiter = retrying(2);
     let held = Held::new(&limiter);
     let client = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
         .wait()
         .retry()
         .classify_request(by_header)

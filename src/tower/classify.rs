@@ -27,6 +27,14 @@ use crate::retry::Verdict;
 /// });
 /// assert_eq!(classify.classify(&Err("unavailable"), Duration::ZERO), Outcome::Overload);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot classify a `Result<{Res}, {E}>`",
+    label = "no classifier for these results",
+    note = "a tower layer must be told what a response says about the dependency: \
+            `.classify(HttpClassifier::new())` for HTTP responses (5xx and 429 are overloads), \
+            `.classify(ResultClassifier)` if every response is a success and every error an overload, \
+            or `.classify(ClassifyFn(|result, latency| ...))`"
+)]
 pub trait Classify<Res, E> {
     /// What `result`, which took `latency`, says about the dependency.
     fn classify(&self, result: &Result<Res, E>, latency: Duration) -> Outcome;
@@ -88,7 +96,21 @@ where
     }
 }
 
-/// The default classifier: a response is a success, an error an overload.
+/// A response is a success, an error an overload: for a service whose
+/// responses are all successes. Not for HTTP, whose 503 is a response:
+/// use [`HttpClassifier`](super::HttpClassifier) (the `http` feature).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat::tower::{Classify, ResultClassifier};
+/// use rheostat::Outcome;
+///
+/// let ok: Result<u32, &str> = Ok(7);
+/// assert_eq!(ResultClassifier.classify(&ok, Duration::ZERO), Outcome::Success);
+/// assert_eq!(ResultClassifier.classify(&Err::<u32, _>("reset"), Duration::ZERO), Outcome::Overload);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ResultClassifier;
 
@@ -100,6 +122,70 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
         }
     }
 }
+
+/// No classifier yet: what [`RheostatLayer::new`](super::RheostatLayer::new),
+/// `KeyedLayer::new` (the `config` feature) and `RetryPolicy::new` (the
+/// `tower-retry` feature) start with.
+///
+/// It classifies nothing (it implements no [`Classify`]), so a service made
+/// from a layer that still has it cannot be called: the layer must be told
+/// what a response says about the dependency, with `.classify(...)`. There
+/// is no default, because none is right for every service: a result-only
+/// default would count an HTTP `503` as a success, and an HTTP default would
+/// not fit a gRPC or database client. Give
+/// [`HttpClassifier::new()`](super::HttpClassifier::new) for HTTP,
+/// [`ResultClassifier`] for a service whose every response is a success and
+/// every error an overload, or a closure in a [`ClassifyFn`].
+///
+/// # Examples
+///
+/// A layer told how to classify HTTP responses:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use rheostat::{algorithms::Fixed, tower::{HttpClassifier, RheostatLayer}, Limiter};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// let limiter = Arc::new(Limiter::new(Fixed::new(8)?));
+/// let client = RheostatLayer::new(limiter)
+///     .classify(HttpClassifier::new())
+///     .layer(service_fn(|_: http::Request<()>| async {
+///         http::Response::builder().status(503).body(())
+///     }));
+/// let response = client.oneshot(http::Request::new(())).await?;
+/// assert_eq!(response.status(), 503); // a response, recorded as an overload
+/// # Ok(())
+/// # }
+/// ```
+///
+/// The same layer not told cannot be called. Here the compiler says that
+/// `oneshot` exists for `Rheostat<_, Unclassified, _>` but its bounds are
+/// not met; where the client is given to code that needs a
+/// `Service<http::Request<()>>`, it says that `Unclassified` cannot
+/// classify a `Result<Response<()>, http::Error>`, and how to give a
+/// classifier.
+///
+/// ```compile_fail,E0599
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use rheostat::{algorithms::Fixed, tower::RheostatLayer, Limiter};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// let limiter = Arc::new(Limiter::new(Fixed::new(8)?));
+/// let client = RheostatLayer::new(limiter)
+///     .layer(service_fn(|_: http::Request<()>| async {
+///         http::Response::builder().status(503).body(())
+///     }));
+/// let response = client.oneshot(http::Request::new(())).await?;
+/// assert_eq!(response.status(), 503);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unclassified;
 
 /// Classifies HTTP responses.
 ///

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::{Classify, ResultClassifier};
+use super::classify::{Classify, Unclassified};
 use super::future::ResponseFuture;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -64,22 +64,24 @@ use crate::keyed::KeyedLimiters;
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedLayer<F, K = ResultClassifier, Key = String, C = DefaultClock> {
+pub struct KeyedLayer<F, K, Key = String, C = DefaultClock> {
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,
     classifier: K,
     timeout: Option<Duration>,
 }
 
-impl<F, Key, C> KeyedLayer<F, ResultClassifier, Key, C> {
+impl<F, Key, C> KeyedLayer<F, Unclassified, Key, C> {
     /// Admit each request through the limiter `limiters` holds for
-    /// `key(&request)`, counting a response as a success and an error as an
-    /// overload, with no timeout of its own.
+    /// `key(&request)`, with no timeout of its own, once told how to
+    /// classify results: a service made from the layer cannot be called
+    /// before [`classify`](Self::classify) is given a classifier
+    /// ([`Unclassified`](super::Unclassified) says why).
     pub fn new(limiters: Arc<KeyedLimiters<Key, C>>, key: F) -> Self {
         KeyedLayer {
             limiters,
             key,
-            classifier: ResultClassifier,
+            classifier: Unclassified,
             timeout: None,
         }
     }
@@ -150,7 +152,7 @@ impl<F, K: fmt::Debug, Key, C> fmt::Debug for KeyedLayer<F, K, Key, C> {
 
 /// A service that admits each request through the limiter of its key. Made
 /// by [`KeyedLayer`].
-pub struct KeyedRheostat<S, F, K = ResultClassifier, Key = String, C = DefaultClock> {
+pub struct KeyedRheostat<S, F, K, Key = String, C = DefaultClock> {
     inner: S,
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,

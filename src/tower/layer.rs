@@ -7,7 +7,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::class::{ByRequest, DefaultClass};
-use super::classify::ResultClassifier;
+use super::classify::Unclassified;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -15,6 +15,10 @@ use crate::limiter::Limiter;
 
 /// Wraps a service in a [`Rheostat`] that admits each request through one
 /// shared [`Limiter`]; see the [module documentation](super).
+///
+/// It must be told how to classify results ([`classify`](Self::classify)):
+/// until then its classifier is [`Unclassified`](super::Unclassified), and
+/// a service made from it cannot be called.
 ///
 /// # Examples
 ///
@@ -31,12 +35,7 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<
-    K = ResultClassifier,
-    A = Box<dyn Algorithm>,
-    C = DefaultClock,
-    P = DefaultClass,
-> {
+pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
@@ -44,13 +43,15 @@ pub struct RheostatLayer<
     classify: P,
 }
 
-impl<A: Algorithm, C: Clock> RheostatLayer<ResultClassifier, A, C> {
-    /// Admit requests through `limiter`, failing fast, counting a response
-    /// as a success and an error as an overload, with no timeout of its own.
+impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
+    /// Admit requests through `limiter`, failing fast, with no timeout of
+    /// its own, once told how to classify results: a service made from the
+    /// layer cannot be called before [`classify`](Self::classify) is given
+    /// a classifier ([`Unclassified`](super::Unclassified) says why).
     pub fn new(limiter: Arc<Limiter<A, C>>) -> Self {
         RheostatLayer {
             limiter,
-            classifier: ResultClassifier,
+            classifier: Unclassified,
             timeout: None,
             wait: false,
             classify: DefaultClass,
@@ -59,9 +60,10 @@ impl<A: Algorithm, C: Clock> RheostatLayer<ResultClassifier, A, C> {
 }
 
 impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
-    /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier),
-    /// a closure in a [`ClassifyFn`](super::ClassifyFn), any
-    /// [`Classify`](super::Classify)).
+    /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier)
+    /// for HTTP, a [`ResultClassifier`](super::ResultClassifier) if every
+    /// response is a success and every error an overload, a closure in a
+    /// [`ClassifyFn`](super::ClassifyFn), any [`Classify`](super::Classify)).
     pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P> {
         RheostatLayer {
             limiter: self.limiter,

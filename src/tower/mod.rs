@@ -16,11 +16,18 @@
 //! 2. calls the inner service and holds the permit until the response
 //!    future completes (or is dropped, which counts as the limiter's drop
 //!    outcome);
-//! 3. classifies the result with a [`Classify`] — for HTTP,
-//!    [`HttpClassifier`] — and records the outcome, with the call's
-//!    latency; a call that outlives the layer's [timeout](RheostatLayer::timeout)
+//! 3. classifies the result with the [`Classify`] the layer was given —
+//!    for HTTP, [`HttpClassifier`] — and records the outcome, with the
+//!    call's latency; a call that outlives the layer's [timeout](RheostatLayer::timeout)
 //!    ends with [`CallError::TimedOut`](crate::CallError::TimedOut) and is
 //!    recorded as an overload.
+//!
+//! There is no default classifier: a layer starts [`Unclassified`], and a
+//! service made from it cannot be called until
+//! [`classify`](RheostatLayer::classify) says what a result means —
+//! `HttpClassifier::new()` for HTTP (a `503` is a response, but an
+//! overload), [`ResultClassifier`] when every response is a success and
+//! every error an overload, or a closure in a [`ClassifyFn`].
 //!
 //! For a server (axum, hyper, tonic), `ShedLayer` (the `http` feature)
 //! turns it around: the server's own requests are admitted through a
@@ -194,7 +201,7 @@ mod service;
 pub use class::{ByRequest, ClassifyRequest, DefaultClass, LowerOnly};
 #[cfg(feature = "http")]
 pub use classify::HttpClassifier;
-pub use classify::{Classify, ClassifyFn, ResultClassifier};
+pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
 #[cfg(feature = "config")]
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;

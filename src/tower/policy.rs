@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
 
-use super::classify::{Classify, ResultClassifier};
+use super::classify::{Classify, Unclassified};
 use super::retry::{AnyRequest, IdempotentOnly, RetryRule};
 use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
@@ -97,12 +97,7 @@ use crate::retry::{Call, Decision, Ended};
 /// # }
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-retry")))]
-pub struct RetryPolicy<
-    K = ResultClassifier,
-    R = IdempotentOnly,
-    A = Box<dyn Algorithm>,
-    C = DefaultClock,
-> {
+pub struct RetryPolicy<K, R = IdempotentOnly, A = Box<dyn Algorithm>, C = DefaultClock> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     rule: R,
@@ -115,14 +110,15 @@ pub struct RetryPolicy<
     sent: Option<Instant>,
 }
 
-impl<A: Algorithm, C: Clock> RetryPolicy<ResultClassifier, IdempotentOnly, A, C> {
-    /// Retry through `limiter`'s retry policy the idempotent requests whose
-    /// result is an error (what the inner layer's default classifier counts
-    /// as an overload).
+impl<A: Algorithm, C: Clock> RetryPolicy<Unclassified, IdempotentOnly, A, C> {
+    /// Retry through `limiter`'s retry policy the idempotent requests that
+    /// failed, once told how to judge results: the policy cannot be used
+    /// before [`classify`](Self::classify) is given the inner layer's
+    /// classifier ([`Unclassified`](super::Unclassified) says why).
     pub fn new(limiter: Arc<Limiter<A, C>>) -> Self {
         RetryPolicy {
             limiter,
-            classifier: ResultClassifier,
+            classifier: Unclassified,
             rule: IdempotentOnly,
             call: None,
             resending: false,

@@ -12,7 +12,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::class::{ByRequest, ClassifyRequest, DefaultClass};
-use super::classify::{Classify, ResultClassifier};
+use super::classify::Classify;
 use super::future::{attempt_timeout, deadline_left, finite, First, Plan, RetryResponseFuture};
 use super::layer::RheostatLayer;
 use super::service::Rheostat;
@@ -209,7 +209,7 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
 /// Given a class function ([`RheostatLayer::classify_request`], before or
 /// after `retry`), every attempt of a request is admitted as its class.
 pub struct RheostatRetryLayer<
-    K = ResultClassifier,
+    K,
     R = IdempotentOnly,
     A = Box<dyn Algorithm>,
     C = DefaultClock,

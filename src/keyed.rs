@@ -81,6 +81,11 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 type Configure<K> =
     Box<dyn Fn(&K, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
 
+/// Attaches an adapter (metrics) to a limiter about to be built, told
+/// whether its key has a configuration of its own.
+pub(crate) type Instrument =
+    Box<dyn Fn(bool, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
+
 /// One limiter per key, created on first use; see the [module
 /// documentation](self).
 ///
@@ -91,6 +96,7 @@ pub struct KeyedLimiters<K, C = DefaultClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
     configure: Option<Configure<K>>,
+    instrument: Option<Instrument>,
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
@@ -108,6 +114,7 @@ pub struct KeyedBuilder<K, C = DefaultClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
     configure: Option<Configure<K>>,
+    instrument: Option<Instrument>,
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
@@ -161,6 +168,7 @@ where
             default,
             overrides: HashMap::new(),
             configure: None,
+            instrument: None,
             max_keys: DEFAULT_MAX_KEYS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             clock: DefaultClock::default(),
@@ -264,6 +272,17 @@ where
         self
     }
 
+    /// Attach `instrument` to every limiter before it is built, ahead of
+    /// [`KeyedBuilder::configure`] (`KeyedBuilder::metrics` does).
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "used by the metrics adapter")
+    )]
+    pub(crate) fn instrument(mut self, instrument: Instrument) -> Self {
+        self.instrument = Some(instrument);
+        self
+    }
+
     /// Read time from `clock` instead of the system clock: each limiter's
     /// clock, and the one idle time is told by.
     pub fn clock<D: Clock + Clone>(self, clock: D) -> KeyedBuilder<K, D> {
@@ -271,6 +290,7 @@ where
             default: self.default,
             overrides: self.overrides,
             configure: self.configure,
+            instrument: self.instrument,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
             clock,
@@ -301,6 +321,7 @@ where
             default: self.default,
             overrides: self.overrides,
             configure: self.configure,
+            instrument: self.instrument,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
             clock: self.clock,
@@ -337,9 +358,12 @@ where
                 max_keys: self.max_keys,
             });
         }
-        let config = self.overrides.get(key).unwrap_or(&self.default);
+        let own = self.overrides.get(key);
         let key = key.to_owned();
-        let mut builder = config.builder(key.to_string())?;
+        let mut builder = own.unwrap_or(&self.default).builder(key.to_string())?;
+        if let Some(instrument) = &self.instrument {
+            builder = instrument(own.is_some(), builder);
+        }
         if let Some(configure) = &self.configure {
             builder = configure(&key, builder);
         }

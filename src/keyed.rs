@@ -3,8 +3,7 @@
 //!
 //! [`KeyedLimiters`] hands out an `Arc<DynLimiter<C>>` per key, building it the
 //! first time the key is asked for from the key's own [`LimiterConfig`] or
-//! the default, and named after the key (so its metrics are labelled with
-//! it). The number of keys is capped; limiters left idle are evicted to make
+//! the default, and named after the key. The number of keys is capped; limiters left idle are evicted to make
 //! room, but never one that is in use or whose breaker is not closed:
 //!
 //! - a limiter is **idle** when nobody holds it (no `Arc` handed out is still
@@ -32,10 +31,16 @@
 //! and 1.7 KB with AIMD, its name and its place in the map included (peak
 //! resident memory of a process holding 100,000 keys, divided by them): at
 //! the default cap of 10,000 keys, under 20 MB. Keys come from requests: key by what
-//! the server knows (a configured route, an authenticated tenant), not by
-//! a value the client writes, or every junk key also becomes a label value
-//! of every metric the limiters publish (the `metrics` module says how the
-//! series of evicted keys are dropped).
+//! the server knows (a configured route, an authenticated tenant) where
+//! you can, not by a value the client writes.
+//!
+//! Metrics, with `KeyedBuilder::metrics` (the `metrics` feature), are
+//! labelled by configuration, not by key: a key configured by name has
+//! series labelled with it, and every key made from the default shares the
+//! label `limiter="default"`, its counters and in-flight summed. A series
+//! cannot be removed once published, so this keeps the number of series
+//! bounded by the names in the configuration while keys chosen by clients
+//! come and are evicted (the `metrics` module lists the series).
 //!
 //! # Examples
 //!
@@ -245,18 +250,22 @@ where
     }
 
     /// Adjust each limiter's [`Builder`] before it is built, given its key:
-    /// attach metrics or an observer. It is already named after the key and
-    /// has the options of its configuration.
+    /// attach an observer, set an option. It is already named after the key
+    /// and has the options of its configuration. For metrics, prefer
+    /// `KeyedBuilder::metrics` (the `metrics` feature): a `.metrics()` here
+    /// labels each key's series with the key, and they stay published after
+    /// the key is evicted.
     ///
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
     /// use rheostat::algorithms::AimdConfig;
     /// use rheostat::config::LimiterConfig;
     /// use rheostat::keyed::KeyedLimiters;
     ///
     /// let tenants = KeyedLimiters::<u64>::builder(LimiterConfig::new(AimdConfig::default()))
-    ///     .configure(|_tenant, limiter| limiter.metrics())
+    ///     .configure(|_tenant, limiter| limiter.max_wait(Duration::from_millis(50)))
     ///     .build()?;
     /// assert_eq!(tenants.get(&42)?.name(), "42");
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -32,7 +32,8 @@
 //! [priorities](crate::priority), also once in
 //! `rheostat_class_rejected_total` by its class (its name). Reason and
 //! class are two metrics rather than one series per pair: a limiter with
-//! the five default classes has 6 + 5 such series, not 30 mostly zero.
+//! the four default classes has 6 + 4 series of rejections, where a series
+//! per reason and class made 30, most of them forever zero.
 //!
 //! `rheostat_retries_total` counts decisions about retries: a first
 //! attempt the limiter refused is a rejected call (above), not a retry; a
@@ -40,8 +41,11 @@
 //! is `outcome="rejected"`.
 //!
 //! `rheostat_limit` is `+Inf` for a gate with no concurrency limit (a
-//! throttle, a breaker alone), which Prometheus exposes as `+Inf`; the
-//! gate's `Debug` (and a snapshot's) reads `limit: unlimited`.
+//! throttle, a breaker alone), never [`MAX_LIMIT`]'s 2147483647, which
+//! would read as a limit: `metrics-exporter-prometheus` writes it `inf`,
+//! which Prometheus reads as `+Inf`, and a query for the limit of limited
+//! gates can drop it with `rheostat_limit < +Inf`. The gate's `Debug` (and
+//! a snapshot's) reads `limit: unlimited`.
 //!
 //! # Keyed limiters
 //!
@@ -493,8 +497,9 @@ mod keyed {
         /// limiter's own. See [`crate::metrics`].
         ///
         /// The shared series are registered now, with the recorder installed
-        /// now: install it first. A configured key's are registered when its
-        /// limiter is built.
+        /// now: install it first (those of retries and classes, when the
+        /// first key made from the default is built). A configured key's
+        /// are registered when its limiter is built.
         ///
         /// # Examples
         ///

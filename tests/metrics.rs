@@ -654,6 +654,8 @@ fn a_policy_without_a_limit_reads_unlimited_in_its_snapshot_and_inf_in_its_gauge
     assert!(format!("{:?}", fixed.snapshot()).contains("limit: 8"));
 }
 
+/// Keyed limiters: series by configured name, never by key.
+#[cfg(feature = "config")]
 mod keyed {
     use std::collections::BTreeSet;
     use std::time::Duration;

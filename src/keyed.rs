@@ -3,8 +3,7 @@
 //!
 //! [`KeyedLimiters`] hands out an `Arc<DynLimiter<C>>` per key, building it the
 //! first time the key is asked for from the key's own [`LimiterConfig`] or
-//! the default, and named after the key (so its metrics are labelled with
-//! it). The number of keys is capped; limiters left idle are evicted to make
+//! the default, and named after the key. The number of keys is capped; limiters left idle are evicted to make
 //! room, but never one that is in use or whose breaker is not closed:
 //!
 //! - a limiter is **idle** when nobody holds it (no `Arc` handed out is still
@@ -32,10 +31,16 @@
 //! and 1.7 KB with AIMD, its name and its place in the map included (peak
 //! resident memory of a process holding 100,000 keys, divided by them): at
 //! the default cap of 10,000 keys, under 20 MB. Keys come from requests: key by what
-//! the server knows (a configured route, an authenticated tenant), not by
-//! a value the client writes, or every junk key also becomes a label value
-//! of every metric the limiters publish (the `metrics` module says how the
-//! series of evicted keys are dropped).
+//! the server knows (a configured route, an authenticated tenant) where
+//! you can, not by a value the client writes.
+//!
+//! Metrics, with `KeyedBuilder::metrics` (the `metrics` feature), are
+//! labelled by configuration, not by key: a key configured by name has
+//! series labelled with it, and every key made from the default shares the
+//! label `limiter="default"`, its counters and in-flight summed. A series
+//! cannot be removed once published, so this keeps the number of series
+//! bounded by the names in the configuration while keys chosen by clients
+//! come and are evicted (the `metrics` module lists the series).
 //!
 //! # Examples
 //!
@@ -81,6 +86,11 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 type Configure<K> =
     Box<dyn Fn(&K, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
 
+/// Attaches an adapter (metrics) to a limiter about to be built, told
+/// whether its key has a configuration of its own.
+pub(crate) type Instrument =
+    Box<dyn Fn(bool, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
+
 /// One limiter per key, created on first use; see the [module
 /// documentation](self).
 ///
@@ -91,6 +101,7 @@ pub struct KeyedLimiters<K, C = DefaultClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
     configure: Option<Configure<K>>,
+    instrument: Option<Instrument>,
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
@@ -108,6 +119,7 @@ pub struct KeyedBuilder<K, C = DefaultClock> {
     default: LimiterConfig,
     overrides: HashMap<K, LimiterConfig>,
     configure: Option<Configure<K>>,
+    instrument: Option<Instrument>,
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
@@ -161,6 +173,7 @@ where
             default,
             overrides: HashMap::new(),
             configure: None,
+            instrument: None,
             max_keys: DEFAULT_MAX_KEYS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             clock: DefaultClock::default(),
@@ -237,18 +250,22 @@ where
     }
 
     /// Adjust each limiter's [`Builder`] before it is built, given its key:
-    /// attach metrics or an observer. It is already named after the key and
-    /// has the options of its configuration.
+    /// attach an observer, set an option. It is already named after the key
+    /// and has the options of its configuration. For metrics, prefer
+    /// `KeyedBuilder::metrics` (the `metrics` feature): a `.metrics()` here
+    /// labels each key's series with the key, and they stay published after
+    /// the key is evicted.
     ///
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
     /// use rheostat::algorithms::AimdConfig;
     /// use rheostat::config::LimiterConfig;
     /// use rheostat::keyed::KeyedLimiters;
     ///
     /// let tenants = KeyedLimiters::<u64>::builder(LimiterConfig::new(AimdConfig::default()))
-    ///     .configure(|_tenant, limiter| limiter.metrics())
+    ///     .configure(|_tenant, limiter| limiter.max_wait(Duration::from_millis(50)))
     ///     .build()?;
     /// assert_eq!(tenants.get(&42)?.name(), "42");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -264,6 +281,17 @@ where
         self
     }
 
+    /// Attach `instrument` to every limiter before it is built, ahead of
+    /// [`KeyedBuilder::configure`] (`KeyedBuilder::metrics` does).
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "used by the metrics adapter")
+    )]
+    pub(crate) fn instrument(mut self, instrument: Instrument) -> Self {
+        self.instrument = Some(instrument);
+        self
+    }
+
     /// Read time from `clock` instead of the system clock: each limiter's
     /// clock, and the one idle time is told by.
     pub fn clock<D: Clock + Clone>(self, clock: D) -> KeyedBuilder<K, D> {
@@ -271,6 +299,7 @@ where
             default: self.default,
             overrides: self.overrides,
             configure: self.configure,
+            instrument: self.instrument,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
             clock,
@@ -301,6 +330,7 @@ where
             default: self.default,
             overrides: self.overrides,
             configure: self.configure,
+            instrument: self.instrument,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
             clock: self.clock,
@@ -337,9 +367,12 @@ where
                 max_keys: self.max_keys,
             });
         }
-        let config = self.overrides.get(key).unwrap_or(&self.default);
+        let own = self.overrides.get(key);
         let key = key.to_owned();
-        let mut builder = config.builder(key.to_string())?;
+        let mut builder = own.unwrap_or(&self.default).builder(key.to_string())?;
+        if let Some(instrument) = &self.instrument {
+            builder = instrument(own.is_some(), builder);
+        }
         if let Some(configure) = &self.configure {
             builder = configure(&key, builder);
         }

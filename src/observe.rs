@@ -75,7 +75,9 @@ pub trait Observer: Send + Sync + 'static {
     }
 
     /// What the [retry policy](crate::retry) decided after a failed
-    /// attempt.
+    /// attempt. Not told after a first attempt the limiter refused: that
+    /// call was never sent, nothing was retried, and
+    /// [`Observer::rejected`] told of it.
     fn retry(&self, outcome: RetryOutcome) {
         let _ = outcome;
     }

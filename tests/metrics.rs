@@ -90,7 +90,7 @@ fn every_metric_is_registered_at_construction_with_the_limiter_label() {
             "{name}: {names:?}"
         );
     }
-    for outcome in ["success", "overload", "ignored"] {
+    for outcome in ["success", "overload", "ignored", "rejected"] {
         let l = labels(&[("limiter", "payments"), ("outcome", outcome)]);
         assert!(
             names.contains(&(MetricKind::Counter, "rheostat_calls_total", l)),
@@ -106,13 +106,9 @@ fn every_metric_is_registered_at_construction_with_the_limiter_label() {
         "queue_full",
         "timed_out",
     ] {
-        let l = labels(&[
-            ("limiter", "payments"),
-            ("outcome", "rejected"),
-            ("reason", reason),
-        ]);
+        let l = labels(&[("limiter", "payments"), ("reason", reason)]);
         assert!(
-            names.contains(&(MetricKind::Counter, "rheostat_calls_total", l)),
+            names.contains(&(MetricKind::Counter, "rheostat_rejected_total", l)),
             "{reason}: {names:?}"
         );
     }
@@ -156,17 +152,14 @@ fn calls_are_counted_by_outcome_and_timed_and_in_flight_follows() {
             calls("success"),
             calls("overload"),
             calls("ignored"),
+            calls("rejected"),
             counter(
                 &seen,
-                "rheostat_calls_total",
-                &[
-                    ("limiter", "search"),
-                    ("outcome", "rejected"),
-                    ("reason", "limit_reached")
-                ]
+                "rheostat_rejected_total",
+                &[("limiter", "search"), ("reason", "limit_reached")]
             )
         ),
-        (2, 1, 1, 1)
+        (2, 1, 1, 1, 1)
     );
     assert_eq!(gauge(&seen, "rheostat_in_flight", "search"), 0.0);
     match seen.get(&(
@@ -249,18 +242,10 @@ fn breaker_state_limit_and_transitions_follow_the_breaker() {
         }
         assert!(refused > 0, "the ramp refuses some calls");
         let seen = read(&recorder);
-        let ramping = [
-            ("limiter", "ledger"),
-            ("outcome", "rejected"),
-            ("reason", "ramping"),
-        ];
-        assert_eq!(counter(&seen, "rheostat_calls_total", &ramping), refused);
-        let throttled = [
-            ("limiter", "ledger"),
-            ("outcome", "rejected"),
-            ("reason", "throttled"),
-        ];
-        assert_eq!(counter(&seen, "rheostat_calls_total", &throttled), 0);
+        let ramping = [("limiter", "ledger"), ("reason", "ramping")];
+        assert_eq!(counter(&seen, "rheostat_rejected_total", &ramping), refused);
+        let throttled = [("limiter", "ledger"), ("reason", "throttled")];
+        assert_eq!(counter(&seen, "rheostat_rejected_total", &throttled), 0);
     });
 }
 
@@ -314,12 +299,8 @@ fn metrics_sit_beside_another_observer() {
     assert_eq!(
         counter(
             &seen,
-            "rheostat_calls_total",
-            &[
-                ("limiter", "both"),
-                ("outcome", "rejected"),
-                ("reason", "limit_reached")
-            ]
+            "rheostat_rejected_total",
+            &[("limiter", "both"), ("reason", "limit_reached")]
         ),
         1
     );
@@ -431,28 +412,19 @@ fn admissions_and_rejections_carry_the_class_on_a_limiter_with_priorities() {
     let rejected = |class| {
         counter(
             &seen,
-            "rheostat_calls_total",
-            &[
-                ("limiter", "search"),
-                ("outcome", "rejected"),
-                ("reason", "limit_reached"),
-                ("class", class),
-            ],
+            "rheostat_class_rejected_total",
+            &[("limiter", "search"), ("class", class)],
         )
     };
     assert_eq!((rejected("critical"), rejected("sheddable")), (0, 1));
-    // Not also counted without the label.
+    // Also counted by reason, without the class.
     assert_eq!(
         counter(
             &seen,
-            "rheostat_calls_total",
-            &[
-                ("limiter", "search"),
-                ("outcome", "rejected"),
-                ("reason", "limit_reached")
-            ],
+            "rheostat_rejected_total",
+            &[("limiter", "search"), ("reason", "limit_reached")],
         ),
-        0
+        1
     );
 }
 
@@ -504,6 +476,301 @@ fn every_series_in_real_prometheus_output_has_its_help_line() {
         assert!(
             text.contains(&format!("# HELP {name} ")),
             "no HELP for {name}:\n{text}"
+        );
+    }
+}
+
+/// A Prometheus text exposition as `(name, labels)` per series line, the
+/// labels as written.
+fn series(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|line| {
+            let (head, _value) = line.rsplit_once(' ').unwrap();
+            let Some((name, rest)) = head.split_once('{') else {
+                return (head.to_owned(), Vec::new());
+            };
+            let labels = rest
+                .trim_end_matches('}')
+                .split("\",")
+                .map(|pair| {
+                    let (k, v) = pair.split_once('=').unwrap();
+                    (k.to_owned(), v.trim_matches('"').to_owned())
+                })
+                .collect();
+            (name.to_owned(), labels)
+        })
+        .collect()
+}
+
+#[test]
+fn every_metric_has_one_label_set_in_real_prometheus_output() {
+    use rheostat::algorithms::breaker::BreakerConfig as Config;
+    use rheostat::priority::{Priorities, Priority};
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Breaker::new(Config::recommended()).unwrap())
+            .name("search")
+            .priorities(Priorities::default())
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    // A call of every kind: finished, refused without a class, refused
+    // with one.
+    let held = limiter.try_acquire_as(Priority::Critical.into()).unwrap();
+    limiter.try_acquire().unwrap().success();
+    let _ = limiter.try_acquire_as(Priority::Sheddable.into());
+    held.overload();
+    let text = recorder.handle().render();
+    let mut sets: BTreeMap<String, std::collections::BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (name, labels) in series(&text) {
+        let keys = labels.into_iter().map(|(k, _)| k).collect();
+        sets.entry(name).or_default().insert(keys);
+    }
+    assert!(sets.contains_key("rheostat_calls_total"), "{text}");
+    for (name, keys) in &sets {
+        assert_eq!(keys.len(), 1, "{name} has label sets {keys:?}:\n{text}");
+    }
+    assert_eq!(
+        sets["rheostat_calls_total"],
+        [vec!["limiter".to_owned(), "outcome".to_owned()]].into()
+    );
+    // Rejections by class: one series per class, not one per class and
+    // reason.
+    let by_class = series(&text)
+        .into_iter()
+        .filter(|(name, _)| name == "rheostat_class_rejected_total")
+        .count();
+    assert_eq!(by_class, Priority::ALL.len(), "{text}");
+}
+
+#[test]
+fn a_first_attempt_refused_is_not_a_rejected_retry_and_a_refused_retry_is() {
+    use std::sync::Arc;
+
+    use rheostat::retry::{Backoff, RetryConfig};
+    use rheostat::{Outcome, TokioClock};
+
+    let recorder = DebuggingRecorder::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Arc::new(
+            Limiter::builder(Fixed::new(1).unwrap())
+                .name("payments")
+                .clock(TokioClock)
+                .retry(RetryConfig {
+                    backoff: Backoff {
+                        base: Duration::from_millis(1),
+                        cap: Duration::from_millis(1),
+                    },
+                    wait_on_limit: false,
+                    ..RetryConfig::default()
+                })
+                .metrics()
+                .build()
+                .unwrap(),
+        )
+    });
+    // A snapshot of the debugging recorder drains its counters: read each
+    // once.
+    let retries = |outcomes: [&str; 2]| {
+        let seen = read(&recorder);
+        outcomes.map(|outcome| {
+            counter(
+                &seen,
+                "rheostat_retries_total",
+                &[("limiter", "payments"), ("outcome", outcome)],
+            )
+        })
+    };
+    let classify = |r: &Result<(), u16>| match r {
+        Ok(()) => Outcome::Success,
+        Err(_) => Outcome::Overload,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // The slot is taken: the first attempt is refused. A call refused,
+        // not a retry.
+        let held = limiter.try_acquire().unwrap();
+        let refused = limiter
+            .call(Duration::from_secs(1), classify, || async { Err(503) })
+            .await;
+        assert!(matches!(refused, Err(rheostat::CallError::Rejected(_))));
+        drop(held);
+        assert_eq!(retries(["sent", "rejected"]), [0, 0]);
+
+        // The first attempt runs and fails; a waiter queued meanwhile is
+        // handed its slot, so the retry is refused.
+        let waiter = Arc::clone(&limiter);
+        let mut first = true;
+        let result = limiter
+            .call(Duration::from_secs(1), classify, || {
+                if std::mem::take(&mut first) {
+                    let waiter = Arc::clone(&waiter);
+                    tokio::spawn(async move {
+                        let _slot = waiter.acquire_owned().await.unwrap();
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    });
+                }
+                async {
+                    tokio::task::yield_now().await;
+                    Err(503)
+                }
+            })
+            .await;
+        assert!(matches!(result, Err(rheostat::CallError::Rejected(_))));
+    });
+    assert_eq!(retries(["sent", "rejected"]), [1, 1]);
+}
+
+#[test]
+fn a_policy_without_a_limit_reads_unlimited_in_its_snapshot_and_inf_in_its_gauge() {
+    use rheostat::algorithms::breaker::BreakerConfig as Config;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Breaker::new(Config::recommended()).unwrap())
+            .name("ledger")
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    let debug = format!("{:?}", limiter.snapshot());
+    assert!(debug.contains("limit: unlimited"), "{debug}");
+    assert!(!debug.contains("2147483647"), "{debug}");
+    let text = recorder.handle().render();
+    assert!(
+        text.contains("rheostat_limit{limiter=\"ledger\"} inf"),
+        "{text}"
+    );
+    assert!(!text.contains("2147483647"), "{text}");
+    // A gate with a limit still shows it.
+    let fixed = Limiter::new(Fixed::new(8).unwrap());
+    assert!(format!("{:?}", fixed.snapshot()).contains("limit: 8"));
+}
+
+/// Keyed limiters: series by configured name, never by key.
+#[cfg(feature = "config")]
+mod keyed {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use rheostat::config::LimitersConfig;
+    use rheostat::keyed::{KeyedBuilder, KeyedLimiters};
+    use rheostat::ManualClock;
+
+    use super::series;
+
+    const FILE: &str = r#"
+        [default.policy]
+        policy = "fixed"
+        limit = 4
+        [limiters.payments.policy]
+        policy = "fixed"
+        limit = 2
+    "#;
+
+    fn hosts(clock: &ManualClock) -> KeyedLimiters<String, ManualClock> {
+        KeyedBuilder::from_config(&LimitersConfig::from_toml(FILE).unwrap())
+            .unwrap()
+            .max_keys(1_000)
+            .idle_timeout(Duration::from_secs(1))
+            .clock(clock.clone())
+            .metrics()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn keys_evicted_round_after_round_leave_the_number_of_series_unchanged() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let clock = ManualClock::new();
+        let counts: Vec<usize> = metrics::with_local_recorder(&recorder, || {
+            let hosts = hosts(&clock);
+            (0..10)
+                .map(|round| {
+                    for i in 0..200 {
+                        let limiter = hosts.get(&format!("h{round}-{i}.example")).unwrap();
+                        let permit = limiter.try_acquire().unwrap();
+                        if i % 2 == 0 {
+                            permit.success();
+                        } else {
+                            permit.overload();
+                        }
+                    }
+                    hosts
+                        .get("payments")
+                        .unwrap()
+                        .try_acquire()
+                        .unwrap()
+                        .success();
+                    clock.advance(Duration::from_secs(2));
+                    assert_eq!(hosts.evict_idle(), 201);
+                    series(&recorder.handle().render()).len()
+                })
+                .collect()
+        });
+        assert!(counts.iter().all(|&n| n == counts[0]), "{counts:?}");
+        let text = recorder.handle().render();
+        let labels: BTreeSet<String> = series(&text)
+            .into_iter()
+            .flat_map(|(_, labels)| labels)
+            .filter(|(k, _)| k == "limiter")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(
+            labels,
+            ["default", "payments"].map(str::to_owned).into(),
+            "{text}"
+        );
+        assert!(text.contains("rheostat_calls_total{limiter=\"default\",outcome=\"success\"} 1000"));
+        assert!(
+            text.contains("rheostat_calls_total{limiter=\"default\",outcome=\"overload\"} 1000")
+        );
+    }
+
+    #[test]
+    fn a_key_chosen_by_a_client_never_becomes_a_label_value() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let clock = ManualClock::new();
+        let hosts = metrics::with_local_recorder(&recorder, || hosts(&clock));
+        let a = hosts.get("attacker-chosen.example").unwrap();
+        let b = hosts.get("another-attacker.example").unwrap();
+        let (pa, pb) = (a.try_acquire().unwrap(), b.try_acquire().unwrap());
+        let payments = metrics::with_local_recorder(&recorder, || hosts.get("payments").unwrap());
+        let text = recorder.handle().render();
+        assert!(!text.contains("attacker"), "{text}");
+        // In flight, summed over the keys made from the default.
+        assert!(
+            text.contains("rheostat_in_flight{limiter=\"default\"} 2"),
+            "{text}"
+        );
+        // No limit of its own: a sum of limits is no limit.
+        assert!(
+            !text.contains("rheostat_limit{limiter=\"default\"}"),
+            "{text}"
+        );
+        // A configured key has its series, under its name.
+        assert!(
+            text.contains("rheostat_limit{limiter=\"payments\"} 2"),
+            "{text}"
+        );
+        pa.success();
+        pb.success();
+        drop(payments);
+        let text = recorder.handle().render();
+        assert!(
+            text.contains("rheostat_in_flight{limiter=\"default\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rheostat_calls_total{limiter=\"default\",outcome=\"success\"} 2"),
+            "{text}"
         );
     }
 }

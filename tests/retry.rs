@@ -162,7 +162,8 @@ async fn a_failure_that_opens_the_breaker_ends_the_retries() {
         other => panic!("{other:?}"),
     }
     assert_eq!(tries.load(Ordering::Relaxed), 2);
-    assert_eq!(decisions.take(), [RetryOutcome::Rejected]);
+    // A call refused, not a retry: no retry decision.
+    assert_eq!(decisions.take(), []);
 }
 
 #[tokio::test(start_paused = true)]
@@ -176,7 +177,8 @@ async fn a_full_limit_refuses_unless_the_retry_may_wait_once_in_the_queue() {
     assert!(
         matches!(answer, Err(CallError::Rejected(r)) if r.reason() == RejectReason::LimitReached)
     );
-    assert_eq!(decisions.take(), [RetryOutcome::Rejected]);
+    // A first attempt refused is a call refused, not a retry.
+    assert_eq!(decisions.take(), []);
     drop(held);
 
     let waiting = Arc::new(

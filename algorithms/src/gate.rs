@@ -1,5 +1,6 @@
 //! The rule a runtime enforces on every call, and a view of a policy.
 
+use std::fmt;
 use std::time::Instant;
 
 use crate::{BreakerState, MAX_LIMIT};
@@ -11,8 +12,9 @@ use crate::{BreakerState, MAX_LIMIT};
 /// - a half-open breaker: `(probes, 1.0, probe)`;
 /// - an adaptive limit moves `limit`; a throttle moves `admit_probability`.
 ///
-/// Two gates combine with [`Gate::meet`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Two gates combine with [`Gate::meet`]. Its `Debug` shows a gate that
+/// sets no limit as `limit: unlimited`, not as [`MAX_LIMIT`]'s value.
+#[derive(Clone, Copy, PartialEq)]
 pub struct Gate {
     /// How many calls may be in flight at once; 0 shuts the gate. At most
     /// [`MAX_LIMIT`], which means no limit ([`Gate::max_in_flight`] reads
@@ -114,6 +116,20 @@ impl Gate {
             admit_probability: sanitize_probability(self.admit_probability),
             ..self
         }
+    }
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut gate = f.debug_struct("Gate");
+        match self.max_in_flight() {
+            Some(limit) => gate.field("limit", &limit),
+            None => gate.field("limit", &format_args!("unlimited")),
+        };
+        gate.field("admit_probability", &self.admit_probability)
+            .field("probe", &self.probe)
+            .field("until", &self.until)
+            .finish()
     }
 }
 

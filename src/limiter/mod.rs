@@ -38,6 +38,8 @@ use shards::{slots_of, Parked, Shards, ONE_BATCHED, SLOTS};
 use wait::WaitQueue;
 
 pub use builder::Builder;
+#[cfg(feature = "metrics")]
+pub(crate) use builder::Named;
 use builder::Options;
 pub(crate) use permit::Ticket;
 pub use permit::{OwnedPermit, Permit};

@@ -200,7 +200,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             };
             let shut = matches!(self.readiness(), Readiness::Shut { .. });
             let (decision, dry) = retry.decide(&call, ended, self.clock().now(), shut);
-            self.observe_retry(decision, dry);
+            self.observe_retry(&call, ended, decision, dry);
             match decision {
                 Decision::Stop(_) => return result,
                 Decision::Retry { wait, timeout } => {
@@ -226,11 +226,23 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Tell the observer, if any, what was decided after a failed attempt.
-    pub(crate) fn observe_retry(&self, decision: Decision, dry: bool) {
+    /// Tell the observer, if any, what was decided after attempt
+    /// `call.attempts`, which ended as `ended`. A first attempt the limiter
+    /// refused is a call refused (the observer was told so), not a retry:
+    /// nothing is told of it.
+    pub(crate) fn observe_retry(
+        &self,
+        call: &super::Call,
+        ended: Ended,
+        decision: Decision,
+        dry: bool,
+    ) {
         let Some(observer) = self.observer() else {
             return;
         };
+        if call.attempts <= 1 && matches!(ended, Ended::Refused(_)) {
+            return;
+        }
         observer.retry(match decision {
             Decision::Retry { .. } => super::RetryOutcome::Sent,
             Decision::Stop(outcome) => outcome,

@@ -691,7 +691,7 @@ where
                 let shut = matches!(this.limiter.readiness(), Readiness::Shut { .. });
                 retry.decide(call, ended, this.limiter.clock().now(), shut)
             };
-            this.limiter.observe_retry(decision, dry);
+            this.limiter.observe_retry(call, ended, decision, dry);
             match decision {
                 Decision::Stop(_) => {
                     this.state.set(Attempt::Done);

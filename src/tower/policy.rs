@@ -202,7 +202,7 @@ where
         };
         let shut = matches!(self.limiter.readiness(), Readiness::Shut { .. });
         let (decision, dry) = retry.decide(call, ended, self.limiter.clock().now(), shut);
-        self.limiter.observe_retry(decision, dry);
+        self.limiter.observe_retry(call, ended, decision, dry);
         match decision {
             Decision::Stop(_) => None,
             // Tower's `Retry` gives the attempt the inner layer's timeout.

@@ -267,6 +267,34 @@ async fn the_last_attempt_is_cut_to_end_by_the_deadline() {
     assert_eq!(limiter.in_flight(), 0);
 }
 
+/// A retry with less than a millisecond (the timer's resolution) before
+/// the deadline is not sent: its backoff, rounded up to the millisecond,
+/// could end past the deadline, and the retry would be counted as sent
+/// (its budget spent) with no attempt. Once, one was.
+#[tokio::test(start_paused = true)]
+async fn a_retry_with_less_than_a_millisecond_before_the_deadline_is_not_sent() {
+    let (decisions, limiter) = limiter_with(RetryConfig {
+        backoff: Backoff {
+            base: Duration::ZERO,
+            cap: Duration::ZERO,
+        },
+        timeout: Some(Duration::from_millis(50)),
+        deadline: Some(Duration::from_micros(50_500)),
+        ..RetryConfig::default()
+    });
+    let sent = AtomicU32::new(0);
+    let answer = limiter
+        .call(Duration::from_secs(9), by_status, || {
+            sent.fetch_add(1, Ordering::Relaxed);
+            std::future::pending::<Result<u32, u16>>()
+        })
+        .await;
+    assert!(matches!(answer, Err(CallError::TimedOut(_))));
+    assert_eq!(sent.load(Ordering::Relaxed), 1);
+    assert_eq!(decisions.take(), [RetryOutcome::Deadline]);
+    assert_eq!(limiter.in_flight(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_budget_stops_retries_and_says_so_once_each_time_it_runs_dry() {
     let (decisions, limiter) = limiter_with(RetryConfig {

@@ -80,6 +80,13 @@ use crate::error::RejectReason;
 use crate::sync::AtomicU64;
 use budget::{Account, Withdrawal};
 
+/// The least time before the deadline a retry must have to be sent: the
+/// resolution of Tokio's timer, which rounds a backoff's end up to the next
+/// millisecond. A retry planned to start less than this before the deadline
+/// could find it passed when its backoff ends, and would be counted as sent
+/// (its budget spent) without an attempt.
+const LEAST_ATTEMPT: Duration = Duration::from_millis(1);
+
 /// What a classifier makes of a finished attempt: the outcome the limiter
 /// learns from, whether a retry could help, and how long the server asked
 /// to be left alone.
@@ -352,7 +359,11 @@ impl Retry {
                 let end = call.started.checked_add(deadline);
                 let start = now.checked_add(wait);
                 match (end, start) {
-                    (Some(end), Some(start)) if start < end => call.timeout.min(end - start),
+                    (Some(end), Some(start))
+                        if end.saturating_duration_since(start) > LEAST_ATTEMPT =>
+                    {
+                        call.timeout.min(end - start)
+                    }
                     _ => return stop(RetryOutcome::Deadline),
                 }
             }

@@ -1011,9 +1011,9 @@ mod tests {
             .position(|l| l.starts_with("policy"))
             .unwrap_or_else(|| panic!("no header line starting `policy` in\n{table}"));
         assert!(at >= 1, "{table}");
-        for word in lines[at - 1]
+        for word in lines[at]
             .split_whitespace()
-            .chain(lines[at].split_whitespace())
+            .chain(lines[at - 1].split_whitespace())
         {
             assert!(
                 HEADER_WORDS.contains(&word),
@@ -1097,7 +1097,7 @@ mod tests {
     #[test]
     fn prose_wraps_at_spaces_keeping_a_number_with_its_unit() {
         let mut out = String::new();
-        wrap_into(&mut out, "callers time out at 800 ms and retry", 22, 2);
+        wrap_into(&mut out, "callers time out at 800 ms and retry", 23, 2);
         assert_eq!(out, "callers time out at\n  800 ms and retry\n");
         let mut out = String::new();
         wrap_into(&mut out, &format!("xyz {}", unbroken("a b c d")), 10, 2);

@@ -610,7 +610,12 @@ impl ScenarioReport {
         let width = line_width(&shown).max(NARROW_WIDTH);
 
         let mut out = String::new();
-        wrap_into(&mut out, &format!("{} — {}", self.name, self.about), width, 0);
+        wrap_into(
+            &mut out,
+            &format!("{} — {}", self.name, self.about),
+            width,
+            0,
+        );
         let b = &self.bound;
         wrap_into(
             &mut out,
@@ -622,14 +627,11 @@ impl ScenarioReport {
             2,
         );
         if let Some(pool) = self.pool {
-            wrap_into(
-                &mut out,
-                &format!(
-                    "caller pool: {pool} workers per instance (saturated where the pool peak reaches {pool})"
-                ),
-                width,
-                2,
-            );
+            let mut line = format!("caller pool: {pool} workers per instance");
+            if layout == Layout::Wide {
+                let _ = write!(line, " (saturated where the pool peak reaches {pool})");
+            }
+            wrap_into(&mut out, &line, width, 2);
         }
         for line in 0..2 {
             let mut row = format!("{:<name_width$}", if line == 1 { "policy" } else { "" });
@@ -693,8 +695,7 @@ impl ScenarioReport {
                     &mut out,
                     format!(
                         "p50 {} ms against {} ms in the healthy reference span: ×{}",
-                        p.latency_ms
-                            .map_or_else(dash, |l| format!("{:.0}", l.p50)),
+                        p.latency_ms.map_or_else(dash, |l| format!("{:.0}", l.p50)),
                         r.p50_ms.map_or_else(dash, |x| format!("{x:.0}")),
                         r.p50_ratio.map_or_else(dash, |x| format!("{x:.2}"))
                     ),
@@ -732,10 +733,10 @@ pub enum Layout {
     /// At most [`NARROW_WIDTH`] characters a line, for a terminal: the
     /// columns the docs discuss — goodput per second, its share of the
     /// bound, the healthy endpoint's share served, the caller's workers
-    /// held by requests to the dependency (mean) and its pool's peak,
-    /// attempts sent per request offered, timeouts, p99 latency and time
-    /// to recover. Should numbers be too wide for the line, the last of
-    /// these make room, and a line under the table names them.
+    /// held by requests to the dependency (mean), attempts sent per
+    /// request offered, attempts timed out, p99 latency, time to recover
+    /// and breaker openings. Should numbers be too wide for the line, the
+    /// last of these make room, and a line under the table names them.
     Narrow,
     /// Every column; lines as long as they need.
     Wide,
@@ -789,7 +790,7 @@ const COLUMNS: [Column; 21] = [
     },
     Column {
         head: ["pool", "peak"],
-        narrow: true,
+        narrow: false,
         cell: |p| p.pool_peak.to_string(),
     },
     Column {
@@ -808,7 +809,7 @@ const COLUMNS: [Column; 21] = [
         cell: |p| p.sent.to_string(),
     },
     Column {
-        head: ["", "timeouts"],
+        head: ["timed", "out"],
         narrow: true,
         cell: |p| p.timeouts.to_string(),
     },
@@ -853,7 +854,7 @@ const COLUMNS: [Column; 21] = [
     },
     Column {
         head: ["", "opens"],
-        narrow: false,
+        narrow: true,
         cell: |p| p.opens.to_string(),
     },
     Column {
@@ -955,10 +956,10 @@ mod tests {
     use crate::compare;
 
     /// Every word a column header may use.
-    const HEADER_WORDS: [&str; 34] = [
+    const HEADER_WORDS: [&str; 35] = [
         "policy", "goodput", "per", "s", "of", "the", "bound", "healthy", "served", "workers",
         "held", "most", "pool", "mean", "peak", "no", "worker", "sent", "request", "attempts",
-        "timeouts", "rejected", "failed", "probes", "p50", "p99", "ms", "recovery", "open",
+        "timed", "out", "rejected", "failed", "probes", "p50", "p99", "ms", "recovery", "open",
         "seconds", "opens", "closes", "dead", "lettered",
     ];
 
@@ -1028,7 +1029,11 @@ mod tests {
                 "`{}` runs into its next column:\n{table}",
                 p.policy
             );
-            assert_eq!(row.chars().count(), width, "`{row}` is out of line:\n{table}");
+            assert_eq!(
+                row.chars().count(),
+                width,
+                "`{row}` is out of line:\n{table}"
+            );
         }
         lines[at - 1..at + 1 + report.policies.len()].to_vec()
     }
@@ -1049,8 +1054,13 @@ mod tests {
         let table = report.table();
         assert_fits(&table);
         let head = header_and_rows(&table, &report);
-        for word in ["goodput", "bound", "healthy", "workers", "timeouts", "recovery"] {
-            assert!(head[1].contains(word) || head[0].contains(word), "no `{word}`:\n{table}");
+        for word in [
+            "goodput", "bound", "healthy", "workers", "timed", "recovery", "opens",
+        ] {
+            assert!(
+                head[1].contains(word) || head[0].contains(word),
+                "no `{word}`:\n{table}"
+            );
         }
         assert!(table.contains("served critical"), "{table}");
         assert!(table.contains("healthy reference span"), "{table}");
@@ -1086,10 +1096,13 @@ mod tests {
         let table = report.table();
         assert_fits(&table);
         let head = header_and_rows(&table, &report);
-        assert!(head[1].contains("goodput") || head[0].contains("goodput"), "{table}");
-        assert!(!head[1].contains("timeouts"), "{table}");
         assert!(
-            table.contains("left out to fit 100 characters: timeouts, p99 ms, recovery"),
+            head[1].contains("goodput") || head[0].contains("goodput"),
+            "{table}"
+        );
+        assert!(!head[1].contains("recovery"), "{table}");
+        assert!(
+            table.contains("left out to fit 100 characters: timed out, p99 ms, recovery, opens"),
             "{table}"
         );
     }
@@ -1104,7 +1117,10 @@ mod tests {
         assert_eq!(out, "xyz\n  a b c d\n", "a phrase stays whole");
         let mut out = String::new();
         wrap_into(&mut out, &format!("x: {}", unbroken("a b c d e f")), 8, 2);
-        assert_eq!(out, "x: a b c\n  d e f\n", "a phrase longer than a line breaks");
+        assert_eq!(
+            out, "x: a b c\n  d e f\n",
+            "a phrase longer than a line breaks"
+        );
         let mut out = String::new();
         wrap_into(&mut out, "abcdefghij", 4, 0);
         assert_eq!(out, "abcd\nefgh\nij\n");

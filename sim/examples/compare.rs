@@ -11,8 +11,8 @@
 //! Runs the degradation sweep first (`sim/sweeps/degradation.toml`: every
 //! row in every cell) and prints its matrix, then a table per scenario
 //! (100 characters wide, the columns the docs discuss; `--wide` for every
-//! column); writes every metric to `target/rheostat/compare.json`, the sweep's
-//! scores to `sweep.json`, an SVG per scenario and one per kind of
+//! column); writes every metric to `target/rheostat/compare.json`, the
+//! sweep's scores to `sweep.json`, an SVG per scenario and one per kind of
 //! degradation next to them. A file with a `[sweep]` table is run as a
 //! sweep; `--scenario degradation` picks a whole sweep.
 

@@ -543,7 +543,7 @@ impl ScenarioReport {
     /// The scenario as a table, one row per policy, in `layout`.
     ///
     /// Every column is as wide as its header or its widest cell; headers
-    /// are words, on two lines (`in flight` over `mean`). Above the table,
+    /// are words, on two lines (`workers` over `held`). Above the table,
     /// the scenario, its bound and its callers' pool; under it, per row,
     /// what a column cannot hold: a row's own bound, its share served of
     /// each class, its latency against the healthy reference span, what

@@ -5,12 +5,14 @@
 //! cargo run --release --example compare
 //! cargo run --release --example compare -- --scenario brownout --policy aimd --policy breaker
 //! cargo run --release --example compare -- --seed 7 --json out.json --out plots/ my-scenario.toml
+//! cargo run --release --example compare -- --wide
 //! ```
 //!
 //! Runs the degradation sweep first (`sim/sweeps/degradation.toml`: every
-//! row in every cell) and prints its matrix, then a table per scenario;
-//! writes every metric to `target/rheostat/compare.json`, the sweep's
-//! scores to `sweep.json`, an SVG per scenario and one per kind of
+//! row in every cell) and prints its matrix, then a table per scenario
+//! (100 characters wide, the columns the docs discuss; `--wide` for every
+//! column); writes every metric to `target/rheostat/compare.json`, the
+//! sweep's scores to `sweep.json`, an SVG per scenario and one per kind of
 //! degradation next to them. A file with a `[sweep]` table is run as a
 //! sweep; `--scenario degradation` picks a whole sweep.
 
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rheostat_sim::sweep::{Cell, CellReport, Kind, SweepReport};
-use rheostat_sim::{compare, svg, sweep_svg, PolicyKind, Scenario, SWEEP_ROWS};
+use rheostat_sim::{compare, svg, sweep_svg, Layout, PolicyKind, Scenario, SWEEP_ROWS};
 
 struct Args {
     scenarios: Vec<String>,
@@ -28,9 +30,10 @@ struct Args {
     json: Option<PathBuf>,
     out: PathBuf,
     files: Vec<PathBuf>,
+    layout: Layout,
 }
 
-const USAGE: &str = "usage: compare [--scenario NAME]... [--policy NAME]... [--seed N] [--json PATH] [--out DIR] [SCENARIO.toml]...";
+const USAGE: &str = "usage: compare [--scenario NAME]... [--policy NAME]... [--seed N] [--json PATH] [--out DIR] [--wide] [SCENARIO.toml]...";
 
 fn parse() -> Result<Args, String> {
     let mut args = Args {
@@ -40,6 +43,7 @@ fn parse() -> Result<Args, String> {
         json: None,
         out: PathBuf::from("target/rheostat"),
         files: Vec::new(),
+        layout: Layout::Narrow,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -62,6 +66,7 @@ fn parse() -> Result<Args, String> {
             }
             "--json" => args.json = Some(PathBuf::from(value("--json")?)),
             "--out" => args.out = PathBuf::from(value("--out")?),
+            "--wide" => args.layout = Layout::Wide,
             "-h" | "--help" => return Err(USAGE.to_string()),
             flag if flag.starts_with("--") => {
                 return Err(format!("unknown flag `{flag}`\n{USAGE}"))
@@ -160,24 +165,28 @@ fn main() -> ExitCode {
     for sweep in &sweeps {
         println!("{}", sweep.matrix());
     }
+    let json = args.json.unwrap_or_else(|| args.out.join("compare.json"));
+    if args.layout == Layout::Narrow && !tables.is_empty() {
+        println!("Per scenario, the columns the docs discuss; every column with --wide,");
+        println!("every figure in {}.\n", json.display());
+    }
     for scenario in tables {
-        println!("{}", scenario.table());
+        println!("{}", scenario.table_in(args.layout));
     }
     println!(
-        "{} scenarios ({} of them sweep cells), {} simulated calls in {:.1} s ({:.2} M calls per core-second), seed {}",
+        "{} scenarios ({} of them sweep cells), seed {}: {} simulated calls\nin {:.1} s ({:.2} M calls per core-second)",
         report.scenarios.len(),
         cells.len(),
+        report.seed,
         stats.calls,
         stats.wall.as_secs_f64(),
         stats.calls_per_core_second() / 1e6,
-        report.seed
     );
 
     if let Err(e) = std::fs::create_dir_all(&args.out) {
         eprintln!("{}: {e}", args.out.display());
         return ExitCode::FAILURE;
     }
-    let json = args.json.unwrap_or_else(|| args.out.join("compare.json"));
     let mut writes: Vec<(PathBuf, Result<String, String>)> = vec![(json, Ok(report.to_json()))];
     if !sweeps.is_empty() {
         writes.push((

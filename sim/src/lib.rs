@@ -74,8 +74,9 @@ pub use overrides::PolicyParams;
 pub use plot::{goodput_lines, svg, sweep_lines, sweep_svg, Line, SWEEP_ROWS};
 pub use policies::PolicyKind;
 pub use report::{
-    BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, PolicyReport,
-    Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport, MIN_DENOMINATOR,
+    BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, Layout,
+    PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
+    MIN_DENOMINATOR, NARROW_WIDTH,
 };
 pub use scenario::{
     Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use super::file::{parse, ConfigFileError, Format, MAX_FILE_BYTES};
+use super::file::{parse_checked, ConfigFileError, Format, MAX_FILE_BYTES};
 use super::paths::located;
 use super::PolicyConfig;
 use super::ServerConfig;
@@ -56,13 +56,23 @@ pub struct LimiterConfig {
     /// How many callers may wait for a slot, in `[0, 2^20]`.
     #[serde(default = "default_max_waiters")]
     pub max_waiters: usize,
-    /// The longest [`Limiter::acquire`] waits; no limit if left out.
+    /// The longest a caller waits for a slot; set, callers wait (the tower
+    /// layer too, see [`Limiter::waits`]); left out, no limit for
+    /// [`Limiter::acquire`] and the tower layer fails fast.
     #[serde(
         default,
         with = "humantime_serde::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub max_wait: Option<Duration>,
+    /// The timeout each call is given unless the code gives one (see
+    /// [`Builder::timeout`]); none if left out.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
     /// What a permit dropped without an outcome counts as (`"ignore"`,
     /// `"overload"` or `"success"`).
     #[serde(default = "default_on_drop")]
@@ -99,6 +109,8 @@ struct LimiterFields {
     max_waiters: usize,
     #[serde(default, with = "humantime_serde::option")]
     max_wait: Option<Duration>,
+    #[serde(default, with = "humantime_serde::option")]
+    timeout: Option<Duration>,
     #[serde(default = "default_on_drop")]
     on_drop: Outcome,
     #[serde(default, deserialize_with = "moved_probe_timeout")]
@@ -128,6 +140,7 @@ impl From<LimiterFields> for LimiterConfig {
             max_wait: f
                 .max_wait
                 .or(server.then_some(Duration::from_millis(SERVER_MAX_WAIT_MS))),
+            timeout: f.timeout,
             on_drop: f.on_drop,
             sharding: f.sharding,
             policy: f.policy,
@@ -162,6 +175,7 @@ impl LimiterConfig {
             queue: QueueOrder::Fifo,
             max_waiters: default_max_waiters(),
             max_wait: None,
+            timeout: None,
             on_drop: default_on_drop(),
             sharding: Sharding::OnContention,
             policy: policy.into(),
@@ -176,7 +190,7 @@ impl LimiterConfig {
     /// # Errors
     ///
     /// The first field out of range, named as this limiter's table in a
-    /// file writes it: `max_waiters`, `max_wait`, or a policy field as
+    /// file writes it: `max_waiters`, `max_wait`, `timeout`, or a policy field as
     /// [`PolicyConfig::build`] names it, after `policy.`
     /// (`policy.backoff`), or a retry field (`retry.attempts`).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -194,6 +208,9 @@ impl LimiterConfig {
         }
         if let Some(wait) = self.max_wait {
             check::duration("max_wait", wait)?;
+        }
+        if let Some(timeout) = self.timeout {
+            check::duration("timeout", timeout)?;
         }
         if let Some(retry) = &self.retry {
             retry.validate()?;
@@ -226,6 +243,9 @@ impl LimiterConfig {
             .sharding(self.sharding);
         if let Some(wait) = self.max_wait {
             builder = builder.max_wait(wait);
+        }
+        if let Some(timeout) = self.timeout {
+            builder = builder.timeout(timeout);
         }
         if let Some(retry) = &self.retry {
             builder = builder.retry(retry.clone());
@@ -296,9 +316,7 @@ impl LimitersConfig {
     ///
     /// A [`ConfigFileError`] naming the field, the reason and the line.
     pub fn from_toml(text: &str) -> Result<Self, ConfigFileError> {
-        let config: Self = parse(text, Format::Toml)?;
-        config.check(text, Format::Toml)?;
-        Ok(config)
+        parse_checked(text, Format::Toml, |c: &Self| c.check(text, Format::Toml))
     }
 
     /// Read and check a file written in JSON.
@@ -308,9 +326,7 @@ impl LimitersConfig {
     /// A [`ConfigFileError`] naming the field and the reason (and the line
     /// of a syntax or type error).
     pub fn from_json(text: &str) -> Result<Self, ConfigFileError> {
-        let config: Self = parse(text, Format::Json)?;
-        config.check(text, Format::Json)?;
-        Ok(config)
+        parse_checked(text, Format::Json, |c: &Self| c.check(text, Format::Json))
     }
 
     /// Read and check the file at `path`: JSON if its name ends in `.json`,

@@ -66,6 +66,7 @@
 //! ```
 
 mod file;
+mod gather;
 mod limiter;
 mod locate;
 mod paths;
@@ -73,6 +74,7 @@ mod policy;
 mod server;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};
+pub use gather::MAX_ERRORS;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;

@@ -22,6 +22,7 @@ pub(super) struct Options {
 #[derive(Default)]
 pub(super) struct Rare {
     pub(super) max_wait: Option<Duration>,
+    pub(super) timeout: Option<Duration>,
     pub(super) active_probe: Option<ActiveProbe>,
     pub(super) on_transition: Option<TransitionHook>,
     pub(super) retry: Option<crate::retry::Retry>,
@@ -34,6 +35,10 @@ impl Options {
 
     pub(super) fn max_wait(&self) -> Option<Duration> {
         self.rare.as_ref().and_then(|r| r.max_wait)
+    }
+
+    pub(super) fn timeout(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|r| r.timeout)
     }
 
     pub(super) fn active_probe(&self) -> Option<&ActiveProbe> {
@@ -53,6 +58,7 @@ impl fmt::Debug for Rare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rare")
             .field("max_wait", &self.max_wait)
+            .field("timeout", &self.timeout)
             .field("active_probe", &self.active_probe)
             .field("on_transition", &self.on_transition.is_some())
             .field("retry", &self.retry)
@@ -176,9 +182,42 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 
     /// The longest [`Limiter::acquire`] waits for a slot (default: no limit).
+    ///
+    /// It also says that callers wait: the tower layer
+    /// (`RheostatLayer`) of a limiter with a
+    /// `max_wait` waits for a slot, up to it, instead of failing fast,
+    /// as if built with its `wait()` (see [`Limiter::waits`]).
     #[must_use]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.options.rare_mut().max_wait = Some(max_wait);
+        self
+    }
+
+    /// The timeout each call through this limiter is given unless the
+    /// code gives one (default: none), so that a configuration file holds a
+    /// dependency's attempt timeout beside its policy: the tower layers
+    /// (`RheostatLayer`,
+    /// `KeyedLayer`) use it when not built
+    /// with their own `timeout(…)`, which wins. A retry's
+    /// [`RetryConfig::timeout`](crate::retry::RetryConfig::timeout), where
+    /// set, still wins over both for a retried call. A probe is given its
+    /// breaker's `probe_timeout` instead. See [`Limiter::attempt_timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let limiter = Limiter::builder(Fixed::new(8)?)
+    ///     .timeout(Duration::from_millis(800))
+    ///     .build()?;
+    /// assert_eq!(limiter.attempt_timeout(), Some(Duration::from_millis(800)));
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.rare_mut().timeout = Some(timeout);
         self
     }
 
@@ -281,8 +320,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     ///
     /// # Errors
     ///
-    /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` zero or
-    /// above a year; a retry field out of range (as
+    /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` or
+    /// `limiter.timeout` zero or above a year; a retry field out of range (as
     /// [`RetryConfig::validate`](crate::retry::RetryConfig::validate)).
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if let Some(config) = &self.retry {
@@ -300,6 +339,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         }
         if let Some(wait) = self.options.max_wait() {
             check::duration("limiter.max_wait", wait)?;
+        }
+        if let Some(timeout) = self.options.timeout() {
+            check::duration("limiter.timeout", timeout)?;
         }
         if let Some(probe) = self.options.active_probe() {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;

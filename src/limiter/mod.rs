@@ -148,6 +148,36 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         &self.options.name
     }
 
+    /// The timeout a call through this limiter is given when the code
+    /// gives none ([`Builder::timeout`]; a file's `timeout`): the tower
+    /// layers use it unless built with their own. `None` if not set.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.options.timeout()
+    }
+
+    /// Whether callers wait for a slot rather than fail fast: true when the
+    /// limiter has a `max_wait` ([`Builder::max_wait`]; a file's
+    /// `max_wait`), which bounds the wait. The tower layer
+    /// (`RheostatLayer`) waits then, as it
+    /// does when built with its `wait()`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// assert!(!Limiter::new(Fixed::new(8)?).waits());
+    /// let waiting = Limiter::builder(Fixed::new(8)?)
+    ///     .max_wait(Duration::from_millis(200))
+    ///     .build()?;
+    /// assert!(waiting.waits());
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    pub fn waits(&self) -> bool {
+        self.options.max_wait().is_some()
+    }
+
     /// The clock the limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock

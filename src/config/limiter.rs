@@ -56,9 +56,8 @@ pub struct LimiterConfig {
     /// How many callers may wait for a slot, in `[0, 2^20]`.
     #[serde(default = "default_max_waiters")]
     pub max_waiters: usize,
-    /// The longest a caller waits for a slot; set, callers wait (the tower
-    /// layer too, see [`Limiter::waits`]); left out, no limit for
-    /// [`Limiter::acquire`] and the tower layer fails fast.
+    /// The longest a caller waits for a slot ([`Limiter::acquire`]); no
+    /// limit if left out.
     #[serde(
         default,
         with = "humantime_serde::option",
@@ -73,6 +72,12 @@ pub struct LimiterConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub timeout: Option<Duration>,
+    /// Whether callers wait for a slot (up to `max_wait`) rather than fail
+    /// fast: the tower layer waits as if built with its `wait()` (see
+    /// [`Builder::wait`]). Left out, callers wait if `max_wait` is set: a
+    /// file that says how long a dependency's callers may wait means that
+    /// they wait.
+    pub wait: bool,
     /// What a permit dropped without an outcome counts as (`"ignore"`,
     /// `"overload"` or `"success"`).
     #[serde(default = "default_on_drop")]
@@ -111,6 +116,8 @@ struct LimiterFields {
     max_wait: Option<Duration>,
     #[serde(default, with = "humantime_serde::option")]
     timeout: Option<Duration>,
+    #[serde(default)]
+    wait: Option<bool>,
     #[serde(default = "default_on_drop")]
     on_drop: Outcome,
     #[serde(default, deserialize_with = "moved_probe_timeout")]
@@ -141,6 +148,7 @@ impl From<LimiterFields> for LimiterConfig {
                 .max_wait
                 .or(server.then_some(Duration::from_millis(SERVER_MAX_WAIT_MS))),
             timeout: f.timeout,
+            wait: f.wait.unwrap_or(f.max_wait.is_some()),
             on_drop: f.on_drop,
             sharding: f.sharding,
             policy: f.policy,
@@ -176,6 +184,7 @@ impl LimiterConfig {
             max_waiters: default_max_waiters(),
             max_wait: None,
             timeout: None,
+            wait: false,
             on_drop: default_on_drop(),
             sharding: Sharding::OnContention,
             policy: policy.into(),
@@ -240,7 +249,8 @@ impl LimiterConfig {
             .name(name)
             .queue(self.queue, self.max_waiters)
             .on_drop(self.on_drop)
-            .sharding(self.sharding);
+            .sharding(self.sharding)
+            .wait(self.wait);
         if let Some(wait) = self.max_wait {
             builder = builder.max_wait(wait);
         }

@@ -23,6 +23,7 @@ pub(super) struct Options {
 pub(super) struct Rare {
     pub(super) max_wait: Option<Duration>,
     pub(super) timeout: Option<Duration>,
+    pub(super) wait: bool,
     pub(super) active_probe: Option<ActiveProbe>,
     pub(super) on_transition: Option<TransitionHook>,
     pub(super) retry: Option<crate::retry::Retry>,
@@ -39,6 +40,10 @@ impl Options {
 
     pub(super) fn timeout(&self) -> Option<Duration> {
         self.rare.as_ref().and_then(|r| r.timeout)
+    }
+
+    pub(super) fn wait(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| r.wait)
     }
 
     pub(super) fn active_probe(&self) -> Option<&ActiveProbe> {
@@ -59,6 +64,7 @@ impl fmt::Debug for Rare {
         f.debug_struct("Rare")
             .field("max_wait", &self.max_wait)
             .field("timeout", &self.timeout)
+            .field("wait", &self.wait)
             .field("active_probe", &self.active_probe)
             .field("on_transition", &self.on_transition.is_some())
             .field("retry", &self.retry)
@@ -182,14 +188,36 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 
     /// The longest [`Limiter::acquire`] waits for a slot (default: no limit).
-    ///
-    /// It also says that callers wait: the tower layer
-    /// (`RheostatLayer`) of a limiter with a
-    /// `max_wait` waits for a slot, up to it, instead of failing fast,
-    /// as if built with its `wait()` (see [`Limiter::waits`]).
     #[must_use]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.options.rare_mut().max_wait = Some(max_wait);
+        self
+    }
+
+    /// Whether callers wait for a slot (up to [`Builder::max_wait`]) rather
+    /// than fail fast when the limit is reached (default false): the tower
+    /// layer (`RheostatLayer`) then waits as if built with its `wait()`.
+    /// A configuration file's limiter sets it by its `max_wait` (or its
+    /// `wait`), so that the file holds how a dependency's callers wait. See
+    /// [`Limiter::waits`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// assert!(!Limiter::new(Fixed::new(8)?).waits());
+    /// let waiting = Limiter::builder(Fixed::new(8)?)
+    ///     .max_wait(Duration::from_millis(200))
+    ///     .wait(true)
+    ///     .build()?;
+    /// assert!(waiting.waits());
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn wait(mut self, wait: bool) -> Self {
+        self.options.rare_mut().wait = wait;
         self
     }
 

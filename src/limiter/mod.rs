@@ -155,27 +155,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.options.timeout()
     }
 
-    /// Whether callers wait for a slot rather than fail fast: true when the
-    /// limiter has a `max_wait` ([`Builder::max_wait`]; a file's
-    /// `max_wait`), which bounds the wait. The tower layer
-    /// (`RheostatLayer`) waits then, as it
+    /// Whether callers wait for a slot rather than fail fast when the limit
+    /// is reached ([`Builder::wait`]; in a file, a limiter with a
+    /// `max_wait`): the tower layer (`RheostatLayer`) waits then, as it
     /// does when built with its `wait()`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, Limiter};
-    ///
-    /// assert!(!Limiter::new(Fixed::new(8)?).waits());
-    /// let waiting = Limiter::builder(Fixed::new(8)?)
-    ///     .max_wait(Duration::from_millis(200))
-    ///     .build()?;
-    /// assert!(waiting.waits());
-    /// # Ok::<(), rheostat::ConfigError>(())
-    /// ```
     pub fn waits(&self) -> bool {
-        self.options.max_wait().is_some()
+        self.options.wait()
     }
 
     /// The clock the limiter reads.

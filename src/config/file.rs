@@ -31,6 +31,13 @@ pub(crate) enum Format {
 /// ([`ConfigFileError::config_error`]; not the error's source, since the
 /// message already says what it says).
 ///
+/// A file with several faults is one error carrying them all, in file
+/// order ([`ConfigFileError::errors`], at most
+/// [`MAX_ERRORS`](super::MAX_ERRORS), and [`ConfigFileError::omitted`]
+/// counts the rest): its accessors give the first, and its message shows
+/// each on its own line. A syntax error stops the reading: it is the only
+/// one.
+///
 /// # Examples
 ///
 /// ```
@@ -62,11 +69,13 @@ struct Details {
     others: Vec<ConfigFileError>,
     /// How many errors were found beyond those kept.
     omitted: usize,
+    /// Whether the search for more stopped at its bound.
+    stopped: bool,
 }
 
 impl ConfigFileError {
-    /// The field at fault, as a dotted path in the file; empty if the fault
-    /// is not in one field (a syntax error).
+    /// The (first) field at fault, as a dotted path in the file; empty if
+    /// the fault is not in one field (a syntax error).
     pub fn field(&self) -> &str {
         &self.details.field
     }
@@ -120,6 +129,7 @@ impl ConfigFileError {
                 invalid: None,
                 others: Vec::new(),
                 omitted: 0,
+                stopped: false,
             }),
         }
     }
@@ -257,15 +267,21 @@ impl ConfigFileError {
         self
     }
 
-    /// The first of `errors` (in the order given), carrying the others and
-    /// how many more were found than kept.
-    pub(crate) fn all(mut errors: Vec<ConfigFileError>, omitted: usize) -> Option<Self> {
+    /// The first of `errors` (in the order given), carrying the others,
+    /// how many more were found than kept, and whether the search for more
+    /// `stopped` at its bound.
+    pub(crate) fn all(
+        mut errors: Vec<ConfigFileError>,
+        omitted: usize,
+        stopped: bool,
+    ) -> Option<Self> {
         if errors.is_empty() {
             return None;
         }
         let mut first = errors.remove(0);
         first.details.others = errors;
         first.details.omitted = omitted;
+        first.details.stopped = stopped && !first.details.others.is_empty();
         Some(first)
     }
 
@@ -274,6 +290,7 @@ impl ConfigFileError {
         let mut e = self.clone();
         e.details.others = Vec::new();
         e.details.omitted = 0;
+        e.details.stopped = false;
         e
     }
 
@@ -304,7 +321,10 @@ impl ConfigFileError {
     }
 
     /// How many more errors were found than [`ConfigFileError::errors`]
-    /// gives (which gives at most [`MAX_ERRORS`](super::MAX_ERRORS)).
+    /// gives (which gives at most [`MAX_ERRORS`](super::MAX_ERRORS)). The
+    /// search is bounded (each error found costs a reading of the file, and
+    /// a long file is read fewer times): the message says if it stopped
+    /// before the end.
     pub fn omitted(&self) -> usize {
         self.details.omitted
     }
@@ -321,10 +341,14 @@ impl fmt::Display for ConfigFileError {
             other.fmt_one(f)?;
         }
         match self.details.omitted {
-            0 => Ok(()),
-            1 => f.write_str("\nand 1 more error"),
-            n => write!(f, "\nand {n} more errors"),
+            0 => {}
+            1 => f.write_str("\nand 1 more error")?,
+            n => write!(f, "\nand {n} more errors")?,
         }
+        if self.details.stopped {
+            f.write_str("\n(the search for more errors stopped there: fix these and read again)")?;
+        }
+        Ok(())
     }
 }
 

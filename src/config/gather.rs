@@ -11,7 +11,9 @@
 //! set may be one the taking out caused, and is not reported.
 //!
 //! Each round reads the whole tree again: the rounds are bounded
-//! ([`MAX_ROUNDS`]), and so is the count of errors kept ([`MAX_ERRORS`]).
+//! ([`MAX_ROUNDS`], and fewer for a long file: [`READ_BUDGET`] bytes read
+//! in all), and so is the count of errors kept ([`MAX_ERRORS`]). A search
+//! stopped by its bound says so.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +30,10 @@ pub const MAX_ERRORS: usize = 20;
 
 /// The most times a file is read again to find its next error.
 const MAX_ROUNDS: usize = 3 * MAX_ERRORS;
+
+/// The most bytes of text the rounds read in all: a file of 1 MiB is read
+/// again at most 8 times (about a second, unoptimized).
+const READ_BUDGET: usize = 8 << 20;
 
 /// `text` as a tree of values, if it parses.
 pub(crate) fn written(text: &str, format: Format) -> Option<Value> {
@@ -84,17 +90,24 @@ where
     let mut touched: Vec<Vec<Step>> = Vec::new();
     let mut taken: Vec<String> = Vec::new();
     let mut current = first;
-    for _ in 0..MAX_ROUNDS {
+    let rounds = (READ_BUDGET / text.len().max(1)).clamp(1, MAX_ROUNDS);
+    let mut stopped = true;
+    for _ in 0..rounds {
         if !take_out(&mut tree, current.field(), &mut touched) {
+            stopped = false;
             break;
         }
         taken.push(current.field().to_owned());
         match read::<T, F>(&tree, &original, &document, format, check) {
-            Ok(()) => break,
+            Ok(()) => {
+                stopped = false;
+                break;
+            }
             Err(next) => {
                 // A file emptied by taking out (`configures nothing`), or a
                 // fault of the whole file: nothing more to learn.
                 if next.field().is_empty() {
+                    stopped = false;
                     break;
                 }
                 // Caused by a taking out: a value the file does not set, in
@@ -122,7 +135,7 @@ where
     found.sort_by_key(|e| e.line().unwrap_or(usize::MAX));
     let omitted = found.len().saturating_sub(MAX_ERRORS);
     found.truncate(MAX_ERRORS);
-    ConfigFileError::all(found, omitted).unwrap_or_else(ConfigFileError::empty)
+    ConfigFileError::all(found, omitted, stopped).unwrap_or_else(ConfigFileError::empty)
 }
 
 /// Read `tree` as `T` and check it: its first error, if any.

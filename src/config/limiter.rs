@@ -24,8 +24,18 @@ use crate::retry::RetryConfig;
 /// One limiter: its policy and its own options.
 ///
 /// Omitted options take the [`Builder`] defaults: a FIFO queue of 1024
-/// waiters, no maximum wait, dropped permits counted as
+/// waiters, no maximum wait, no timeout, dropped permits counted as
 /// [`Outcome::Ignore`].
+///
+/// A dependency's call options are here too, beside its policy, so that a
+/// file holds all of them: `timeout`, the timeout each call is given
+/// unless the code gives one ([`Builder::timeout`]), and `wait`, whether
+/// callers wait for a slot rather than fail fast ([`Builder::wait`]),
+/// which a `max_wait` sets unless `wait = false` says otherwise: a file
+/// that says how long callers may wait means that they wait. The tower
+/// layers take both from the limiter; their own `timeout(…)` and `wait()`
+/// win. A retry's `retry.timeout` keeps its meaning: where set, it is a
+/// retried call's own, over this one.
 ///
 /// A probe's timeout is not a limiter option: it is the breaker's
 /// `probe_timeout` (in the `policy` table, 30 s by default), which
@@ -39,12 +49,16 @@ use crate::retry::RetryConfig;
 /// use rheostat::config::LimiterConfig;
 ///
 /// let config: LimiterConfig = toml::from_str(r#"
+///     timeout = "800ms"
 ///     max_wait = "250ms"
 ///     queue = "lifo"
 ///     policy = { policy = "fixed", limit = 8 }
 /// "#)?;
+/// assert!(config.wait, "a max_wait means callers wait");
 /// let limiter = config.build("search")?;
 /// assert_eq!(limiter.gate().limit, 8);
+/// assert_eq!(limiter.attempt_timeout(), Some(std::time::Duration::from_millis(800)));
+/// assert!(limiter.waits());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,7 +100,8 @@ pub struct LimiterConfig {
     /// `"off"` or `"always"`); see [`Sharding`].
     #[serde(default)]
     pub sharding: Sharding,
-    /// The policy (required).
+    /// The policy (required, even when the file has a `default`: a listed
+    /// limiter is not merged with it).
     pub policy: PolicyConfig,
     /// How failed calls are retried (see [`crate::retry`]); none if left
     /// out.

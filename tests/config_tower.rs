@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rheostat::config::LimitersConfig;
 use rheostat::keyed::KeyedBuilder;
-use rheostat::tower::{KeyedLayer, RheostatLayer};
+use rheostat::tower::{KeyedLayer, ResultClassifier, RheostatLayer};
 use rheostat::{CallError, RejectReason, TokioClock};
 use tower::{service_fn, Layer, Service, ServiceExt};
 
@@ -60,6 +60,7 @@ fn hangs() -> impl Service<(), Response = (), Error = Infallible, Future: Send> 
 async fn a_files_timeout_bounds_each_call_through_the_layer_with_no_code_asking() {
     let limiter = payments();
     let r = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
         .layer(hangs())
         .oneshot(());
     let r = within_a_minute(r).await;
@@ -74,6 +75,7 @@ async fn a_files_timeout_bounds_each_call_through_the_layer_with_no_code_asking(
 async fn a_files_max_wait_makes_the_layer_wait_for_a_slot_up_to_it() {
     let limiter = payments();
     let service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
         .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }));
     // The one slot is held for 100 ms: within the wait, the call is served.
     let held = limiter.try_acquire().unwrap();
@@ -94,6 +96,7 @@ async fn a_files_max_wait_makes_the_layer_wait_for_a_slot_up_to_it() {
 async fn a_timeout_set_in_code_wins_over_the_files() {
     let limiter = payments();
     let r = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
         .timeout(Duration::from_secs(2))
         .unwrap()
         .layer(hangs())
@@ -117,6 +120,7 @@ async fn a_keyed_layer_gives_each_key_its_own_files_timeout() {
     );
     for (key, timeout) in [("payments", 800), ("search", 300)] {
         let r = KeyedLayer::new(Arc::clone(&limiters), move |_: &()| key.to_owned())
+            .classify(ResultClassifier)
             .layer(hangs())
             .oneshot(());
         let r = within_a_minute(r).await;
@@ -127,6 +131,7 @@ async fn a_keyed_layer_gives_each_key_its_own_files_timeout() {
     }
     // Code's own timeout wins here too.
     let r = KeyedLayer::new(Arc::clone(&limiters), |_: &()| "payments".to_owned())
+        .classify(ResultClassifier)
         .timeout(Duration::from_secs(2))
         .unwrap()
         .layer(hangs())
@@ -153,6 +158,7 @@ async fn a_file_that_sets_wait_false_fails_fast_whatever_its_max_wait() {
     );
     let _held = limiter.try_acquire().unwrap();
     let service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(ResultClassifier)
         .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }));
     let start = tokio::time::Instant::now();
     match within_a_minute(service.clone().oneshot(())).await {
@@ -163,6 +169,7 @@ async fn a_file_that_sets_wait_false_fails_fast_whatever_its_max_wait() {
     // Code that asks to wait still waits (up to the file's `max_wait`).
     match within_a_minute(
         RheostatLayer::new(Arc::clone(&limiter))
+            .classify(ResultClassifier)
             .wait()
             .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(7) }))
             .oneshot(()),

@@ -22,7 +22,7 @@ use super::policies::{self, PolicyKind};
 use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
 use rheostat::priority::{Class, Priorities};
-use rheostat::retry::{self, Call, Decision, RetryOutcome};
+use rheostat::retry::{self, Action, Attempts, RetryOutcome};
 use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness, RejectReason, Rejection};
 
 type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
@@ -182,10 +182,8 @@ struct Request {
     arrived: u64,
     deadline: u64,
     attempts: u32,
-    /// The limiter's account of the request, where its retry decides.
-    call: Option<Call>,
-    /// The next attempt's timeout (ns), where the limiter's retry decides.
-    next_timeout: u64,
+    /// The request's attempts, where the limiter's retry decides.
+    retry: Option<Attempts>,
     /// Why the last attempt was refused, if it was.
     refused: Option<RejectReason>,
 }
@@ -810,14 +808,13 @@ impl<'a> World<'a> {
         }
         // The limiter's retry counts the request in its budget; the
         // scenario's callers count it in theirs.
-        let (call, next_timeout) = match self.limiters[instance as usize].retry() {
+        let retry = match self.limiters[instance as usize].retry() {
             Some(retry) if self.limiter_retry => {
-                let call = retry.begin(self.clock.now(), traffic.timeout);
-                (Some(call), nanos(retry.first_timeout(&call)))
+                Some(Attempts::new(retry, self.clock.now(), traffic.timeout))
             }
             _ => {
                 self.budgets[instance as usize].deposit(self.now);
-                (None, 0)
+                None
             }
         };
         let req = self.requests.insert(Request {
@@ -826,8 +823,7 @@ impl<'a> World<'a> {
             arrived: self.now,
             deadline: self.now + nanos(traffic.deadline),
             attempts: 0,
-            call,
-            next_timeout,
+            retry,
             refused: None,
         });
         self.set_active(self.active + 1);
@@ -871,8 +867,11 @@ impl<'a> World<'a> {
             return;
         };
         request.attempts += 1;
-        if let Some(call) = request.call.as_mut() {
-            call.attempts = request.attempts;
+        if let Some(retry) = request.retry.as_mut().filter(|_| request.attempts > 1) {
+            // A retry's backoff is over. The slot the limiter's retry asks
+            // for ([`Action::Acquire`]) is taken below, as the scenario's
+            // callers take theirs.
+            let _acquire = retry.backoff_elapsed();
         }
         let after_refusal = request.refused.take().is_some();
         let (instance, deadline, attempts) = (request.instance, request.deadline, request.attempts);
@@ -976,7 +975,6 @@ impl<'a> World<'a> {
         };
         let (deadline, class) = (request.deadline, request.class);
         let instance = request.instance as usize;
-        let limiter_timeout = request.call.map(|call| (call, request.next_timeout));
         let s = self.second();
         match acquired {
             Err(rejection) => {
@@ -995,24 +993,28 @@ impl<'a> World<'a> {
                 if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
                     *slot += 1;
                 }
-                if let Some((call, next)) = limiter_timeout {
-                    // As `Limiter::call` does: the retry's timeout for this
-                    // attempt, cut at the request's deadline; a probe's own,
-                    // whole.
-                    let next = Duration::from_nanos(next);
-                    let probe = permit.is_probe().then(|| permit.timeout(next));
-                    let timeout = match self.limiters[instance].retry() {
-                        Some(retry) => retry.attempt_timeout(&call, next, &self.clock, probe),
-                        None => next,
-                    };
-                    if timeout.is_zero() {
-                        permit.ignore();
-                        if self.in_window() {
-                            self.r.failed += 1;
+                let limiters: &'a [Lim] = self.limiters;
+                let attempts = self.requests.get_mut(req).and_then(|r| r.retry.as_mut());
+                if let (Some(retry), Some(attempts)) = (limiters[instance].retry(), attempts) {
+                    // The limiter's retry gives the attempt its timeout,
+                    // cut at the request's deadline (a probe's own, whole),
+                    // or sends none with no time left.
+                    let probe = permit
+                        .is_probe()
+                        .then(|| permit.timeout(attempts.next_timeout()));
+                    let clock = &self.clock;
+                    match attempts.admitted(retry, || clock.now(), probe) {
+                        Action::Send { timeout } => {
+                            self.send(Owner::Request(req), permit, nanos(timeout));
                         }
-                        self.end_request(req);
-                    } else {
-                        self.send(Owner::Request(req), permit, nanos(timeout));
+                        // `Action::Expire`, the other answer to an admission.
+                        _ => {
+                            permit.ignore();
+                            if self.in_window() {
+                                self.r.failed += 1;
+                            }
+                            self.end_request(req);
+                        }
                     }
                     return;
                 }
@@ -1175,11 +1177,12 @@ impl<'a> World<'a> {
     /// limiter's retry decides what follows, as in `Limiter::call`.
     fn limiter_retry_after(&mut self, req: u64, ended: Ended) {
         let in_window = self.in_window();
+        let limiters: &'a [Lim] = self.limiters;
         let Some(request) = self.requests.get_mut(req) else {
             return;
         };
-        let limiter = &self.limiters[request.instance as usize];
-        let (Some(retry), Some(call)) = (limiter.retry(), request.call) else {
+        let limiter = &limiters[request.instance as usize];
+        let (Some(retry), Some(attempts)) = (limiter.retry(), request.retry.as_mut()) else {
             // Unreachable: the row's limiters have a retry, and its requests
             // began a call. Should it happen, the request ends unanswered.
             if in_window {
@@ -1188,41 +1191,45 @@ impl<'a> World<'a> {
             self.end_request(req);
             return;
         };
-        let ended = match ended {
-            Ended::Answered(outcome) => retry::Ended::Ran(outcome.into()),
-            Ended::TimedOut => retry::Ended::TimedOut,
+        let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
+        let clock = &self.clock;
+        let now = || clock.now();
+        let action = match ended {
+            Ended::Answered(outcome) => {
+                attempts.ended(retry, retry::Ended::Ran(outcome.into()), now, shut)
+            }
+            Ended::TimedOut => attempts.ended(retry, retry::Ended::TimedOut, now, shut),
             Ended::Refused => {
-                retry::Ended::Refused(request.refused.unwrap_or(RejectReason::LimitReached))
+                let reason = request.refused.unwrap_or(RejectReason::LimitReached);
+                attempts.refused(retry, reason, now, shut)
             }
         };
-        let shut = matches!(limiter.readiness(), Readiness::Shut { .. });
-        let (retry_now, outcome) = match retry.after(&call, ended, self.clock.now(), shut) {
-            Decision::Retry { wait, timeout } => (Some((wait, timeout)), Some(RetryOutcome::Sent)),
-            Decision::Stop(outcome) => (None, Some(outcome)),
-            // A decision this simulator does not know: the request stops.
-            _ => (None, None),
+        let decided = match action {
+            Action::Sleep { decided, .. } => Some(decided),
+            Action::Answer { decided } => decided,
+            _ => None,
         };
-        if let (Some(stats), Some(outcome), true) = (self.r.retry.as_mut(), outcome, in_window) {
-            if let Some(i) = RetryOutcome::ALL.iter().position(|&o| o == outcome) {
+        if let (Some(stats), Some(decided), true) = (self.r.retry.as_mut(), decided, in_window) {
+            if let Some(i) = RetryOutcome::ALL.iter().position(|&o| o == decided.outcome) {
                 stats.decisions[i] += 1;
             }
         }
-        match retry_now {
-            Some((wait, timeout)) => {
-                request.next_timeout = nanos(timeout);
-                self.at(self.now + nanos(wait), Event::Retry(req));
-            }
-            None => {
-                if in_window {
-                    if ended == retry::Ended::Ran(Outcome::Ignore.into()) {
-                        self.r.client_errors += 1;
-                    } else {
-                        self.r.failed += 1;
-                    }
-                }
-                self.end_request(req);
+        if let Action::Sleep { wait, .. } = action {
+            self.at(self.now + nanos(wait), Event::Retry(req));
+            return;
+        }
+        // The call is answered; or, unreachable, a wait in the queue is
+        // asked for, which the rows' retries never allow
+        // (`policies::retry_config` leaves `wait_on_limit` off): either way
+        // the request ends.
+        if in_window {
+            if ended == Ended::Answered(Outcome::Ignore) {
+                self.r.client_errors += 1;
+            } else {
+                self.r.failed += 1;
             }
         }
+        self.end_request(req);
     }
 
     /// Draw an arriving request's class, if the scenario's traffic has

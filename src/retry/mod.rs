@@ -32,6 +32,12 @@
 //! [`Observer`](crate::Observer) as a [`RetryOutcome`] (the metrics
 //! observer counts them in `rheostat_retries_total`).
 //!
+//! The attempt loop itself — acquire, wait once, time out, classify,
+//! decide, back off, retry — is one state machine, [`Attempts`], told
+//! events and answering the next [`Action`]; `Limiter::call`, the tower
+//! layer's retrying future and the simulator drive it, each doing only the
+//! waiting and the I/O.
+//!
 //! # Examples
 //!
 //! ```
@@ -66,6 +72,7 @@
 //! # }
 //! ```
 
+mod attempts;
 mod budget;
 mod config;
 mod run;
@@ -73,6 +80,7 @@ mod run;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+pub use attempts::{Action, Attempts, Decided};
 pub use config::{Backoff, Budget, RetryConfig, MAX_ATTEMPTS};
 
 use crate::algorithms::{ConfigError, Outcome};
@@ -248,8 +256,10 @@ pub struct Call {
 ///
 /// Made by [`Builder::retry`](crate::Builder::retry); a user of
 /// [`Limiter::call`](crate::Limiter::call) or of the tower layer never
-/// drives it by hand, but a loop of one's own can: [`Retry::begin`] counts
-/// a call, [`Retry::after`] decides what follows a failed attempt.
+/// drives it by hand, but a loop of one's own can: [`Attempts`] runs the
+/// whole attempt loop as a state machine (as `Limiter::call` does);
+/// underneath it, [`Retry::begin`] counts a call, [`Retry::after`] decides
+/// what follows a failed attempt.
 ///
 /// # Examples
 ///

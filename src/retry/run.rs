@@ -3,10 +3,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{Decision, Ended, Verdict};
-use crate::algorithms::{check, Algorithm, Outcome};
+use super::{Action, Attempts, Decided, Ended, Verdict};
+use crate::algorithms::{check, Algorithm};
 use crate::clock::Clock;
-use crate::error::{CallError, RejectReason};
+use crate::error::CallError;
 use crate::limiter::{Limiter, Permit, Readiness};
 use crate::priority::Class;
 
@@ -18,14 +18,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// from `make`) within its bounds.
     ///
     /// An attempt that runs out of time is recorded as
-    /// [`Outcome::Overload`]. An attempt admitted as a probe is given the
+    /// [`Outcome::Overload`](crate::Outcome::Overload). An attempt admitted as a probe is given the
     /// [probe timeout](Limiter::probe_timeout) instead (see
     /// [`Permit::timeout`]), even past the retry's deadline (no retry
     /// follows a probe that ends after it); to choose a
     /// probe's timeout yourself, take the permit with
     /// [`Limiter::try_acquire`] and use [`Permit::run`].
     ///
-    /// `classify` returns an [`Outcome`] or, to say more to the retry, a
+    /// `classify` returns an [`Outcome`](crate::Outcome) or, to say more to the retry, a
     /// [`Verdict`] (whether an overload is worth retrying, the server's
     /// `Retry-After`). The call's result is the last attempt's: a value the
     /// classifier counted as a failure (an HTTP 503 response, say) is
@@ -34,7 +34,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Cancel safety
     ///
     /// Dropping the future drops the permit of the attempt in flight, which
-    /// records the limiter's drop outcome (by default [`Outcome::Ignore`]);
+    /// records the limiter's drop outcome (by default [`Outcome::Ignore`](crate::Outcome::Ignore));
     /// dropped during a backoff, nothing is held.
     ///
     /// # Errors
@@ -123,6 +123,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.run_call(Some(class), timeout, classify, make).await
     }
 
+    /// The attempt loop: [`Attempts`] decides, this only waits, sends and
+    /// records.
     async fn run_call<M, F, T, E, K, V>(
         &self,
         class: Option<Class>,
@@ -149,68 +151,79 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // The call begins at its first admission (the instant the limiter
         // read for it, if it read one) or refusal.
         let first = self.try_acquire_class(class);
-        let began = match &first {
-            Ok(permit) => permit.started(),
-            Err(_) => None,
-        };
-        let mut call = retry.begin(began.unwrap_or_else(|| self.clock().now()), timeout);
-        let mut next = retry.first_timeout(&call);
-        let mut waited = false;
-        let mut first = Some(first);
+        let began = first.as_ref().ok().and_then(Permit::started);
+        let mut attempts =
+            Attempts::new(retry, began.unwrap_or_else(|| self.clock().now()), timeout);
+        let now = || self.clock().now();
+        let shut = || matches!(self.readiness(), Readiness::Shut { .. });
+        // The permit of the attempt admitted, and the last attempt's result.
+        let mut permit = None;
+        let mut last = None;
+        let mut slot = first;
         loop {
-            call.attempts += 1;
-            let admitted = match first.take() {
-                Some(Ok(permit)) => Ok(permit),
-                Some(Err(rejection)) => {
-                    self.after_refusal(rejection, class, &mut waited, &call, retry)
-                        .await
+            // Tell the machine of the admission, then do as it says until
+            // it asks for the next.
+            let mut action = match slot {
+                Ok(admitted) => {
+                    let probe = admitted
+                        .is_probe()
+                        .then(|| admitted.timeout(attempts.next_timeout()));
+                    permit = Some(admitted);
+                    attempts.admitted(retry, now, probe)
                 }
-                None => match self.try_acquire_class(class) {
-                    Ok(permit) => Ok(permit),
-                    Err(rejection) => {
-                        self.after_refusal(rejection, class, &mut waited, &call, retry)
-                            .await
-                    }
-                },
+                Err(rejection) => {
+                    last = Some(Err(CallError::Rejected(rejection)));
+                    attempts.refused(retry, rejection.reason(), now, shut)
+                }
             };
-            let (ended, result) = match admitted {
-                Err(reason_and_error) => reason_and_error,
-                Ok(permit) => {
-                    let probe = permit.is_probe().then(|| permit.timeout(next));
-                    let timeout = retry.attempt_timeout(&call, next, self.clock(), probe);
-                    if timeout.is_zero() {
-                        permit.ignore();
-                        return Err(CallError::TimedOut(timeout));
-                    }
-                    match tokio::time::timeout(timeout, make()).await {
-                        Err(_elapsed) => {
-                            permit.overload();
-                            (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
-                        }
-                        Ok(result) => {
-                            let verdict: Verdict = classify(&result).into();
-                            permit.record(verdict.outcome);
-                            if verdict.outcome == Outcome::Success {
-                                return result.map_err(CallError::Failed);
+            slot = loop {
+                action = match action {
+                    Action::Acquire => break self.try_acquire_class(class),
+                    Action::Queue { within } => break self.acquire_within_as(within, class).await,
+                    Action::Send { timeout } => {
+                        let Some(permit) = permit.take() else {
+                            unreachable!("an attempt is sent once admitted")
+                        };
+                        let ended = match tokio::time::timeout(timeout, make()).await {
+                            Err(_elapsed) => {
+                                permit.overload();
+                                last = Some(Err(CallError::TimedOut(timeout)));
+                                Ended::TimedOut
                             }
-                            (Ended::Ran(verdict), result.map_err(CallError::Failed))
+                            Ok(result) => {
+                                let verdict: Verdict = classify(&result).into();
+                                permit.record(verdict.outcome);
+                                last = Some(result.map_err(CallError::Failed));
+                                Ended::Ran(verdict)
+                            }
+                        };
+                        attempts.ended(retry, ended, now, shut)
+                    }
+                    Action::Sleep { wait, decided } => {
+                        self.observe_retry(decided);
+                        last = None;
+                        if !wait.is_zero() {
+                            tokio::time::sleep(wait).await;
                         }
+                        attempts.backoff_elapsed()
                     }
-                }
+                    Action::Expire => {
+                        if let Some(permit) = permit.take() {
+                            permit.ignore();
+                        }
+                        return Err(CallError::TimedOut(Duration::ZERO));
+                    }
+                    Action::Answer { decided } => {
+                        if let Some(decided) = decided {
+                            self.observe_retry(decided);
+                        }
+                        let Some(result) = last else {
+                            unreachable!("an answer follows an attempt")
+                        };
+                        return result;
+                    }
+                };
             };
-            let shut = matches!(self.readiness(), Readiness::Shut { .. });
-            let (decision, dry) = retry.decide(&call, ended, self.clock().now(), shut);
-            self.observe_retry(&call, ended, decision, dry);
-            match decision {
-                Decision::Stop(_) => return result,
-                Decision::Retry { wait, timeout } => {
-                    drop(result);
-                    if !wait.is_zero() {
-                        tokio::time::sleep(wait).await;
-                    }
-                    next = timeout;
-                }
-            }
         }
     }
 
@@ -226,53 +239,19 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Tell the observer, if any, what was decided after attempt
-    /// `call.attempts`, which ended as `ended`. A first attempt the limiter
-    /// refused is a call refused (the observer was told so), not a retry:
-    /// nothing is told of it.
-    pub(crate) fn observe_retry(
-        &self,
-        call: &super::Call,
-        ended: Ended,
-        decision: Decision,
-        dry: bool,
-    ) {
+    /// Tell the observer, if any, what was `decided` after a failed
+    /// attempt (nothing of a first attempt refused, which is a call
+    /// refused, not a retry).
+    pub(crate) fn observe_retry(&self, decided: Decided) {
         let Some(observer) = self.observer() else {
             return;
         };
-        if call.attempts <= 1 && matches!(ended, Ended::Refused(_)) {
+        if !decided.observed {
             return;
         }
-        observer.retry(match decision {
-            Decision::Retry { .. } => super::RetryOutcome::Sent,
-            Decision::Stop(outcome) => outcome,
-        });
-        if dry {
+        observer.retry(decided.outcome);
+        if decided.dry {
             observer.retry_budget_exhausted();
         }
-    }
-
-    /// How a refused attempt of `call` goes on: a refusal because the limit
-    /// is reached waits once in the queue if the retry allows it; any other
-    /// ends the attempt.
-    async fn after_refusal<T, E>(
-        &self,
-        rejection: crate::Rejection,
-        class: Option<Class>,
-        waited: &mut bool,
-        call: &super::Call,
-        retry: &super::Retry,
-    ) -> Result<Permit<'_, A, C>, (Ended, Result<T, CallError<E>>)> {
-        let refused =
-            |r: crate::Rejection| (Ended::Refused(r.reason()), Err(CallError::Rejected(r)));
-        if rejection.reason() != RejectReason::LimitReached
-            || !retry.config().wait_on_limit
-            || *waited
-        {
-            return Err(refused(rejection));
-        }
-        *waited = true;
-        let left = retry.left(call, self.clock().now());
-        self.acquire_within_as(left, class).await.map_err(refused)
     }
 }

@@ -12,14 +12,13 @@ use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::classify::Classify;
-use super::retry::{Queue, StartQueue};
-use super::service::Acquire;
-use crate::algorithms::{Algorithm, Outcome};
+use super::service::{Acquire, StartAcquire};
+use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{CallError, RejectReason, Rejection};
+use crate::error::{CallError, Rejection};
 use crate::limiter::{Limiter, OwnedPermit, Readiness};
 use crate::priority::Class;
-use crate::retry::{Call, Decision, Ended, Retry, RetryOutcome, Verdict};
+use crate::retry::{Action, Attempts, Ended, Verdict};
 
 #[cfg(feature = "tower-retry")]
 pub use super::policy::RetryBackoff;
@@ -79,11 +78,7 @@ impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
         classifier: K,
         timeout: Option<Duration>,
     ) -> Self {
-        let timeout = if permit.is_probe() {
-            permit.limiter().probe_timeout().or(timeout)
-        } else {
-            timeout
-        };
+        let timeout = single_timeout(&permit, timeout);
         ResponseFuture {
             kind: Kind::Called { future },
             permit: Some(permit),
@@ -317,15 +312,12 @@ pub(crate) struct Plan<S, Req, K, A, C> {
     /// The class every attempt is admitted as (`None`: the default class).
     pub(crate) class: Option<Class>,
     pub(crate) classifier: K,
-    pub(crate) start_queue: StartQueue<A, C>,
-    /// The call's account, `None` if the limiter has no retry policy (one
+    pub(crate) start_queue: StartAcquire<A, C>,
+    /// The call's attempts, `None` if the limiter has no retry policy (one
     /// attempt, nothing observed).
-    pub(crate) call: Option<Call>,
-    /// The next attempt's timeout before a probe's or the deadline's; `None`
-    /// for none.
-    pub(crate) next: Option<Duration>,
-    /// Whether the rule allows sending the request again.
-    pub(crate) retryable: bool,
+    pub(crate) attempts: Option<Attempts>,
+    /// The layer's timeout, for the one attempt of a call without retries.
+    pub(crate) timeout: Option<Duration>,
     /// A clone of the inner service, for the attempts after the first.
     pub(crate) service: Option<S>,
     /// The request, kept for the attempts still to be sent.
@@ -346,34 +338,22 @@ pub(crate) enum First<F, A, C> {
     Expired,
     /// Waiting in the limiter's queue for its slot (a layer that waits,
     /// given a class function), to be sent with the plan's service.
-    Waiting(Queue<A, C>),
+    Waiting(Acquire<A, C>),
 }
 
-/// The timeout of an attempt admitted under `permit`: a probe's timeout
-/// for a probe (or `next` if the limiter has none), whole, even past the
-/// call's deadline (as [`Limiter::call`] gives it); otherwise `next`, cut
-/// to the `left` of the call's deadline. `None` for none.
-pub(crate) fn attempt_timeout<A: Algorithm, C: Clock>(
-    permit: Option<&OwnedPermit<A, C>>,
-    next: Option<Duration>,
-    left: Option<Duration>,
+/// The timeout of the one attempt of a call without retries (the plain
+/// layer's, or a retrying layer's under a limiter with no retry policy),
+/// admitted under `permit`: a probe's own (or `timeout` if the limiter has none),
+/// otherwise `timeout`; `None` for none.
+pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
+    permit: &OwnedPermit<A, C>,
+    timeout: Option<Duration>,
 ) -> Option<Duration> {
-    if let Some(permit) = permit.filter(|p| p.is_probe()) {
-        return permit.limiter().probe_timeout().or(next);
+    if permit.is_probe() {
+        permit.limiter().probe_timeout().or(timeout)
+    } else {
+        timeout
     }
-    match (next, left) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// What is left of `call`'s deadline, if `retry` gives it one.
-pub(crate) fn deadline_left<A: Algorithm, C: Clock>(
-    limiter: &Limiter<A, C>,
-    retry: &Retry,
-    call: &Call,
-) -> Option<Duration> {
-    retry.left(call, limiter.clock().now())
 }
 
 /// `timeout`, unless it stands for no timeout at all.
@@ -415,14 +395,12 @@ pin_project! {
         sleep: Option<Pin<Box<Sleep>>>,
         service: Option<S>,
         request: Option<Req>,
-        retryable: bool,
-        call: Option<Call>,
-        next: Option<Duration>,
-        waited: bool,
+        attempts: Option<Attempts>,
+        layer_timeout: Option<Duration>,
         limiter: Arc<Limiter<A, C>>,
         class: Option<Class>,
         classifier: K,
-        start_queue: StartQueue<A, C>,
+        start_queue: StartAcquire<A, C>,
     }
 }
 
@@ -438,14 +416,10 @@ pin_project! {
         Refused {
             rejection: Rejection,
         },
-        /// Waiting once in the limiter's queue.
+        /// Waiting in the limiter's queue: for the first attempt's slot (as
+        /// a plain service waits in `poll_ready`), or once after a refusal.
         Queued {
-            acquire: Queue<A, C>,
-        },
-        /// Waiting in the limiter's queue for the first attempt's slot, as
-        /// a plain service waits in `poll_ready`.
-        Waiting {
-            acquire: Queue<A, C>,
+            acquire: Acquire<A, C>,
         },
         /// Admitted: waiting for the inner service to be ready.
         Admitted,
@@ -473,7 +447,7 @@ where
             } => (Attempt::Called { future }, Some(permit), timeout),
             First::Refused(rejection) => (Attempt::Refused { rejection }, None, None),
             First::Expired => (Attempt::Expired, None, None),
-            First::Waiting(acquire) => (Attempt::Waiting { acquire }, None, None),
+            First::Waiting(acquire) => (Attempt::Queued { acquire }, None, None),
         };
         RetryResponseFuture {
             state,
@@ -482,10 +456,8 @@ where
             sleep: None,
             service: plan.service,
             request: plan.request,
-            retryable: plan.retryable,
-            call: plan.call,
-            next: plan.next,
-            waited: false,
+            attempts: plan.attempts,
+            layer_timeout: plan.timeout,
             limiter: plan.limiter,
             class: plan.class,
             classifier: plan.classifier,
@@ -507,94 +479,69 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            // Each arm either moves on (`continue`), returns, or hands over
-            // a failed attempt: how it ended, and what the call returns if
-            // no retry follows.
-            let (ended, result) = match this.state.as_mut().project() {
-                AttemptProj::Called { future } => match future.poll(cx) {
-                    Poll::Ready(result) => {
-                        *this.sleep = None;
-                        let latency = this
-                            .permit
-                            .as_ref()
-                            .and_then(|permit| permit.started())
-                            .map_or(Duration::ZERO, |start| {
-                                this.limiter.clock().now().saturating_duration_since(start)
-                            });
-                        let verdict = if this.call.is_some() {
-                            this.classifier.verdict(&result, latency)
-                        } else {
-                            Verdict::new(this.classifier.classify(&result, latency))
-                        };
-                        if let Some(permit) = this.permit.take() {
-                            permit.record(verdict.outcome);
+            let limiter: &Limiter<A, C> = this.limiter;
+            let retry = limiter.retry();
+            let now = || limiter.clock().now();
+            let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
+            // Each arm waits for its I/O, then tells the call's attempts
+            // what happened (or, for a call without retries, answers
+            // itself), and hands over their answer with the attempt's
+            // result, to return if the answer is to.
+            let (action, result) = match this.state.as_mut().project() {
+                AttemptProj::Called { future } => {
+                    let (ended, result) = match future.poll(cx) {
+                        Poll::Ready(result) => {
+                            *this.sleep = None;
+                            let latency = this
+                                .permit
+                                .as_ref()
+                                .and_then(|permit| permit.started())
+                                .map_or(Duration::ZERO, |start| {
+                                    limiter.clock().now().saturating_duration_since(start)
+                                });
+                            let verdict = if this.attempts.is_some() {
+                                this.classifier.verdict(&result, latency)
+                            } else {
+                                Verdict::new(this.classifier.classify(&result, latency))
+                            };
+                            if let Some(permit) = this.permit.take() {
+                                permit.record(verdict.outcome);
+                            }
+                            (Ended::Ran(verdict), result.map_err(CallError::Failed))
                         }
-                        if verdict.outcome == Outcome::Success || this.call.is_none() {
-                            this.state.set(Attempt::Done);
-                            return Poll::Ready(result.map_err(CallError::Failed));
+                        Poll::Pending => {
+                            let Some(after) = *this.timeout else {
+                                return Poll::Pending;
+                            };
+                            let sleep = this
+                                .sleep
+                                .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+                            ready!(sleep.as_mut().poll(cx));
+                            *this.sleep = None;
+                            if let Some(permit) = this.permit.take() {
+                                permit.overload();
+                            }
+                            (Ended::TimedOut, Err(CallError::TimedOut(after)))
                         }
-                        (Ended::Ran(verdict), result.map_err(CallError::Failed))
-                    }
-                    Poll::Pending => {
-                        let Some(after) = *this.timeout else {
-                            return Poll::Pending;
-                        };
-                        let sleep = this
-                            .sleep
-                            .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
-                        ready!(sleep.as_mut().poll(cx));
-                        *this.sleep = None;
-                        if let Some(permit) = this.permit.take() {
-                            permit.overload();
-                        }
-                        if this.call.is_none() {
-                            this.state.set(Attempt::Done);
-                            return Poll::Ready(Err(CallError::TimedOut(after)));
-                        }
-                        (Ended::TimedOut, Err(CallError::TimedOut(after)))
-                    }
-                },
+                    };
+                    let (Some(attempts), Some(retry)) = (this.attempts.as_mut(), retry) else {
+                        this.state.set(Attempt::Done);
+                        return Poll::Ready(result);
+                    };
+                    (attempts.ended(retry, ended, now, shut), Some(result))
+                }
                 AttemptProj::Refused { rejection } => {
                     let rejection = *rejection;
-                    let (Some(call), Some(retry)) = (this.call.as_ref(), this.limiter.retry())
-                    else {
+                    let (Some(attempts), Some(retry)) = (this.attempts.as_mut(), retry) else {
                         this.state.set(Attempt::Done);
                         return Poll::Ready(Err(CallError::Rejected(rejection)));
                     };
-                    // As `Limiter::call`: a refusal because the limit is
-                    // reached may wait once in the queue, if the retry
-                    // policy allows it.
-                    if rejection.reason() == RejectReason::LimitReached
-                        && retry.config().wait_on_limit
-                        && !*this.waited
-                        && this.service.is_some()
-                    {
-                        *this.waited = true;
-                        let left = deadline_left(this.limiter, retry, call);
-                        let acquire =
-                            (this.start_queue)(Arc::clone(this.limiter), left, *this.class);
-                        this.state.set(Attempt::Queued { acquire });
-                        continue;
-                    }
                     (
-                        Ended::Refused(rejection.reason()),
-                        Err(CallError::Rejected(rejection)),
+                        attempts.refused(retry, rejection.reason(), now, shut),
+                        Some(Err(CallError::Rejected(rejection))),
                     )
                 }
-                AttemptProj::Queued { acquire } => match ready!(acquire.as_mut().poll(cx)) {
-                    Ok(permit) => {
-                        *this.permit = Some(permit);
-                        this.state.set(Attempt::Admitted);
-                        continue;
-                    }
-                    Err(rejection) => (
-                        Ended::Refused(rejection.reason()),
-                        Err(CallError::Rejected(rejection)),
-                    ),
-                },
-                AttemptProj::Waiting { acquire } => {
-                    // As a refusal in a plain service's `poll_ready`: the
-                    // first attempt's answer, refused at admission.
+                AttemptProj::Queued { acquire } => {
                     let next = match ready!(acquire.as_mut().poll(cx)) {
                         Ok(permit) => {
                             *this.permit = Some(permit);
@@ -618,45 +565,38 @@ where
                         this.state.set(Attempt::Done);
                         return Poll::Ready(Err(CallError::Failed(error)));
                     }
-                    let (left, last) = match (this.call.as_ref(), this.limiter.retry()) {
-                        (Some(call), Some(retry)) => (
-                            deadline_left(this.limiter, retry, call),
-                            call.attempts >= retry.config().attempts,
-                        ),
-                        _ => (None, true),
+                    let Some(permit) = this.permit.as_ref() else {
+                        unreachable!("an attempt admitted holds its permit")
                     };
-                    let timeout = attempt_timeout(this.permit.as_ref(), *this.next, left);
-                    if timeout == Some(Duration::ZERO) {
-                        if let Some(permit) = this.permit.take() {
-                            permit.ignore();
+                    let action = match (this.attempts.as_mut(), retry) {
+                        (Some(attempts), Some(retry)) => {
+                            let probe = permit
+                                .is_probe()
+                                .then(|| permit.timeout(attempts.next_timeout()));
+                            attempts.admitted(retry, now, probe)
                         }
-                        this.state.set(Attempt::Done);
-                        return Poll::Ready(Err(CallError::TimedOut(Duration::ZERO)));
-                    }
-                    // The request is cloned while another attempt may
-                    // follow, and moved into the last.
-                    let request = if last || !*this.retryable {
-                        this.request.take()
-                    } else {
-                        this.request.clone()
+                        _ => Action::Send {
+                            timeout: single_timeout(permit, *this.layer_timeout)
+                                .unwrap_or(Duration::MAX),
+                        },
                     };
-                    let Some(request) = request else {
-                        unreachable!("a request is kept until its last attempt is sent")
-                    };
-                    *this.timeout = timeout;
-                    *this.sleep = None;
-                    let future = service.call(request);
-                    this.state.set(Attempt::Called { future });
-                    continue;
+                    (action, None)
                 }
                 AttemptProj::Backoff { sleep } => {
                     if let Some(sleep) = sleep {
                         ready!(sleep.as_mut().poll(cx));
                     }
-                    if let Some(call) = this.call.as_mut() {
-                        call.attempts += 1;
-                    }
-                    let next = match this.limiter.try_acquire_timed_as(*this.class) {
+                    let Some(attempts) = this.attempts.as_mut() else {
+                        unreachable!("only a call with retries backs off")
+                    };
+                    (attempts.backoff_elapsed(), None)
+                }
+                AttemptProj::Expired => (Action::Expire, None),
+                AttemptProj::Done => panic!("polled after completion"),
+            };
+            match action {
+                Action::Acquire => {
+                    let next = match limiter.try_acquire_timed_as(*this.class) {
                         Ok(permit) => {
                             *this.permit = Some(permit.into_owned(Arc::clone(this.limiter)));
                             Attempt::Admitted
@@ -664,44 +604,56 @@ where
                         Err(rejection) => Attempt::Refused { rejection },
                     };
                     this.state.set(next);
-                    continue;
                 }
-                AttemptProj::Expired => {
+                Action::Queue { within } => {
+                    let acquire = (this.start_queue)(Arc::clone(this.limiter), within, *this.class);
+                    this.state.set(Attempt::Queued { acquire });
+                }
+                Action::Send { timeout } => {
+                    let Some(service) = this.service.as_mut() else {
+                        unreachable!("an attempt is sent with the service readied for it")
+                    };
+                    // The request is cloned while another attempt may
+                    // follow, and moved into the last.
+                    let again = match (this.attempts.as_ref(), retry) {
+                        (Some(attempts), Some(retry)) => attempts.may_follow(retry),
+                        _ => false,
+                    };
+                    let request = if again {
+                        this.request.clone()
+                    } else {
+                        this.request.take()
+                    };
+                    let Some(request) = request else {
+                        unreachable!("a request is kept until its last attempt is sent")
+                    };
+                    *this.timeout = finite(timeout);
+                    *this.sleep = None;
+                    let future = service.call(request);
+                    this.state.set(Attempt::Called { future });
+                }
+                Action::Sleep { wait, decided } => {
+                    limiter.observe_retry(decided);
+                    drop(result);
+                    let sleep = (!wait.is_zero()).then(|| Box::pin(tokio::time::sleep(wait)));
+                    this.state.set(Attempt::Backoff { sleep });
+                }
+                Action::Expire => {
+                    if let Some(permit) = this.permit.take() {
+                        permit.ignore();
+                    }
                     this.state.set(Attempt::Done);
                     return Poll::Ready(Err(CallError::TimedOut(Duration::ZERO)));
                 }
-                AttemptProj::Done => panic!("polled after completion"),
-            };
-
-            // A failed attempt: decide what follows, and tell the observer.
-            let (Some(call), Some(retry)) = (this.call.as_ref(), this.limiter.retry()) else {
-                this.state.set(Attempt::Done);
-                return Poll::Ready(result);
-            };
-            let wants_retry = match ended {
-                Ended::Ran(verdict) => verdict.may_retry(),
-                Ended::TimedOut => true,
-                Ended::Refused(_) => false,
-            };
-            let (decision, dry) = if wants_retry && !*this.retryable {
-                // The rule forbids sending it again: no retry is withdrawn
-                // from the budget.
-                (Decision::Stop(RetryOutcome::NotRetryable), false)
-            } else {
-                let shut = matches!(this.limiter.readiness(), Readiness::Shut { .. });
-                retry.decide(call, ended, this.limiter.clock().now(), shut)
-            };
-            this.limiter.observe_retry(call, ended, decision, dry);
-            match decision {
-                Decision::Stop(_) => {
+                Action::Answer { decided } => {
+                    if let Some(decided) = decided {
+                        limiter.observe_retry(decided);
+                    }
+                    let Some(result) = result else {
+                        unreachable!("an answer follows an attempt")
+                    };
                     this.state.set(Attempt::Done);
                     return Poll::Ready(result);
-                }
-                Decision::Retry { wait, timeout } => {
-                    drop(result);
-                    *this.next = finite(timeout);
-                    let sleep = (!wait.is_zero()).then(|| Box::pin(tokio::time::sleep(wait)));
-                    this.state.set(Attempt::Backoff { sleep });
                 }
             }
         }
@@ -716,8 +668,7 @@ where
         f.debug_struct("RetryResponseFuture")
             .field("permit", &self.permit)
             .field("timeout", &self.timeout)
-            .field("call", &self.call)
-            .field("retryable", &self.retryable)
+            .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }
 }

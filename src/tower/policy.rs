@@ -11,11 +11,11 @@ use tokio::time::Sleep;
 
 use super::classify::{Classify, Unclassified};
 use super::retry::{AnyRequest, IdempotentOnly, RetryRule};
-use crate::algorithms::{Algorithm, Outcome};
+use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
 use crate::limiter::{Limiter, Readiness};
-use crate::retry::{Call, Decision, Ended};
+use crate::retry::{Action, Attempts, Ended};
 
 /// The limiter's [retry policy](crate::retry) as a [`tower::retry::Policy`],
 /// for a stack that already uses tower's [`Retry`](tower::retry::Retry)
@@ -101,8 +101,8 @@ pub struct RetryPolicy<K, R = IdempotentOnly, A = Box<dyn Algorithm>, C = Defaul
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     rule: R,
-    /// The account of the request this copy is about.
-    call: Option<Call>,
+    /// The attempts of the request this copy is about.
+    attempts: Option<Attempts>,
     /// Whether the last question was a retry this copy granted: the next
     /// request to clone is that retry's, not a new request.
     resending: bool,
@@ -120,7 +120,7 @@ impl<A: Algorithm, C: Clock> RetryPolicy<Unclassified, IdempotentOnly, A, C> {
             limiter,
             classifier: Unclassified,
             rule: IdempotentOnly,
-            call: None,
+            attempts: None,
             resending: false,
             sent: None,
         }
@@ -136,7 +136,7 @@ impl<K, R, A: Algorithm, C: Clock> RetryPolicy<K, R, A, C> {
             limiter: self.limiter,
             classifier,
             rule: self.rule,
-            call: self.call,
+            attempts: self.attempts,
             resending: self.resending,
             sent: self.sent,
         }
@@ -153,7 +153,7 @@ impl<K, R, A: Algorithm, C: Clock> RetryPolicy<K, R, A, C> {
             limiter: self.limiter,
             classifier: self.classifier,
             rule,
-            call: self.call,
+            attempts: self.attempts,
             resending: self.resending,
             sent: self.sent,
         }
@@ -182,8 +182,7 @@ where
         result: &mut Result<Res, CallError<E>>,
     ) -> Option<Self::Future> {
         let retry = self.limiter.retry()?;
-        let call = self.call.as_mut()?;
-        call.attempts += 1;
+        let attempts = self.attempts.as_mut()?;
         let ended = match result {
             Err(CallError::TimedOut(_)) => Ended::TimedOut,
             Err(CallError::Rejected(rejection)) => Ended::Refused(rejection.reason()),
@@ -193,32 +192,43 @@ where
                 });
                 // Any other error is no failure of this limiter's attempt
                 // (a bad timeout, no limiter for a key): nothing to retry.
-                let verdict = with_inner(result, |inner| self.classifier.verdict(inner, latency))?;
-                if verdict.outcome == Outcome::Success {
-                    return None;
-                }
-                Ended::Ran(verdict)
+                Ended::Ran(with_inner(result, |inner| {
+                    self.classifier.verdict(inner, latency)
+                })?)
             }
         };
-        let shut = matches!(self.limiter.readiness(), Readiness::Shut { .. });
-        let (decision, dry) = retry.decide(call, ended, self.limiter.clock().now(), shut);
-        self.limiter.observe_retry(call, ended, decision, dry);
-        match decision {
-            Decision::Stop(_) => None,
+        let limiter = &self.limiter;
+        let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
+        match attempts.ended(retry, ended, || limiter.clock().now(), shut) {
             // Tower's `Retry` gives the attempt the inner layer's timeout.
-            Decision::Retry { wait, .. } => {
+            Action::Sleep { wait, decided } => {
+                limiter.observe_retry(decided);
                 self.resending = true;
                 Some(RetryBackoff::new(wait))
             }
+            Action::Answer {
+                decided: Some(decided),
+            } => {
+                limiter.observe_retry(decided);
+                None
+            }
+            // A success; the machine answers nothing else to an end.
+            _ => None,
         }
     }
 
     fn clone_request(&mut self, request: &Req) -> Option<Req> {
         let retry = self.limiter.retry()?;
         let now = self.limiter.clock().now();
-        if !std::mem::take(&mut self.resending) {
+        if std::mem::take(&mut self.resending) {
+            // The retry granted, sent now that its backoff is over.
+            if let Some(attempts) = self.attempts.as_mut() {
+                // `Action::Acquire`: the inner layer takes its slot.
+                let _acquire = attempts.backoff_elapsed();
+            }
+        } else {
             // A new request: it counts in the budget once.
-            self.call = Some(retry.begin(now, Duration::MAX));
+            self.attempts = Some(Attempts::new(retry, now, Duration::MAX));
         }
         self.sent = Some(now);
         self.rule.may_retry(request).then(|| request.clone())
@@ -253,7 +263,7 @@ impl<K: Clone, R: Clone, A, C> Clone for RetryPolicy<K, R, A, C> {
             limiter: Arc::clone(&self.limiter),
             classifier: self.classifier.clone(),
             rule: self.rule.clone(),
-            call: self.call,
+            attempts: self.attempts,
             resending: self.resending,
             sent: self.sent,
         }
@@ -266,7 +276,7 @@ impl<K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for RetryP
             .field("limiter", &self.limiter.name())
             .field("classifier", &self.classifier)
             .field("rule", &self.rule)
-            .field("call", &self.call)
+            .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }
 }

@@ -2,8 +2,6 @@
 //! that says which requests may be sent more than once.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -13,14 +11,15 @@ use tower_service::Service;
 
 use super::class::{ByRequest, ClassifyRequest, DefaultClass};
 use super::classify::Classify;
-use super::future::{attempt_timeout, deadline_left, finite, First, Plan, RetryResponseFuture};
+use super::future::{finite, single_timeout, First, Plan, RetryResponseFuture};
 use super::layer::RheostatLayer;
-use super::service::Rheostat;
+use super::service::{start_acquire, Rheostat, StartAcquire};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{CallError, Rejection};
-use crate::limiter::{Limiter, OwnedPermit};
+use crate::error::CallError;
+use crate::limiter::Limiter;
 use crate::priority::Class;
+use crate::retry::{Action, Attempts};
 
 /// Which requests a retrying service ([`RheostatLayer::retry`],
 /// and, with the `tower-retry` feature, `RetryPolicy`) may send more than
@@ -124,27 +123,6 @@ impl<Req> RetryRule<Req> for AnyRequest {
     fn may_retry(&self, _request: &Req) -> bool {
         true
     }
-}
-
-/// Waiting once in the limiter's queue for a retry's slot.
-pub(crate) type Queue<A, C> =
-    Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
-
-/// Starts that wait, within what is left of the call's deadline, for a slot
-/// of a class (the default class if `None`). A function pointer made where
-/// `A: 'static` is known, as in the service (see `StartAcquire` there).
-pub(crate) type StartQueue<A, C> =
-    fn(Arc<Limiter<A, C>>, Option<Duration>, Option<Class>) -> Queue<A, C>;
-
-fn start_queue<A: Algorithm + 'static, C: Clock>(
-    limiter: Arc<Limiter<A, C>>,
-    left: Option<Duration>,
-    class: Option<Class>,
-) -> Queue<A, C> {
-    Box::pin(async move {
-        let permit = limiter.acquire_within_as(left, class).await?;
-        Ok(permit.into_owned(Arc::clone(&limiter)))
-    })
 }
 
 impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
@@ -259,7 +237,7 @@ impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
         RheostatRetry {
             rheostat: self.layer.layer(inner),
             rule: self.rule.clone(),
-            start_queue: start_queue::<A, C>,
+            start_queue: start_acquire::<A, C>,
         }
     }
 }
@@ -310,7 +288,7 @@ pub struct RheostatRetry<
 > {
     rheostat: Rheostat<S, K, A, C, P>,
     rule: R,
-    start_queue: StartQueue<A, C>,
+    start_queue: StartAcquire<A, C>,
 }
 
 impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
@@ -412,9 +390,8 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
             class,
             classifier: self.rheostat.classifier().clone(),
             start_queue: self.start_queue,
-            call: None,
-            next: layer_timeout,
-            retryable: false,
+            attempts: None,
+            timeout: layer_timeout,
             service: None,
             request: None,
         };
@@ -429,36 +406,35 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
             let first = match self.rheostat.take_slot(class) {
                 Err(rejection) => First::Refused(rejection),
                 Ok(permit) => First::Called {
-                    timeout: attempt_timeout(Some(&permit), layer_timeout, None),
+                    timeout: single_timeout(&permit, layer_timeout),
                     future: self.rheostat.get_mut().call(request),
                     permit,
                 },
             };
             return RetryResponseFuture::new(plan, first);
         };
-        // As `Limiter::call`: the call counts in the budget once, and its
-        // deadline runs from here.
-        let mut call = retry.begin(
+        // The call's attempts: counted in the budget once, the deadline
+        // running from here.
+        let mut attempts = Attempts::new(
+            retry,
             limiter.clock().now(),
             layer_timeout.unwrap_or(Duration::MAX),
         );
-        call.attempts = 1;
-        let next = finite(retry.first_timeout(&call));
-        let retryable = self.rule.may_retry(&request);
-        plan.next = next;
-        plan.retryable = retryable;
+        if !self.rule.may_retry(&request) {
+            attempts = attempts.no_resend();
+        }
         if wait {
             // The first attempt waits for its slot in the response future,
             // within the deadline, and is sent by the service readied for
             // it.
             plan.service = Some(self.rheostat.take_ready());
             plan.request = Some(request);
-            let left = deadline_left(&limiter, retry, &call);
+            let left = retry.left(attempts.call(), limiter.clock().now());
             let acquire = (self.start_queue)(Arc::clone(&limiter), left, class);
-            plan.call = Some(call);
+            plan.attempts = Some(attempts);
             return RetryResponseFuture::new(plan, First::Waiting(acquire));
         }
-        let again = retryable && retry.config().attempts > 1;
+        let again = attempts.may_follow(retry);
         let slot = self.rheostat.take_slot(class);
         // A clone of the inner service sends what follows the first
         // attempt: the retries, or the first attempt itself after a wait
@@ -472,13 +448,11 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
                 First::Refused(rejection)
             }
             Ok(permit) => {
-                let left = deadline_left(&limiter, retry, &call);
-                match attempt_timeout(Some(&permit), next, left) {
-                    Some(Duration::ZERO) => {
-                        permit.ignore();
-                        First::Expired
-                    }
-                    timeout => {
+                let probe = permit
+                    .is_probe()
+                    .then(|| permit.timeout(attempts.next_timeout()));
+                match attempts.admitted(retry, || limiter.clock().now(), probe) {
+                    Action::Send { timeout } => {
                         let sent = if again {
                             let sent = request.clone();
                             plan.request = Some(request);
@@ -489,13 +463,18 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
                         First::Called {
                             future: self.rheostat.get_mut().call(sent),
                             permit,
-                            timeout,
+                            timeout: finite(timeout),
                         }
+                    }
+                    // `Action::Expire`, the other answer to an admission.
+                    _ => {
+                        permit.ignore();
+                        First::Expired
                     }
                 }
             }
         };
-        plan.call = Some(call);
+        plan.attempts = Some(attempts);
         RetryResponseFuture::new(plan, first)
     }
 }

@@ -15,6 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::class::{ClassifyRequest, DefaultClass};
+use super::service::{start_acquire, Acquire, StartAcquire};
 use crate::algorithms::{Algorithm, ConfigError, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::Rejection;
@@ -571,26 +572,6 @@ impl<A, C, P> fmt::Debug for ShedLayer<A, C, P> {
     }
 }
 
-/// Waiting for a slot in the limiter's queue.
-type Acquire<A, C> = Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send>>;
-
-/// Starts waiting for a slot, of a class or the default one. A function
-/// pointer made where `A: 'static` is known (in [`ShedLayer::layer`]), so
-/// that the `Service` impl needs no `'static` bound, which would keep a
-/// future holding the service over a `Box<dyn Algorithm>` from being proven
-/// `Send`.
-type StartAcquire<A, C> = fn(Arc<Limiter<A, C>>, Option<Class>) -> Acquire<A, C>;
-
-fn start_acquire<A: Algorithm + 'static, C: Clock>(
-    limiter: Arc<Limiter<A, C>>,
-    class: Option<Class>,
-) -> Acquire<A, C> {
-    match class {
-        None => Box::pin(limiter.acquire_owned()),
-        Some(class) => Box::pin(limiter.acquire_owned_as(class)),
-    }
-}
-
 /// A server service behind a [`Limiter`]: made by [`ShedLayer`], whose
 /// documentation says what it does with each request.
 pub struct Shed<S, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
@@ -647,7 +628,7 @@ where
             // called once a slot is had.
             let clone = self.inner.clone();
             let ready = std::mem::replace(&mut self.inner, clone);
-            let acquire = (self.start_acquire)(Arc::clone(&self.limiter), class);
+            let acquire = (self.start_acquire)(Arc::clone(&self.limiter), None, class);
             return ShedFuture::new(
                 State::Waiting {
                     acquire,

@@ -23,22 +23,25 @@ use crate::priority::Class;
 pub(crate) type Acquire<A, C> =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
 
-/// Starts waiting for a slot. A function pointer made where `A: 'static` is
-/// known (in [`Rheostat::new`]), so that the `Service` impl needs no
-/// `'static` bound: with one, a future holding the service over a
+/// Starts waiting for a slot: of a class, or of the default class if
+/// `None`; no longer than `within` either, if given. A function pointer
+/// made where `A: 'static` is known (in [`Rheostat::new`], and in the
+/// retrying and server layers' `layer`), so that the `Service` impls need
+/// no `'static` bound: with one, a future holding the service over a
 /// `Box<dyn Algorithm>` cannot be proven `Send` inside an `async` block (the
 /// compiler's "higher-ranked lifetime error"), and `tokio::spawn` refuses it.
-/// Waits for a slot of a class, or of the default class if `None`.
-pub(crate) type StartAcquire<A, C> = fn(Arc<Limiter<A, C>>, Option<Class>) -> Acquire<A, C>;
+pub(crate) type StartAcquire<A, C> =
+    fn(Arc<Limiter<A, C>>, Option<Duration>, Option<Class>) -> Acquire<A, C>;
 
-fn start_acquire<A: Algorithm + 'static, C: Clock>(
+pub(crate) fn start_acquire<A: Algorithm + 'static, C: Clock>(
     limiter: Arc<Limiter<A, C>>,
+    within: Option<Duration>,
     class: Option<Class>,
 ) -> Acquire<A, C> {
-    match class {
-        None => Box::pin(limiter.acquire_owned()),
-        Some(class) => Box::pin(limiter.acquire_owned_as(class)),
-    }
+    Box::pin(async move {
+        let permit = limiter.acquire_within_as(within, class).await?;
+        Ok(permit.into_owned(Arc::clone(&limiter)))
+    })
 }
 
 /// A service that admits each request through a [`Limiter`], holds the
@@ -133,7 +136,7 @@ impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
 
     /// Starts waiting for a slot for a call of `class`.
     pub(crate) fn start_acquire(&self, class: Option<Class>) -> Acquire<A, C> {
-        (self.start_acquire)(Arc::clone(&self.limiter), class)
+        (self.start_acquire)(Arc::clone(&self.limiter), None, class)
     }
 
     /// The slot for the next call: the one `poll_ready` reserved (or its
@@ -178,7 +181,7 @@ where
             let (limiter, start) = (&self.limiter, self.start_acquire);
             let acquiring = self
                 .acquiring
-                .get_or_insert_with(|| start(Arc::clone(limiter), None));
+                .get_or_insert_with(|| start(Arc::clone(limiter), None, None));
             let slot = ready!(acquiring.as_mut().poll(cx));
             self.acquiring = None;
             self.reserved = Some(slot);

@@ -1,0 +1,563 @@
+//! [`Attempts`]: the attempt loop of one call as a state machine, told
+//! events and answering the next [`Action`]; the type says who drives it,
+//! and its invariants. What each attempt returns stays with the front end:
+//! the machine answers [`Action::Answer`] when the last attempt's result is
+//! the call's.
+
+use std::time::{Duration, Instant};
+
+use super::{Call, Decision, Ended, Retry, RetryOutcome};
+use crate::algorithms::Outcome;
+use crate::error::RejectReason;
+
+/// The attempts of one call — acquire, wait once, time out, classify,
+/// decide, back off, retry — told what happened and answering what to do
+/// next, with no clock and no I/O of its own: it asks the time and whether
+/// the limiter's gate is shut through what it is told with each event, and
+/// the front end that drives it does the waiting, the sending and the
+/// timing. [`Limiter::call`](crate::Limiter::call), the tower layer's
+/// retrying future (`RheostatLayer::retry`) and the simulator drive it;
+/// tower's own `Retry` (through `RetryPolicy`) tells it only how attempts
+/// ended, since tower sends them.
+///
+/// # Invariants
+///
+/// - The call is counted in the budget once, when the machine is made
+///   ([`Attempts::new`]); a retry is withdrawn from it only when granted
+///   ([`Action::Sleep`]).
+/// - Attempts, refused ones included, never exceed
+///   [`RetryConfig::attempts`](super::RetryConfig::attempts): each
+///   [`Action::Acquire`] after a backoff counts one.
+/// - After a refusal because the limit is reached, the call waits in the
+///   queue ([`Action::Queue`]) at most once, and only if
+///   [`RetryConfig::wait_on_limit`](super::RetryConfig::wait_on_limit) says
+///   so; any other refusal, or a second, is decided at once.
+/// - An attempt's timeout ends by the deadline, except a breaker's probe's,
+///   given whole past it (cut to the caller's patience, a probe of a
+///   dependency that answers slowly as it recovers fails every time). An
+///   attempt admitted with no time left is not sent ([`Action::Expire`]).
+/// - A success is answered at once, with no decision. Every other end of an
+///   attempt is decided once ([`Retry::after`]'s rules, a retry needing
+///   more than a millisecond before the deadline), and the decision is
+///   reported ([`Decided`]); a first attempt the limiter refused is a call
+///   refused, not a retry, and the observer does not hear of it.
+/// - A request the front end may not send twice
+///   ([`Attempts::no_resend`]) stops at its first retryable failure as not
+///   retryable, without asking the budget or the gate.
+/// - The time is asked only when a deadline or a decision needs it (a clock
+///   read is a twentieth of a call that needs no retry, which a retry
+///   policy is to leave within 5%: `docs/results.md`), and whether the
+///   limiter's gate is shut only when a retry is weighed (reading it
+///   refreshes the limiter's published state).
+///
+/// # Examples
+///
+/// Driven by hand, as a front end drives it:
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat::retry::{Action, Attempts, Ended, Retry, RetryConfig, RetryOutcome};
+/// use rheostat::Outcome;
+///
+/// let retry = Retry::new(RetryConfig::default(), 7, Instant::now())?;
+/// let t0 = Instant::now();
+/// let mut attempts = Attempts::new(&retry, t0, Duration::from_millis(500));
+/// // The first attempt is admitted, and sent with its timeout.
+/// let action = attempts.admitted(&retry, || t0, None);
+/// assert_eq!(action, Action::Send { timeout: Duration::from_millis(500) });
+/// // It fails with a 5xx: back off, then acquire the next attempt.
+/// let failed = Ended::Ran(Outcome::Overload.into());
+/// let Action::Sleep { decided, .. } = attempts.ended(&retry, failed, || t0, || false) else {
+///     panic!("an overload is retried");
+/// };
+/// assert_eq!(decided.outcome, RetryOutcome::Sent);
+/// assert_eq!(attempts.backoff_elapsed(), Action::Acquire);
+/// # Ok::<(), rheostat::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attempts {
+    call: Call,
+    /// The next attempt's timeout, before a probe's or the deadline's cut.
+    next: Duration,
+    /// Whether the call has waited in the queue after a refusal.
+    waited: bool,
+    /// Whether the request may be sent again.
+    resend: bool,
+}
+
+/// What the front end driving [`Attempts`] does next.
+///
+/// Not `non_exhaustive`: a front end must do every action, so a new one is
+/// meant to break it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "the front end does what the attempts answer"]
+pub enum Action {
+    /// Take a slot for the next attempt, failing fast; then tell
+    /// [`Attempts::admitted`] or [`Attempts::refused`].
+    Acquire,
+    /// Wait in the limiter's queue for a slot, at most `within` (`None`:
+    /// as long as the limiter allows); then tell [`Attempts::admitted`] or
+    /// [`Attempts::refused`].
+    Queue {
+        /// What is left of the call's deadline.
+        within: Option<Duration>,
+    },
+    /// Send the attempt admitted, given at most `timeout`
+    /// (`Duration::MAX` for none); then tell [`Attempts::ended`].
+    Send {
+        /// The attempt's timeout.
+        timeout: Duration,
+    },
+    /// A retry is granted: forget the failed attempt's result, wait `wait`,
+    /// then tell [`Attempts::backoff_elapsed`].
+    Sleep {
+        /// The backoff (at least the server's `Retry-After`).
+        wait: Duration,
+        /// The decision, to report.
+        decided: Decided,
+    },
+    /// The attempt admitted has no time left before the deadline: release
+    /// its permit unrecorded ([`Outcome::Ignore`]) and answer that the call
+    /// timed out, with a timeout of zero.
+    Expire,
+    /// The last attempt's result is the call's: answer it.
+    Answer {
+        /// The decision after a failure, to report; `None` after a success.
+        decided: Option<Decided>,
+    },
+}
+
+/// What was decided after a failed attempt, for the observer (and the
+/// simulator's counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Decided {
+    /// A retry sent, or why none was.
+    pub outcome: RetryOutcome,
+    /// Whether the budget has just run dry.
+    pub dry: bool,
+    /// Whether the observer hears of it: not of a first attempt the
+    /// limiter refused, which is a call refused (the observer was told so),
+    /// not a retry.
+    pub observed: bool,
+}
+
+impl Attempts {
+    /// A call beginning at `started` (its first admission or refusal, or,
+    /// for a front end that admits later, its start), counted in `retry`'s
+    /// budget, its first attempt being acquired; each attempt gets
+    /// `timeout` (`Duration::MAX` for none) unless the retry's
+    /// configuration sets one, cut to the deadline.
+    pub fn new(retry: &Retry, started: Instant, timeout: Duration) -> Self {
+        let mut call = retry.begin(started, timeout);
+        call.attempts = 1;
+        Attempts {
+            next: retry.first_timeout(&call),
+            call,
+            waited: false,
+            resend: true,
+        }
+    }
+
+    /// The same attempts, for a request that may not be sent twice: its
+    /// first retryable failure stops the call as
+    /// [`RetryOutcome::NotRetryable`], with no retry asked of the budget.
+    #[must_use]
+    pub fn no_resend(mut self) -> Self {
+        self.resend = false;
+        self
+    }
+
+    /// The call's account: when it began, attempts made so far.
+    pub fn call(&self) -> &Call {
+        &self.call
+    }
+
+    /// The next attempt's timeout before a probe's or the deadline's cut:
+    /// the ordinary timeout a front end gives
+    /// [`Permit::timeout`](crate::Permit::timeout) to find a probe's.
+    pub fn next_timeout(&self) -> Duration {
+        self.next
+    }
+
+    /// Whether an attempt may follow the current one: the request may be
+    /// sent again and the call has attempts left. A front end that must
+    /// give the request away to send it clones it only while this holds.
+    pub fn may_follow(&self, retry: &Retry) -> bool {
+        self.resend && self.call.attempts < retry.config().attempts
+    }
+
+    /// The attempt was admitted, at `now` (asked only with a deadline);
+    /// `probe` is its own timeout if it is a breaker's probe
+    /// ([`Permit::timeout`](crate::Permit::timeout) of
+    /// [`Attempts::next_timeout`]). Answers [`Action::Send`] or
+    /// [`Action::Expire`].
+    pub fn admitted(
+        &mut self,
+        retry: &Retry,
+        now: impl FnOnce() -> Instant,
+        probe: Option<Duration>,
+    ) -> Action {
+        let timeout = match (probe, retry.config().deadline) {
+            (Some(probe), _) => probe,
+            (None, Some(_)) => retry
+                .left(&self.call, now())
+                .map_or(self.next, |left| self.next.min(left)),
+            (None, None) => self.next,
+        };
+        if timeout.is_zero() {
+            Action::Expire
+        } else {
+            Action::Send { timeout }
+        }
+    }
+
+    /// The attempt was refused at admission, at `now`, for `reason`.
+    /// Answers [`Action::Queue`] (once, for a full limit, if the retry may
+    /// wait), else as [`Attempts::ended`]. `shut` says whether the
+    /// limiter's gate is shut (an open breaker), asked only if a retry is
+    /// weighed.
+    pub fn refused(
+        &mut self,
+        retry: &Retry,
+        reason: RejectReason,
+        now: impl FnOnce() -> Instant,
+        shut: impl FnOnce() -> bool,
+    ) -> Action {
+        if reason == RejectReason::LimitReached && retry.config().wait_on_limit && !self.waited {
+            self.waited = true;
+            return Action::Queue {
+                within: retry.left(&self.call, now()),
+            };
+        }
+        self.ended(retry, Ended::Refused(reason), now, shut)
+    }
+
+    /// The attempt ended at `now` as `ended`. Answers [`Action::Answer`]
+    /// after a success or when no retry follows, [`Action::Sleep`] when
+    /// one does (withdrawn from the budget). `now` and `shut` are asked
+    /// only if a retry is weighed.
+    pub fn ended(
+        &mut self,
+        retry: &Retry,
+        ended: Ended,
+        now: impl FnOnce() -> Instant,
+        shut: impl FnOnce() -> bool,
+    ) -> Action {
+        let wants_retry = match ended {
+            Ended::Ran(verdict) if verdict.outcome == Outcome::Success => {
+                return Action::Answer { decided: None };
+            }
+            Ended::Ran(verdict) => verdict.may_retry(),
+            Ended::TimedOut => true,
+            Ended::Refused(_) => false,
+        };
+        let (decision, dry) = if wants_retry && !self.resend {
+            (Decision::Stop(RetryOutcome::NotRetryable), false)
+        } else {
+            retry.decide(&self.call, ended, now(), shut())
+        };
+        let observed = self.call.attempts > 1 || !matches!(ended, Ended::Refused(_));
+        let decided = |outcome| Decided {
+            outcome,
+            dry,
+            observed,
+        };
+        match decision {
+            Decision::Retry { wait, timeout } => {
+                self.next = timeout;
+                Action::Sleep {
+                    wait,
+                    decided: decided(RetryOutcome::Sent),
+                }
+            }
+            Decision::Stop(outcome) => Action::Answer {
+                decided: Some(decided(outcome)),
+            },
+        }
+    }
+
+    /// The backoff after [`Action::Sleep`] is over: the next attempt
+    /// begins. Answers [`Action::Acquire`].
+    pub fn backoff_elapsed(&mut self) -> Action {
+        self.call.attempts += 1;
+        Action::Acquire
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retry::{Backoff, RetryConfig, Verdict};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn retry(config: RetryConfig, t0: Instant) -> Retry {
+        Retry::new(config, 7, t0).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Attempts of at most 100 ms, a deadline of 250 ms, no backoff.
+    fn config() -> RetryConfig {
+        RetryConfig {
+            attempts: 3,
+            timeout: Some(ms(100)),
+            deadline: Some(ms(250)),
+            backoff: Backoff {
+                base: Duration::ZERO,
+                cap: Duration::ZERO,
+            },
+            ..RetryConfig::default()
+        }
+    }
+
+    fn overload() -> Ended {
+        Ended::Ran(Outcome::Overload.into())
+    }
+
+    fn sent() -> Decided {
+        Decided {
+            outcome: RetryOutcome::Sent,
+            dry: false,
+            observed: true,
+        }
+    }
+
+    fn stopped(outcome: RetryOutcome) -> Action {
+        Action::Answer {
+            decided: Some(Decided {
+                outcome,
+                dry: false,
+                observed: true,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_call_is_retried_until_its_attempts_are_spent_and_each_retry_is_acquired_anew() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(999));
+        for n in 1..=2 {
+            assert_eq!(
+                attempts.admitted(&retry, || t0, None),
+                Action::Send { timeout: ms(100) }
+            );
+            assert!(attempts.may_follow(&retry));
+            assert_eq!(
+                attempts.ended(&retry, overload(), || t0, || false),
+                Action::Sleep {
+                    wait: Duration::ZERO,
+                    decided: sent()
+                },
+                "attempt {n}"
+            );
+            assert_eq!(attempts.backoff_elapsed(), Action::Acquire);
+        }
+        assert_eq!(attempts.call().attempts, 3);
+        assert!(!attempts.may_follow(&retry));
+        assert_eq!(
+            attempts.ended(&retry, Ended::TimedOut, || t0, || false),
+            stopped(RetryOutcome::Exhausted)
+        );
+    }
+
+    #[test]
+    fn a_success_is_answered_at_once_without_asking_the_time_or_the_gate() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(100));
+        let success = Ended::Ran(Outcome::Success.into());
+        let action = attempts.ended(
+            &retry,
+            success,
+            || panic!("the time was asked"),
+            || panic!("the gate was asked"),
+        );
+        assert_eq!(action, Action::Answer { decided: None });
+    }
+
+    #[test]
+    fn without_a_deadline_an_admission_does_not_ask_the_time() {
+        let t0 = Instant::now();
+        let unbounded = RetryConfig {
+            deadline: None,
+            ..config()
+        };
+        let retry = retry(unbounded, t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(999));
+        assert_eq!(
+            attempts.admitted(&retry, || panic!("the time was asked"), None),
+            Action::Send { timeout: ms(100) }
+        );
+    }
+
+    #[test]
+    fn an_attempt_is_cut_to_end_by_the_deadline_and_one_admitted_past_it_is_not_sent() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(100));
+        assert_eq!(
+            attempts.admitted(&retry, || t0 + ms(200), None),
+            Action::Send { timeout: ms(50) }
+        );
+        assert_eq!(
+            attempts.admitted(&retry, || t0 + ms(250), None),
+            Action::Expire
+        );
+    }
+
+    #[test]
+    fn a_probe_gets_its_own_timeout_whole_even_past_the_deadline() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(100));
+        assert_eq!(
+            attempts.admitted(&retry, || t0 + ms(240), Some(Duration::from_secs(30))),
+            Action::Send {
+                timeout: Duration::from_secs(30)
+            }
+        );
+        assert_eq!(
+            attempts.admitted(&retry, || t0 + ms(300), Some(ms(100))),
+            Action::Send { timeout: ms(100) }
+        );
+    }
+
+    #[test]
+    fn a_full_limit_waits_once_in_the_queue_within_the_deadline_if_allowed() {
+        let t0 = Instant::now();
+        let waits = retry(
+            RetryConfig {
+                wait_on_limit: true,
+                ..config()
+            },
+            t0,
+        );
+        let mut attempts = Attempts::new(&waits, t0, ms(100));
+        let full = RejectReason::LimitReached;
+        let asked = || panic!("the gate was asked before the wait");
+        assert_eq!(
+            attempts.refused(&waits, full, || t0 + ms(50), asked),
+            Action::Queue {
+                within: Some(ms(200))
+            }
+        );
+        // Refused again after the wait: a first attempt refused, decided
+        // but not a retry the observer hears of.
+        assert_eq!(
+            attempts.refused(&waits, full, || t0 + ms(60), || false),
+            Action::Answer {
+                decided: Some(Decided {
+                    outcome: RetryOutcome::Rejected,
+                    dry: false,
+                    observed: false
+                })
+            }
+        );
+        // Without `wait_on_limit`, or refused for another reason, no wait.
+        let fails_fast = retry(config(), t0);
+        let mut attempts = Attempts::new(&fails_fast, t0, ms(100));
+        assert!(matches!(
+            attempts.refused(&fails_fast, full, || t0, || false),
+            Action::Answer { .. }
+        ));
+        let mut attempts = Attempts::new(&waits, t0, ms(100));
+        assert!(matches!(
+            attempts.refused(&waits, RejectReason::Open, || t0, || false),
+            Action::Answer { .. }
+        ));
+    }
+
+    #[test]
+    fn a_retry_refused_by_the_limiter_is_a_rejection_the_observer_hears_of() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(100));
+        assert!(matches!(
+            attempts.ended(&retry, overload(), || t0, || false),
+            Action::Sleep { .. }
+        ));
+        assert_eq!(attempts.backoff_elapsed(), Action::Acquire);
+        assert_eq!(
+            attempts.refused(&retry, RejectReason::Throttled, || t0, || false),
+            stopped(RetryOutcome::Rejected)
+        );
+    }
+
+    #[test]
+    fn a_shut_gate_or_a_verdict_against_retrying_stops_the_call() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(100));
+        assert_eq!(
+            attempts.ended(&retry, overload(), || t0, || true),
+            stopped(RetryOutcome::Rejected)
+        );
+        let no = Ended::Ran(Verdict::from(Outcome::Overload).not_retryable());
+        assert_eq!(
+            attempts.ended(&retry, no, || t0, || false),
+            stopped(RetryOutcome::NotRetryable)
+        );
+    }
+
+    #[test]
+    fn a_request_that_may_not_be_resent_stops_without_asking_the_budget_or_the_gate() {
+        let t0 = Instant::now();
+        let retry = retry(
+            RetryConfig {
+                budget: crate::retry::Budget {
+                    ratio: 0.0,
+                    min_per_second: 0.0,
+                    ..crate::retry::Budget::default()
+                },
+                ..config()
+            },
+            t0,
+        );
+        let mut attempts = Attempts::new(&retry, t0, ms(100)).no_resend();
+        assert!(!attempts.may_follow(&retry));
+        let asked = || panic!("the gate was asked");
+        assert_eq!(
+            attempts.ended(&retry, Ended::TimedOut, || t0, asked),
+            stopped(RetryOutcome::NotRetryable)
+        );
+        // The budget, empty, was not asked: it has not run dry.
+        let mut other = Attempts::new(&retry, t0, ms(100));
+        assert_eq!(
+            other.ended(&retry, Ended::TimedOut, || t0, || false),
+            Action::Answer {
+                decided: Some(Decided {
+                    outcome: RetryOutcome::BudgetExhausted,
+                    dry: true,
+                    observed: true
+                })
+            }
+        );
+    }
+
+    #[test]
+    fn a_retry_granted_carries_its_timeout_cut_to_the_deadline_to_the_next_attempt() {
+        let t0 = Instant::now();
+        let retry = retry(config(), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(100));
+        assert!(matches!(
+            attempts.ended(&retry, Ended::TimedOut, || t0 + ms(180), || false),
+            Action::Sleep { .. }
+        ));
+        assert_eq!(attempts.next_timeout(), ms(70));
+        assert_eq!(attempts.backoff_elapsed(), Action::Acquire);
+        // Admitted after the backoff with no time left: not sent.
+        assert_eq!(
+            attempts.admitted(&retry, || t0 + ms(250), None),
+            Action::Expire
+        );
+        // A retry with a millisecond or less before the deadline is not sent.
+        let mut late = Attempts::new(&retry, t0, ms(100));
+        assert_eq!(
+            late.ended(&retry, Ended::TimedOut, || t0 + ms(249), || false),
+            stopped(RetryOutcome::Deadline)
+        );
+    }
+}

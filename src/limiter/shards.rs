@@ -62,7 +62,7 @@ pub enum Sharding {
     #[default]
     OnContention,
     /// Set the shards up at once and park at any limit; set up at once, as
-    /// well, the buffers that hold successes for a latency policy (see
+    /// well, the buffers that hold timed successes for the policy (see
     /// [`Deferral`](crate::algorithms::Deferral)), which the other modes
     /// set up the first time two threads meet on the policy's lock.
     Always,

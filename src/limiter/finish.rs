@@ -22,8 +22,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.release_slot();
             return;
         }
-        let held_until = self.held_until(ticket, outcome);
-        if held_until == u64::MAX && ticket.start.is_none() && feedback != Feedback::Timed {
+        let held_until = self.held_until(ticket, outcome, feedback);
+        if held_until == u64::MAX && ticket.start.is_none() {
             // Held whenever it finishes, and untimed: only counted, with no
             // need to know when.
             self.finish_batched();
@@ -34,12 +34,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Until when (in nanoseconds after the epoch) the policy's deferral,
     /// as last published, lets this call be held: 0 if it cannot be (not a
-    /// success, a probe, stale, or admitted with more calls in flight than
-    /// the deferral allows), `u64::MAX` whenever it finishes.
+    /// success, a probe, stale, admitted with more calls in flight than the
+    /// deferral allows, or untimed while the policy needs latencies),
+    /// `u64::MAX` whenever it finishes.
     #[inline(always)]
-    fn held_until(&self, ticket: &Ticket, outcome: Outcome) -> u64 {
+    fn held_until(&self, ticket: &Ticket, outcome: Outcome, feedback: Feedback) -> u64 {
         if outcome == Outcome::Success
             && !ticket.probe()
+            && (ticket.start.is_some() || feedback != Feedback::Timed)
             && ticket.generation() == self.generation()
             && ticket.in_flight() <= self.defer_in_flight.load(Ordering::SeqCst)
         {
@@ -62,25 +64,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         held_until: u64,
     ) {
         let now = self.clock.now();
+        if held_until != 0 && ticket.start.is_none() && self.nanos(now) < held_until {
+            self.finish_batched();
+            return;
+        }
         let latency = ticket
             .start
             .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
-        if held_until != 0 {
+        if held_until != 0 && ticket.start.is_some() {
             let at = self.nanos(now);
-            match ticket.start {
-                None if feedback != Feedback::Timed && at < held_until => {
-                    self.finish_batched();
-                    return;
+            if self.deferral_covers(at, latency, ticket.in_flight()) {
+                if self.deferred.is_set_up() {
+                    self.finish_deferred(ticket, latency, now);
+                } else {
+                    self.finish_covered(ticket, latency, now, at);
                 }
-                Some(_) if self.deferral_covers(at, latency, ticket.in_flight()) => {
-                    if self.deferred.is_set_up() {
-                        self.finish_deferred(ticket, latency, now);
-                    } else {
-                        self.finish_covered(ticket, latency, now, at);
-                    }
-                    return;
-                }
-                _ => {}
+                return;
             }
         }
         self.finish_locked(ticket, outcome, latency, feedback, now);

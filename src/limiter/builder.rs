@@ -402,7 +402,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
-            slots: Line(Slots {
+            slots: CachePadded::new(Slots {
                 word: AtomicU64::new(0),
                 shards: match self.options.sharding {
                     Sharding::Always => OnceLock::from(Shards::new(Sharding::Always)),
@@ -432,7 +432,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             changed: tokio::sync::Notify::new(),
             ready_waiters: AtomicUsize::new(0),
             probing: AtomicBool::new(false),
-            policy: Line(Mutex::new(Held::new(self.policy))),
+            policy: CachePadded::new(Mutex::new(Held::new(self.policy))),
             clock: self.clock,
             epoch,
             members,

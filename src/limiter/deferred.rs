@@ -32,7 +32,8 @@
 use std::time::Instant;
 
 use super::shards::{index, shard_count};
-use super::slots::Line;
+use crossbeam_utils::CachePadded;
+
 use crate::algorithms::Sample;
 use crate::sync::{AtomicU64, Mutex, Ordering, PoisonError};
 
@@ -42,7 +43,7 @@ pub(super) const CAPACITY: usize = 32;
 /// The most buffers a limiter sets up: threads beyond share them.
 const MAX_BUFFERS: usize = 16;
 
-type Buffer = Line<Mutex<Vec<(Instant, Sample)>>>;
+type Buffer = CachePadded<Mutex<Vec<(Instant, Sample)>>>;
 
 /// The held successes of one limiter.
 pub(super) struct Deferred {
@@ -74,7 +75,7 @@ impl Deferred {
     fn buffers(&self) -> &[Buffer] {
         self.buffers.get_or_init(|| {
             (0..shard_count().min(MAX_BUFFERS))
-                .map(|_| Line(Mutex::new(Vec::new())))
+                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect()
         })
     }

@@ -41,12 +41,13 @@ pub use builder::Builder;
 #[cfg(feature = "metrics")]
 pub(crate) use builder::Named;
 use builder::Options;
+use crossbeam_utils::CachePadded;
 pub(crate) use permit::Ticket;
 pub use permit::{OwnedPermit, Permit};
 pub(crate) use ready::ActiveProbe;
 pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
-use slots::{Line, Slots};
+use slots::Slots;
 pub use wait::QueueOrder;
 
 /// Most waiters a queue may be configured to hold.
@@ -88,7 +89,7 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     /// for the policy as a count, not yet handed over: one word, so that a
     /// counted success gives back its slot and counts itself in one atomic
     /// step.
-    slots: Line<Slots>,
+    slots: CachePadded<Slots>,
     /// Successes finishing before this many nanoseconds after `epoch` may be
     /// held for the policy ([`Deferral`]): 0 for none, `u64::MAX` for all.
     defer_until: AtomicU64,
@@ -118,7 +119,7 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     /// Four 16-bit indices into `members`, one per [`Refusal`].
     culprits: AtomicU64,
     rng: AtomicU64,
-    policy: Line<Mutex<Held<A>>>,
+    policy: CachePadded<Mutex<Held<A>>>,
     clock: C,
     epoch: Instant,
     members: Box<[&'static str]>,

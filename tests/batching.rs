@@ -1,7 +1,7 @@
-//! Batched successes change nothing a breaker or a throttle decides: a
-//! limiter whose policy lets successes be counted without its lock admits,
-//! refuses and transitions exactly as one whose policy hears of every call
-//! on its own.
+//! Successes held as a count change nothing a breaker or a throttle
+//! decides: a limiter whose policy lets successes be held (and, untimed,
+//! counted without its lock) admits, refuses and transitions exactly as one
+//! whose policy hears of every call on its own.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown};
 use rheostat::algorithms::{
-    Algorithm, Batching, Published, Sample, Snapshot, Throttle, ThrottleConfig, Transition,
+    Algorithm, Deferral, Published, Sample, Snapshot, Throttle, ThrottleConfig, Transition,
 };
 use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason, Sharding};
 
-/// A policy that hears of every call on its own: it never batches.
+/// A policy that hears of every call on its own: it lets no success be
+/// held.
 struct Unbatched<P>(P);
 
 impl<P: Algorithm> Algorithm for Unbatched<P> {
@@ -27,7 +28,7 @@ impl<P: Algorithm> Algorithm for Unbatched<P> {
     }
     fn publish(&self) -> Published {
         let inner = self.0.publish();
-        inner.with_hints(inner.hints.with_batching(Batching::Never))
+        inner.with_hints(inner.hints.with_deferral(None))
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         self.0.on_sample(now, sample);
@@ -509,12 +510,9 @@ fn a_throttle_batches_only_while_no_success_could_make_it_reject() {
         limiter.try_acquire().unwrap().overload();
     }
     assert!(matches!(
-        limiter.update(|t| t.publish().hints.batching),
-        Batching::Until(_)
+        limiter.update(|t| t.publish().hints.deferral),
+        Some(Deferral { until: Some(_), .. })
     ));
     limiter.try_acquire().unwrap().overload();
-    assert_eq!(
-        limiter.update(|t| t.publish().hints.batching),
-        Batching::Never
-    );
+    assert_eq!(limiter.update(|t| t.publish().hints.deferral), None);
 }

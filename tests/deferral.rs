@@ -345,4 +345,11 @@ fn the_deferral_of_a_stack_is_what_every_member_allows() {
     let b = Deferral::until(None, ms(50));
     assert_eq!(a.meet(b), Deferral::until(Some(t0 + ms(100)), ms(50)));
     assert_eq!(Deferral::ALL.meet(a), a);
+    // And at most the calls in flight every member allows.
+    let c = Deferral::ALL.with_max_in_flight(4);
+    assert_eq!(
+        b.meet(c),
+        Deferral::until(None, ms(50)).with_max_in_flight(4)
+    );
+    assert!(b.meet(c).within(&b) && b.meet(c).within(&c) && !b.within(&c));
 }

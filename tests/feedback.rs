@@ -258,8 +258,8 @@ fn a_call_admitted_before_a_transition_is_marked_stale() {
     assert_eq!(stale, [true, false]);
 }
 
-/// Keeps every sample; successes within 10 ms with at most 3 in flight are
-/// quiet.
+/// Keeps every sample; successes within 10 ms with at most 3 in flight may
+/// be held (they would change nothing).
 #[derive(Clone, Default)]
 struct Hushed {
     samples: Arc<Mutex<Vec<Sample>>>,
@@ -270,12 +270,12 @@ impl Algorithm for Hushed {
         "hushed"
     }
     fn publish(&self) -> Published {
-        Published::new(Gate::limited(10)).with_hints(Hints::default().with_quiet(Some(
-            rheostat::algorithms::Quiet {
-                max_latency: Duration::from_millis(10),
-                max_in_flight: 3,
-            },
-        )))
+        Published::new(Gate::limited(10)).with_hints(
+            Hints::default().with_deferral(Some(
+                rheostat::algorithms::Deferral::until(None, Duration::from_millis(10))
+                    .with_max_in_flight(3),
+            )),
+        )
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {
         self.samples.lock().unwrap().push(*sample);
@@ -283,13 +283,16 @@ impl Algorithm for Hushed {
 }
 
 #[test]
-fn a_quiet_success_is_not_told_and_nothing_else_is_held_back() {
+fn a_success_within_the_deferrals_bounds_is_held_and_nothing_else_is() {
     let policy = Hushed::default();
     let clock = ManualClock::new();
     let seen = Latencies::default();
+    // Successes held on a buffer from the start, so that they wait there
+    // for the policy's next event rather than being told at once.
     let limiter = Limiter::builder(policy.clone())
         .clock(clock.clone())
         .observer(seen.clone())
+        .sharding(rheostat::Sharding::Always)
         .build()
         .unwrap();
     let call = |latency: Duration, outcome: Outcome| {
@@ -297,9 +300,19 @@ fn a_quiet_success_is_not_told_and_nothing_else_is_held_back() {
         clock.advance(latency);
         permit.record(outcome);
     };
+    let told = || -> Vec<(Outcome, Duration, u32)> {
+        policy
+            .samples
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| (s.outcome, s.latency, s.in_flight))
+            .collect()
+    };
     let ms = Duration::from_millis;
-    call(ms(5), Outcome::Success); // quiet
-    call(ms(10), Outcome::Success); // quiet: exactly at the bound
+    call(ms(5), Outcome::Success); // held
+    call(ms(10), Outcome::Success); // held: exactly at the bound
+    assert_eq!(told(), []);
     call(ms(10) + Duration::from_nanos(1), Outcome::Success); // a nanosecond too slow
     call(ms(1), Outcome::Overload);
     call(ms(1), Outcome::Ignore);
@@ -307,22 +320,28 @@ fn a_quiet_success_is_not_told_and_nothing_else_is_held_back() {
     let held: Vec<_> = (0..3).map(|_| limiter.try_acquire().unwrap()).collect();
     call(ms(1), Outcome::Success);
     for permit in held {
-        permit.success(); // admitted with 1 to 3 in flight, no time taken: quiet
+        permit.success(); // admitted with 1 to 3 in flight, within 10 ms: held
     }
-    let told: Vec<(Outcome, Duration, u32)> = policy
-        .samples
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| (s.outcome, s.latency, s.in_flight))
-        .collect();
     assert_eq!(
-        told,
+        told(),
         [
+            (Outcome::Success, ms(5), 1),
+            (Outcome::Success, ms(10), 1),
             (Outcome::Success, ms(10) + Duration::from_nanos(1), 1),
             (Outcome::Overload, ms(1), 1),
             (Outcome::Ignore, ms(1), 1),
             (Outcome::Success, ms(1), 4),
+        ]
+    );
+    // Held until the policy's next event, then told in the order they
+    // finished.
+    limiter.snapshot();
+    assert_eq!(
+        told()[6..],
+        [
+            (Outcome::Success, ms(1), 1),
+            (Outcome::Success, ms(1), 2),
+            (Outcome::Success, ms(1), 3),
         ]
     );
     // The observer still hears of every call.

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use loom::thread;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::{
-    Algorithm, Batching, BreakerState, Deferral, Feedback, Fixed, Gate, Hints, Published, Sample,
-    Snapshot, Transition,
+    Algorithm, BreakerState, Deferral, Feedback, Fixed, Gate, Hints, Published, Sample, Snapshot,
+    Transition,
 };
 use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
 
@@ -335,7 +335,7 @@ fn a_waiter_cancelled_while_a_slot_is_handed_to_it_gives_the_slot_back() {
 }
 
 /// Counts what it is told, one success at a time or in batches; needs no
-/// latencies and batches every success.
+/// latencies and lets every success be held (untimed: counted).
 #[derive(Clone, Default)]
 struct Tally {
     successes: Arc<AtomicU64>,
@@ -350,7 +350,7 @@ impl Algorithm for Tally {
         Published::new(Gate::limited(3)).with_hints(
             Hints::default()
                 .with_feedback(Feedback::Outcomes)
-                .with_batching(Batching::Always),
+                .with_deferral(Some(Deferral::ALL)),
         )
     }
     fn on_sample(&mut self, _now: Instant, sample: &Sample) {

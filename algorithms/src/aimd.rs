@@ -14,7 +14,7 @@ use latency::Rounds;
 
 use crate::latency::secs_to_duration;
 use crate::{
-    Algorithm, ConfigError, Gate, Hints, Outcome, Published, Quiet, Sample, Snapshot, MAX_LIMIT,
+    Algorithm, ConfigError, Deferral, Gate, Hints, Outcome, Published, Sample, Snapshot, MAX_LIMIT,
 };
 
 /// Additive increase, multiplicative decrease of a concurrency limit `L`.
@@ -128,7 +128,8 @@ use crate::{
 ///   that still answers nothing is back at once at the floor (the whole
 ///   limit the episode began with, halving every 10 s).
 ///
-/// Every success is data here, so [`Hints::quiet`](crate::Hints::quiet) is `None`.
+/// Every success is data here: its [deferral](crate::Hints::deferral) holds
+/// successes only until the window may close.
 ///
 /// What it cannot do: a caller that idles and then sends a burst starts a
 /// new flow without knowing it, and the burst's first windows, reading low,
@@ -304,9 +305,11 @@ impl Core {
 impl Aimd {
     /// The Netflix mode's quiet successes: within the timeout, admitted
     /// with fewer than half of the limit's calls in flight, or any once the
-    /// limit is at its maximum. The limit grows on
-    /// exactly the other successes, by this same rule (`on_sample`).
-    fn quiet(&self) -> Option<Quiet> {
+    /// limit is at its maximum. They change nothing, so they may be held
+    /// (its [`Deferral`]); the limit grows on exactly the other successes
+    /// that are no drop, by this same rule (`on_sample_netflix`). `None`
+    /// in the latency mode, where every success is data.
+    fn quiet(&self) -> Option<Deferral> {
         if self.rounds.is_some() {
             return None;
         }
@@ -323,10 +326,7 @@ impl Aimd {
             let half = (limit / 2.0).ceil() as u32;
             half.saturating_sub(1)
         };
-        Some(Quiet {
-            max_latency: config.timeout,
-            max_in_flight,
-        })
+        Some(Deferral::until(None, config.timeout).with_max_in_flight(max_in_flight))
     }
 }
 
@@ -336,7 +336,7 @@ impl Algorithm for Aimd {
     }
 
     /// The latency mode hears every call, timed, and wakes when its round
-    /// is due; the Netflix mode skips its quiet successes.
+    /// is due; the Netflix mode lets its quiet successes be held.
     #[inline]
     fn publish(&self) -> Published {
         let published = Published::new(self.core.gate());
@@ -346,7 +346,7 @@ impl Algorithm for Aimd {
             Some(rounds) => published.with_wake_at(rounds.window.deadline()).with_hints(
                 Hints::default().with_deferral(rounds.window.deferral(self.core.config.timeout)),
             ),
-            None => published.with_hints(Hints::default().with_quiet(self.quiet())),
+            None => published.with_hints(Hints::default().with_deferral(self.quiet())),
         }
     }
 

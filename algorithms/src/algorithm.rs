@@ -68,19 +68,21 @@ pub trait Algorithm: Send {
     /// Learn from one finished call.
     fn on_sample(&mut self, now: Instant, sample: &Sample);
 
-    /// Learn from `count` successes the runtime counted without the lock,
-    /// under [`Hints::batching`](crate::Hints::batching): as many calls of
+    /// Learn from `count` successes the runtime held for the policy under
+    /// its [`Hints::deferral`](crate::Hints::deferral) and only counted,
+    /// since it did not time them (the policy's feedback was
+    /// [`Outcomes`](crate::Feedback::Outcomes)): as many calls of
     /// [`Outcome::Success`] that were not probes, not stale and not timed,
-    /// all finished before the [`Batching::Until`](crate::Batching::Until)
-    /// instant published when they finished. Called at `now`, before any
-    /// other event.
+    /// all covered by the [`Deferral`](crate::Deferral) published when they
+    /// finished. Called at `now`, before any other event.
     ///
     /// The default replays them through [`Algorithm::on_sample`], one by
     /// one, as successes of zero latency with one call in flight, so no
-    /// policy loses a call by not overriding this. A policy that batches
-    /// overrides it to count them at once. A success that finished just as
-    /// the policy changed (or was swapped for another by the runtime's
-    /// `update`) may arrive here after the policy stopped batching.
+    /// policy loses a call by not overriding this. A policy whose deferral
+    /// covers untimed successes overrides it to count them at once. A
+    /// success that finished just as the policy changed (or was swapped for
+    /// another by the runtime's `update`) may arrive here after the policy
+    /// stopped letting successes be held.
     fn on_successes(&mut self, now: Instant, count: u64) {
         let success = Sample::new(Outcome::Success, Duration::ZERO, 1);
         for _ in 0..count {
@@ -191,10 +193,10 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Batching, Feedback, Gate, Hints};
+    use crate::{Deferral, Feedback, Gate, Hints};
 
-    /// Counts successes, and batches them, without overriding
-    /// `on_successes`.
+    /// Counts successes, and lets them be held (and so, untimed, counted),
+    /// without overriding `on_successes`.
     struct Counter(u64);
 
     impl Algorithm for Counter {
@@ -205,7 +207,7 @@ mod tests {
             Published::new(Gate::unlimited()).with_hints(
                 Hints::default()
                     .with_feedback(Feedback::Outcomes)
-                    .with_batching(Batching::Always),
+                    .with_deferral(Some(Deferral::ALL)),
             )
         }
         fn on_sample(&mut self, _now: Instant, sample: &Sample) {

@@ -62,7 +62,7 @@ pub use error::ConfigError;
 pub use fixed::Fixed;
 pub use gate::{Gate, Snapshot};
 pub use gradient::{Gradient, GradientConfig};
-pub use published::{Batching, Deferral, Feedback, Hints, Published, Quiet, Refusal, Refusers};
+pub use published::{Deferral, Feedback, Hints, Published, Refusal, Refusers};
 pub use sample::{Outcome, Sample};
 pub use stack::{Stack, StackBuilder, MAX_MEMBERS};
 pub use throttle::{Throttle, ThrottleConfig};

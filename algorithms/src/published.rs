@@ -38,112 +38,31 @@ pub enum Feedback {
     Timed,
 }
 
-/// Which successes a policy lets the runtime count for it, without its lock,
-/// and hand over later in one batch ([`Algorithm::on_successes`](crate::Algorithm::on_successes)).
-///
-/// Only a success that is not a probe, not [stale](Sample::stale) and whose
-/// latency was not measured may be batched: to the policy, it is one more
-/// success and nothing else. The runtime hands a batch over before every
-/// other event it tells the policy about, so a policy sees batched successes
-/// before anything that came after them.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use rheostat_algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
-/// use rheostat_algorithms::{Algorithm, Batching, Outcome, Sample};
-///
-/// // A count window takes successes in batches at any time.
-/// let count = BreakerConfig { window: BreakerWindow::Count { calls: 100 }, ..Default::default() };
-/// assert_eq!(Breaker::new(count)?.publish().hints.batching, Batching::Always);
-///
-/// // A time window, until its current bucket ends (once it has one).
-/// let mut timed = Breaker::new(BreakerConfig::default())?;
-/// assert_eq!(timed.publish().hints.batching, Batching::Never);
-/// let t0 = Instant::now();
-/// timed.on_sample(t0, &Sample::new(Outcome::Success, Duration::from_millis(5), 1));
-/// assert_eq!(timed.publish().hints.batching, Batching::Until(t0 + Duration::from_secs(1)));
-///
-/// // A success batched there counts as one more success.
-/// timed.on_successes(t0, 9);
-/// # Ok::<(), rheostat_algorithms::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Batching {
-    /// Every call is handed over on its own (the default).
-    Never,
-    /// Successes that finish before this instant may be batched (a time
-    /// window counts them in the bucket that ends then).
-    Until(Instant),
-    /// Successes may be batched whenever they finish (a count window).
-    Always,
-}
-
-/// Successes that would change nothing in a policy as it is now, so that the
-/// runtime need not tell it about them (nor take its lock): a success no
-/// slower than `max_latency`, admitted with at most `max_in_flight` calls in
-/// flight (itself included), and not a probe.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Quiet};
-///
-/// // Netflix's AIMD grows only on a success while at least half of its limit
-/// // is in use.
-/// let aimd = Aimd::new(AimdConfig::netflix())?;
-/// assert_eq!(
-///     aimd.publish().hints.quiet,
-///     Some(Quiet { max_latency: AimdConfig::netflix().timeout, max_in_flight: 9 })
-/// );
-/// // The latency mode (the default) learns from every call.
-/// assert_eq!(Aimd::new(AimdConfig::default())?.publish().hints.quiet, None);
-/// # Ok::<(), rheostat_algorithms::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Quiet {
-    /// The slowest success that changes nothing.
-    pub max_latency: Duration,
-    /// The most calls in flight, at its admission, for a success that
-    /// changes nothing.
-    pub max_in_flight: u32,
-}
-
-impl Quiet {
-    /// Every success: for a policy that learns nothing from one.
-    pub const ALL: Quiet = Quiet {
-        max_latency: Duration::MAX,
-        max_in_flight: u32::MAX,
-    };
-
-    /// Whether `sample` is one of these successes: a success no slower than
-    /// `max_latency`, admitted with at most `max_in_flight` in flight, not a
-    /// probe.
-    #[inline]
-    pub fn covers(&self, sample: &Sample) -> bool {
-        sample.outcome == Outcome::Success
-            && !sample.probe
-            && sample.latency <= self.max_latency
-            && sample.in_flight <= self.max_in_flight
-    }
-}
-
-/// Successes a policy lets the runtime hold, each with the instant it
-/// finished, and hand over later, oldest first, before any other event the
-/// policy hears of: a success no slower than `max_latency`, finishing
-/// before `until` (`None`: at any time), not a probe and not
+/// The successes a policy lets the runtime hold and tell it later, in a
+/// batch, without its lock: a success no slower than `max_latency`,
+/// admitted with at most `max_in_flight` calls in flight (itself included),
+/// finishing before `until` (`None`: at any time), not a probe and not
 /// [stale](Sample::stale).
 ///
-/// A policy publishes one while such a success would change only what it
-/// accumulates — not what it publishes, and it reports no transition: a
-/// latency window that cannot close before `until` takes every call into
-/// its sums, and its gate moves only when it closes. The runtime then
-/// need not ask the policy for its answer after such a success, nor take
-/// its lock for every one: threads sharing one limiter hold their
-/// successes apart and hand them over in bulk. Samples held by different
-/// threads reach the policy sorted by the instant they finished.
+/// A policy publishes one while such a success cannot change what it
+/// decides: not what it publishes, and it reports no transition. It may
+/// change what the policy accumulates (a latency window's sums, a breaker's
+/// count of calls) or nothing at all (a success Netflix's AIMD would not
+/// grow on). Each policy in this crate computes its deferral with the same
+/// predicate its own rule asks when a success arrives, so the two cannot
+/// disagree.
+///
+/// The runtime then need not take the policy's lock for such a success,
+/// nor ask it for its answer: it holds the success and hands it over,
+/// oldest first, before any other event the policy hears of. A success it
+/// did not time (the policy's [`Feedback`] is `Outcomes`) carries nothing
+/// but "one more success", so it is only counted, and the count is told
+/// to [`Algorithm::on_successes`](crate::Algorithm::on_successes); a timed
+/// one is held with its instant and latency and told to
+/// [`Algorithm::on_sample`](crate::Algorithm::on_sample). Threads sharing
+/// one limiter hold their successes apart and hand them over in bulk, and
+/// samples held by different threads reach the policy sorted by the
+/// instant they finished.
 ///
 /// # Examples
 ///
@@ -159,7 +78,45 @@ impl Quiet {
 /// let min = GradientConfig::default().window.min_duration;
 /// assert_eq!(
 ///     gradient.publish().hints.deferral,
-///     Some(Deferral { until: Some(t0 + min), max_latency: Duration::MAX })
+///     Some(Deferral::until(Some(t0 + min), Duration::MAX))
+/// );
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+///
+/// A breaker with a count window holds successes at any time; one with a
+/// time window until its current bucket ends (once it has one):
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use rheostat_algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow};
+/// use rheostat_algorithms::{Algorithm, Deferral, Outcome, Sample};
+///
+/// let count = BreakerConfig { window: BreakerWindow::Count { calls: 100 }, ..Default::default() };
+/// assert_eq!(Breaker::new(count)?.publish().hints.deferral, Some(Deferral::ALL));
+///
+/// let mut timed = Breaker::new(BreakerConfig::default())?;
+/// assert_eq!(timed.publish().hints.deferral, None);
+/// let t0 = Instant::now();
+/// timed.on_sample(t0, &Sample::new(Outcome::Success, Duration::from_millis(5), 1));
+/// let deferral = timed.publish().hints.deferral;
+/// assert_eq!(deferral, Some(Deferral::until(Some(t0 + Duration::from_secs(1)), Duration::MAX)));
+///
+/// // Successes counted there are told at once, as one more success each.
+/// timed.on_successes(t0, 9);
+/// # Ok::<(), rheostat_algorithms::ConfigError>(())
+/// ```
+///
+/// Netflix's AIMD grows only on a success while at least half of its limit
+/// is in use: the others change nothing in it, at any time.
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat_algorithms::{Aimd, AimdConfig, Algorithm, Deferral};
+///
+/// let aimd = Aimd::new(AimdConfig::netflix())?;
+/// assert_eq!(
+///     aimd.publish().hints.deferral,
+///     Some(Deferral::until(None, AimdConfig::netflix().timeout).with_max_in_flight(9))
 /// );
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
@@ -169,6 +126,9 @@ pub struct Deferral {
     pub until: Option<Instant>,
     /// The slowest success that may be held.
     pub max_latency: Duration,
+    /// The most calls in flight, at its admission, for a success that may
+    /// be held.
+    pub max_in_flight: u32,
 }
 
 impl Deferral {
@@ -177,12 +137,26 @@ impl Deferral {
     pub const ALL: Deferral = Deferral {
         until: None,
         max_latency: Duration::MAX,
+        max_in_flight: u32::MAX,
     };
 
-    /// Every success no slower than `max_latency`, finishing before `until`.
+    /// Every success no slower than `max_latency`, finishing before `until`,
+    /// whatever the calls in flight.
     #[must_use]
     pub fn until(until: Option<Instant>, max_latency: Duration) -> Self {
-        Deferral { until, max_latency }
+        Deferral {
+            until,
+            max_latency,
+            max_in_flight: u32::MAX,
+        }
+    }
+
+    /// The same successes, admitted with at most `max_in_flight` calls in
+    /// flight.
+    #[must_use]
+    pub fn with_max_in_flight(mut self, max_in_flight: u32) -> Self {
+        self.max_in_flight = max_in_flight;
+        self
     }
 
     /// Whether `sample`, finished at `now`, may be held.
@@ -192,6 +166,7 @@ impl Deferral {
             && !sample.probe
             && !sample.stale
             && sample.latency <= self.max_latency
+            && sample.in_flight <= self.max_in_flight
             && self.until.is_none_or(|until| now < until)
     }
 
@@ -201,19 +176,20 @@ impl Deferral {
         Deferral {
             until: earlier(self.until, other.until),
             max_latency: self.max_latency.min(other.max_latency),
+            max_in_flight: self.max_in_flight.min(other.max_in_flight),
         }
     }
 
-    /// The deferral of a policy whose batched successes are just as good
-    /// held with their latency: one that never looks at a success's
-    /// latency, so a success it would let be batched may be deferred.
+    /// Whether every success this one covers, `other` covers too.
     #[must_use]
-    pub fn from_batching(batching: Batching) -> Option<Deferral> {
-        match batching {
-            Batching::Never => None,
-            Batching::Until(t) => Some(Deferral::until(Some(t), Duration::MAX)),
-            Batching::Always => Some(Deferral::ALL),
-        }
+    pub fn within(&self, other: &Deferral) -> bool {
+        self.max_latency <= other.max_latency
+            && self.max_in_flight <= other.max_in_flight
+            && match (self.until, other.until) {
+                (_, None) => true,
+                (None, Some(_)) => false,
+                (Some(x), Some(y)) => x <= y,
+            }
     }
 }
 
@@ -373,13 +349,14 @@ impl Published {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat_algorithms::{Batching, Feedback, Hints, Quiet};
+/// use rheostat_algorithms::{Deferral, Feedback, Hints};
 ///
-/// let throttle = Hints::default().with_feedback(Feedback::Outcomes).with_batching(Batching::Always);
-/// let aimd = Hints::default().with_quiet(Some(Quiet { max_latency: Duration::from_secs(1), max_in_flight: 4 }));
+/// let throttle = Hints::default().with_feedback(Feedback::Outcomes).with_deferral(Some(Deferral::ALL));
+/// let aimd = Hints::default()
+///     .with_deferral(Some(Deferral::until(None, Duration::from_secs(1)).with_max_in_flight(4)));
 /// // Together they need what either needs.
 /// let both = throttle.meet(aimd);
-/// assert_eq!(both, Hints::default());
+/// assert_eq!(both, aimd);
 /// assert!(both.covers(&throttle) && both.covers(&aimd));
 /// assert!(Hints::default().covers(&Hints::IGNORES_CALLS));
 /// ```
@@ -388,17 +365,8 @@ impl Published {
 pub struct Hints {
     /// How much of a finished call the policy looks at.
     pub feedback: Feedback,
-    /// Which successes would change nothing in the policy as it is now
-    /// (`None`: any might). The runtime does not tell the policy about
-    /// them. A success that finishes while another thread changes the
-    /// policy may be judged by the thresholds from just before, as if it
-    /// had finished first.
-    pub quiet: Option<Quiet>,
-    /// Which successes the runtime may count for the policy and hand over
-    /// later, in one batch.
-    pub batching: Batching,
-    /// Which successes the runtime may hold, latency and all, and hand
-    /// over later, oldest first (`None`: none).
+    /// Which successes the runtime may hold and tell the policy later, in a
+    /// batch, without its lock (`None`: none; see [`Deferral`]).
     pub deferral: Option<Deferral>,
 }
 
@@ -408,8 +376,6 @@ impl Default for Hints {
     fn default() -> Self {
         Hints {
             feedback: Feedback::Timed,
-            quiet: None,
-            batching: Batching::Never,
             deferral: None,
         }
     }
@@ -417,11 +383,9 @@ impl Default for Hints {
 
 impl Hints {
     /// The hints of a policy that learns nothing from calls: no feedback,
-    /// every success quiet, every success batched.
+    /// every success held.
     pub const IGNORES_CALLS: Hints = Hints {
         feedback: Feedback::Nothing,
-        quiet: Some(Quiet::ALL),
-        batching: Batching::Always,
         deferral: Some(Deferral::ALL),
     };
 
@@ -430,22 +394,6 @@ impl Hints {
     #[inline]
     pub fn with_feedback(mut self, feedback: Feedback) -> Self {
         self.feedback = feedback;
-        self
-    }
-
-    /// The same hints with `quiet`.
-    #[must_use]
-    #[inline]
-    pub fn with_quiet(mut self, quiet: Option<Quiet>) -> Self {
-        self.quiet = quiet;
-        self
-    }
-
-    /// The same hints with `batching`.
-    #[must_use]
-    #[inline]
-    pub fn with_batching(mut self, batching: Batching) -> Self {
-        self.batching = batching;
         self
     }
 
@@ -458,26 +406,11 @@ impl Hints {
     }
 
     /// What two policies need together: the more feedback, the successes
-    /// quiet to both, the successes both let be batched or held.
+    /// both let be held.
     #[must_use]
     pub fn meet(self, other: Hints) -> Hints {
         Hints {
             feedback: self.feedback.max(other.feedback),
-            quiet: match (self.quiet, other.quiet) {
-                (Some(a), Some(b)) => Some(Quiet {
-                    max_latency: a.max_latency.min(b.max_latency),
-                    max_in_flight: a.max_in_flight.min(b.max_in_flight),
-                }),
-                _ => None,
-            },
-            batching: match (self.batching, other.batching) {
-                (Batching::Never, _) | (_, Batching::Never) => Batching::Never,
-                (Batching::Until(a), Batching::Until(b)) => Batching::Until(a.min(b)),
-                (Batching::Until(t), Batching::Always) | (Batching::Always, Batching::Until(t)) => {
-                    Batching::Until(t)
-                }
-                (Batching::Always, Batching::Always) => Batching::Always,
-            },
             deferral: match (self.deferral, other.deferral) {
                 (Some(a), Some(b)) => Some(a.meet(b)),
                 _ => None,
@@ -486,34 +419,15 @@ impl Hints {
     }
 
     /// Whether these hints ask for at least what `needed` asks for: as much
-    /// feedback, no success quiet, batched or held here that is not there.
+    /// feedback, no success held here that is not held there.
     #[must_use]
     pub fn covers(&self, needed: &Hints) -> bool {
-        let quiet = match (self.quiet, needed.quiet) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(a), Some(b)) => {
-                a.max_latency <= b.max_latency && a.max_in_flight <= b.max_in_flight
-            }
-        };
-        let batching = match (self.batching, needed.batching) {
-            (Batching::Never, _) | (_, Batching::Always) => true,
-            (Batching::Until(a), Batching::Until(b)) => a <= b,
-            (Batching::Always | Batching::Until(_), _) => false,
-        };
         let deferral = match (self.deferral, needed.deferral) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(a), Some(b)) => {
-                a.max_latency <= b.max_latency
-                    && match (a.until, b.until) {
-                        (_, None) => true,
-                        (None, Some(_)) => false,
-                        (Some(x), Some(y)) => x <= y,
-                    }
-            }
+            (Some(a), Some(b)) => a.within(&b),
         };
-        self.feedback >= needed.feedback && quiet && batching && deferral
+        self.feedback >= needed.feedback && deferral
     }
 }
 

@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use crate::buckets::{self, BucketRing, Tally};
 use crate::{
-    check, Algorithm, Batching, ConfigError, Deferral, Feedback, Gate, Hints, Outcome, Published,
-    Sample, Snapshot, MAX_LIMIT,
+    check, Algorithm, ConfigError, Deferral, Feedback, Gate, Hints, Outcome, Published, Sample,
+    Snapshot, MAX_LIMIT,
 };
 
 /// The largest `K` [`ThrottleConfig::validate`] accepts. At `K = 100` the
@@ -304,10 +304,9 @@ impl Throttle {
             self.reject = 0.0;
             return;
         }
+        let excess = self.excess(requests, counts.accepted);
         // Counts above 2^53 lose precision, which a ratio does not notice.
-        let (requests, accepts) = (requests as f64, counts.accepted as f64);
-        let excess = requests - self.config.k * accepts;
-        let p = excess / (requests + f64::from(self.config.pad));
+        let p = excess / (requests as f64 + f64::from(self.config.pad));
         self.reject = if p.is_nan() {
             0.0
         } else {
@@ -330,31 +329,37 @@ impl Throttle {
         }
     }
 
-    /// Successes may be batched while no number of them could make the
-    /// throttle reject, until the current bucket ends.
-    ///
-    /// A success adds one request and one accept, so it changes
-    /// `requests − K·accepts` by `1 − K`, which is never positive (`K ≥ 1`):
-    /// once that excess is below zero it stays there, and with it the
-    /// rejection probability at zero. That holds from an excess of −1 down
-    /// (a margin wider than any rounding of counts below 2^52), or while
-    /// every request in the window was accepted. Batches reach the throttle
-    /// before its next event; those counted before the bucket ends belong
-    /// to the current bucket, where `on_successes` adds them.
-    fn batching(&self) -> Batching {
-        let counts = self.ring.total();
-        let requests = counts.requests(self.config.count_rejected);
+    /// `requests − K·accepts`, the excess of requests the rule rejects in
+    /// proportion to (`recompute`), and what [`Throttle::deferral`] watches.
+    fn excess(&self, requests: u64, accepted: u64) -> f64 {
         #[allow(
             clippy::cast_precision_loss,
-            reason = "counts above 2^52 lose nothing a margin of one misses"
+            reason = "counts above 2^53 lose precision, which a ratio does not notice"
         )]
-        let far_below = requests as f64 - self.config.k * counts.accepted as f64 <= -1.0;
-        if requests <= counts.accepted || far_below {
+        let (requests, accepts) = (requests as f64, accepted as f64);
+        requests - self.config.k * accepts
+    }
+
+    /// Successes may be held while no number of them could make the
+    /// throttle reject, until the current bucket ends.
+    ///
+    /// A success adds one request and one accept, so it changes the
+    /// [excess](Throttle::excess) by `1 − K`, which is never positive
+    /// (`K ≥ 1`): once the excess is below zero it stays there, and with it
+    /// the rejection probability at zero. That holds from an excess of −1
+    /// down (a margin wider than any rounding of counts below 2^52), or
+    /// while every request in the window was accepted. Held successes reach
+    /// the throttle before its next event; those counted before the bucket
+    /// ends belong to the current bucket, where `on_successes` adds them.
+    fn deferral(&self) -> Option<Deferral> {
+        let counts = self.ring.total();
+        let requests = counts.requests(self.config.count_rejected);
+        if requests <= counts.accepted || self.excess(requests, counts.accepted) <= -1.0 {
             self.ring
                 .next_boundary()
-                .map_or(Batching::Never, Batching::Until)
+                .map(|t| Deferral::until(Some(t), Duration::MAX))
         } else {
-            Batching::Never
+            None
         }
     }
 }
@@ -364,16 +369,14 @@ impl Algorithm for Throttle {
         "throttle"
     }
 
-    /// Outcomes only (the throttle never looks at latency), successes
-    /// batched (or held, latency and all) while none could make it reject.
+    /// Outcomes only (the throttle never looks at latency), successes held
+    /// (or only counted) while none could make it reject.
     #[inline]
     fn publish(&self) -> Published {
-        let batching = self.batching();
         Published::new(self.gate()).with_hints(
             Hints::default()
                 .with_feedback(Feedback::Outcomes)
-                .with_batching(batching)
-                .with_deferral(Deferral::from_batching(batching)),
+                .with_deferral(self.deferral()),
         )
     }
 
@@ -398,7 +401,7 @@ impl Algorithm for Throttle {
     }
 
     fn on_successes(&mut self, _now: Instant, count: u64) {
-        // Counted before the current bucket ended (see `batching`).
+        // Counted before the current bucket ended (see `deferral`).
         self.ring.add_to_current(ThrottleCounts {
             sent: count,
             accepted: count,
@@ -595,7 +598,10 @@ mod tests {
         }
         // 4 requests, 3 accepts: 4 − 2·3 = −2, so successes may be batched
         // until the first bucket ends.
-        assert_eq!(batched.batching(), Batching::Until(t0 + ms(1_000)));
+        assert_eq!(
+            batched.deferral(),
+            Some(Deferral::until(Some(t0 + ms(1_000)), Duration::MAX))
+        );
         batched.on_successes(t0 + ms(10), 5);
         for _ in 0..5 {
             single.on_sample(t0 + ms(10), &sample(Outcome::Success));
@@ -606,7 +612,7 @@ mod tests {
             single.reject_probability().to_bits()
         );
         // An empty throttle has no bucket to batch into.
-        assert_eq!(throttle(2.0).batching(), Batching::Never);
+        assert_eq!(throttle(2.0).deferral(), None);
     }
 
     #[test]

@@ -91,7 +91,7 @@ fn netflix_rules_beyond_its_test() {
     on_sample(&mut limiter, ms(1), 200, false);
     assert_eq!(limiter.publish().gate.limit, 200, "capped at max");
     assert_eq!(limiter.config().mode, AimdMode::Netflix);
-    assert!(limiter.publish().hints.quiet.is_some());
+    assert!(limiter.publish().hints.deferral.is_some());
     assert_eq!(limiter.publish().wake_at, None);
 }
 

@@ -492,10 +492,7 @@ fn the_ramp_doubles_on_successes_of_calls_admitted_at_the_current_level() {
         b.publish().hints.feedback,
         rheostat_algorithms::Feedback::Timed
     );
-    assert_eq!(
-        b.publish().hints.batching,
-        rheostat_algorithms::Batching::Never
-    );
+    assert_eq!(b.publish().hints.deferral, None);
 
     // Three successes of calls admitted since closing: 20%.
     let t2 = t1 + ms(100);

@@ -1,9 +1,13 @@
-//! A success a policy calls quiet changes nothing in it: whatever state the
-//! policy is in, handing it such a success leaves its gate, its unrounded
-//! limit and its next timeout as they were.
+//! A success a policy lets be held whenever it finishes (a [`Deferral`]
+//! with no `until`: a quiet success) changes nothing in it: whatever state
+//! the policy is in, handing it such a success leaves its gate, its
+//! unrounded limit and its next timeout as they were.
 //!
 //! `Aimd`'s Netflix mode has quiet successes; its latency mode (the default)
-//! learns from every call and calls none quiet, whatever state it is in.
+//! learns from every call and holds successes only until its window may
+//! close, whatever state it is in.
+//!
+//! [`Deferral`]: rheostat_algorithms::Deferral
 
 use std::time::{Duration, Instant};
 
@@ -70,7 +74,7 @@ proptest! {
             );
             aimd.on_sample(now, &sample);
 
-            let quiet = aimd.publish().hints.quiet.unwrap();
+            let quiet = aimd.publish().hints.deferral.unwrap();
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "in range")]
             let (in_flight, latency) = (
                 1 + ((f64::from(quiet.max_in_flight.saturating_sub(1).min(10_000)) * at) as u32),
@@ -117,7 +121,7 @@ proptest! {
             ..AimdConfig::default()
         })
         .unwrap();
-        prop_assert_eq!(aimd.publish().hints.quiet, None);
+        prop_assert!(aimd.publish().hints.deferral.is_none_or(|d| d.until.is_some()));
         let mut now = Instant::now();
         for s in &steps {
             now += Duration::from_millis(s.gap_ms);
@@ -132,7 +136,7 @@ proptest! {
                     aimd.handle_timeout(now);
                 }
             }
-            prop_assert_eq!(aimd.publish().hints.quiet, None);
+            prop_assert!(aimd.publish().hints.deferral.is_none_or(|d| d.until.is_some()));
             let raw = aimd.raw_limit();
             prop_assert!(raw.is_finite() && (1.0..=300.0).contains(&raw), "{}", raw);
         }
@@ -149,7 +153,7 @@ fn just_past_either_bound_a_success_can_move_aimd() {
         ..AimdConfig::default()
     })
     .unwrap();
-    let quiet = aimd.publish().hints.quiet.unwrap();
+    let quiet = aimd.publish().hints.deferral.unwrap();
     assert_eq!(quiet.max_in_flight, 9);
     let now = Instant::now();
     // Half the limit in flight: grows.

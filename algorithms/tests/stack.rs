@@ -546,9 +546,9 @@ proptest! {
     })]
 
     /// Whatever the members and whatever happens, the stack never claims
-    /// less than a member needs: as much feedback, no success quiet,
-    /// batched or held for the stack that is not for every member, and a
-    /// wake-up no later than any member's.
+    /// less than a member needs: as much feedback, no success held for the
+    /// stack that is not for every member, and a wake-up no later than any
+    /// member's.
     #[test]
     fn a_stacks_hints_never_claim_less_than_a_member_needs(
         members in prop::collection::vec(policy(), 1..5),
@@ -565,12 +565,12 @@ proptest! {
                     stack.on_sample(now, &sample);
                 }
                 Event::Successes(count) => {
-                    // Only while the stack lets them be batched, as the runtime does.
-                    let allowed = match stack.publish().hints.batching {
-                        rheostat_algorithms::Batching::Never => false,
-                        rheostat_algorithms::Batching::Until(t) => now < t,
-                        rheostat_algorithms::Batching::Always => true,
-                    };
+                    // Only while the stack lets untimed successes be held, as
+                    // the runtime counts them.
+                    let hints = stack.publish().hints;
+                    let untimed = Sample::new(Outcome::Success, Duration::ZERO, 1);
+                    let allowed = hints.feedback != rheostat_algorithms::Feedback::Timed
+                        && hints.deferral.is_some_and(|d| d.covers(now, &untimed));
                     if allowed {
                         stack.on_successes(now, count);
                     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use rheostat::algorithms::Batching;
+use rheostat::algorithms::{Feedback, Outcome, Sample};
 use rheostat_fuzz::{sample, Built, PolicyArgs, Time};
 
 #[derive(Arbitrary, Debug)]
@@ -93,11 +93,12 @@ fuzz_target!(|input: Input| {
             Op::Rejected(n) => built.get_mut().on_rejected(now, u64::from(n)),
             Op::Batch(n) => {
                 let policy = built.get_mut();
-                let allowed = match policy.publish().hints.batching {
-                    Batching::Never => false,
-                    Batching::Until(t) => now < t,
-                    Batching::Always => true,
-                };
+                // Only while untimed successes may be held: the runtime
+                // counts them then.
+                let hints = policy.publish().hints;
+                let untimed = Sample::new(Outcome::Success, Duration::ZERO, 1);
+                let allowed = hints.feedback != Feedback::Timed
+                    && hints.deferral.is_some_and(|d| d.covers(now, &untimed));
                 if allowed {
                     policy.on_successes(now, u64::from(n));
                 }

@@ -402,23 +402,25 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             gate: AtomicGate::new(&gate),
-            slots: Line(Slots {
+            slots: CachePadded::new(Slots {
                 word: AtomicU64::new(0),
                 shards: match self.options.sharding {
                     Sharding::Always => OnceLock::from(Shards::new(Sharding::Always)),
                     _ => OnceLock::new(),
                 },
             }),
-            batch_until: AtomicU64::new(0),
             defer_until: AtomicU64::new(0),
             defer_latency: AtomicU64::new(0),
-            // Under loom, only for a policy that defers from the start: the
-            // buffers' lock would add to every other model's interleavings.
+            defer_in_flight: AtomicU32::new(0),
+            // Under loom, only for a policy that holds timed successes from
+            // the start: the buffers' lock would add to every other model's
+            // interleavings.
             deferred: Deferred::new(
                 self.options.sharding == Sharding::Always
-                    && (cfg!(not(rheostat_loom)) || published.hints.deferral.is_some()),
+                    && (cfg!(not(rheostat_loom))
+                        || (published.hints.deferral.is_some()
+                            && published.hints.feedback == Feedback::Timed)),
             ),
-            quiet: AtomicU64::new(0),
             feedback: AtomicU8::new(Feedback::Timed as u8),
             generation: AtomicU32::new(0),
             until: AtomicU64::new(u64::MAX),
@@ -430,7 +432,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             changed: tokio::sync::Notify::new(),
             ready_waiters: AtomicUsize::new(0),
             probing: AtomicBool::new(false),
-            policy: Line(Mutex::new(Held::new(self.policy))),
+            policy: CachePadded::new(Mutex::new(Held::new(self.policy))),
             clock: self.clock,
             epoch,
             members,

@@ -1,12 +1,13 @@
-//! Successes held for the policy without its lock, each with the instant it
-//! finished, and handed over before the next event the policy hears of.
+//! Timed successes held for the policy without its lock, each with the
+//! instant it finished, and handed over before the next event the policy
+//! hears of (an untimed one is only counted: see `finish.rs`).
 //!
 //! A latency policy (Vegas, Gradient, the latency mode of Aimd) learns from
 //! every call but moves its gate only when its window closes. Taking its
 //! lock for each finished call made threads sharing one limiter queue on
 //! that lock: two threads made about 0.6 of one thread's rate. While the
-//! policy publishes a [`Deferral`](crate::algorithms::Deferral), a success
-//! it covers is pushed instead on a short buffer of the finishing thread's
+//! policy publishes a [`Deferral`](crate::algorithms::Deferral), a timed
+//! success it covers is pushed instead on a short buffer of the finishing thread's
 //! own — one per shard, each behind its own lock on its own cache line —
 //! and the buffers are emptied into the policy, oldest first, under its
 //! lock, before the next event it hears of: a call the deferral does not
@@ -31,7 +32,8 @@
 use std::time::Instant;
 
 use super::shards::{index, shard_count};
-use super::slots::Line;
+use crossbeam_utils::CachePadded;
+
 use crate::algorithms::Sample;
 use crate::sync::{AtomicU64, Mutex, Ordering, PoisonError};
 
@@ -41,7 +43,7 @@ pub(super) const CAPACITY: usize = 32;
 /// The most buffers a limiter sets up: threads beyond share them.
 const MAX_BUFFERS: usize = 16;
 
-type Buffer = Line<Mutex<Vec<(Instant, Sample)>>>;
+type Buffer = CachePadded<Mutex<Vec<(Instant, Sample)>>>;
 
 /// The held successes of one limiter.
 pub(super) struct Deferred {
@@ -73,7 +75,7 @@ impl Deferred {
     fn buffers(&self) -> &[Buffer] {
         self.buffers.get_or_init(|| {
             (0..shard_count().min(MAX_BUFFERS))
-                .map(|_| Line(Mutex::new(Vec::new())))
+                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect()
         })
     }

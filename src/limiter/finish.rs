@@ -1,11 +1,11 @@
 //! A call's end: its slot given back, and what the policy learns from it
-//! (nothing, a batched success, a quiet success, or a sample under its
-//! lock).
+//! (nothing, a success held for it, or a sample under its lock).
 use std::time::{Duration, Instant};
 
 use super::*;
 
-/// Batched successes at which the finishing call hands them over itself.
+/// Successes held as a count at which the finishing call hands them over
+/// itself.
 pub(super) const BATCH_FLUSH: u64 = 1 << 31;
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
@@ -22,66 +22,58 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.release_slot();
             return;
         }
-        let batchable = outcome == Outcome::Success
-            && ticket.start.is_none()
-            && !ticket.probe()
-            && ticket.generation() == self.generation();
-        let batch_until = if batchable {
-            self.batch_until.load(Ordering::SeqCst)
-        } else {
-            0
-        };
-        if batch_until == u64::MAX {
-            // Batched whenever it finishes: no need to know when.
+        let held_until = self.held_until(ticket, outcome, feedback);
+        if held_until == u64::MAX && ticket.start.is_none() {
+            // Held whenever it finishes, and untimed: only counted, with no
+            // need to know when.
             self.finish_batched();
             return;
         }
-        self.finish_timed(ticket, outcome, feedback, batch_until);
+        self.finish_timed(ticket, outcome, feedback, held_until);
+    }
+
+    /// Until when (in nanoseconds after the epoch) the policy's deferral,
+    /// as last published, lets this call be held: 0 if it cannot be (not a
+    /// success, a probe, stale, admitted with more calls in flight than the
+    /// deferral allows, or untimed while the policy needs latencies),
+    /// `u64::MAX` whenever it finishes.
+    #[inline(always)]
+    fn held_until(&self, ticket: &Ticket, outcome: Outcome, feedback: Feedback) -> u64 {
+        if outcome == Outcome::Success
+            && !ticket.probe()
+            && (ticket.start.is_some() || feedback != Feedback::Timed)
+            && ticket.generation() == self.generation()
+            && ticket.in_flight() <= self.defer_in_flight.load(Ordering::SeqCst)
+        {
+            self.defer_until.load(Ordering::SeqCst)
+        } else {
+            0
+        }
     }
 
     /// [`Limiter::finish`] for a call the policy may learn from: read the
-    /// clock, then batch it, let it pass as quiet, or hand it over.
+    /// clock, then hold it for the policy or hand it over. A success held
+    /// that was not timed is only counted: all the policy would learn from
+    /// it is one more success.
     #[inline(never)]
     pub(super) fn finish_timed(
         &self,
         ticket: &Ticket,
         outcome: Outcome,
         feedback: Feedback,
-        batch_until: u64,
+        held_until: u64,
     ) {
         let now = self.clock.now();
-        if batch_until != 0 && self.nanos(now) < batch_until {
+        if held_until != 0 && ticket.start.is_none() && self.nanos(now) < held_until {
             self.finish_batched();
             return;
         }
         let latency = ticket
             .start
             .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
-        let quiet = self.quiet.load(Ordering::SeqCst);
-        if outcome == Outcome::Success
-            && !ticket.probe()
-            && u64::from(ticket.in_flight()) <= quiet >> 32
-        {
-            // Rounded up, against a bound rounded down: never quiet by
-            // rounding.
-            let micros = latency
-                .as_secs()
-                .saturating_mul(1_000_000)
-                .saturating_add(u64::from(latency.subsec_nanos().div_ceil(1_000)));
-            if micros <= quiet & 0xFFFF_FFFF {
-                // It would change nothing: the policy is not told.
-                self.release_observed(outcome, latency);
-                return;
-            }
-        }
-        if outcome == Outcome::Success
-            && self.defer_until.load(Ordering::SeqCst) != 0
-            && ticket.start.is_some()
-            && !ticket.probe()
-            && ticket.generation() == self.generation()
-        {
+        if held_until != 0 && ticket.start.is_some() {
             let at = self.nanos(now);
-            if self.deferral_covers(at, latency) {
+            if self.deferral_covers(at, latency, ticket.in_flight()) {
                 if self.deferred.is_set_up() {
                     self.finish_deferred(ticket, latency, now);
                 } else {
@@ -94,14 +86,16 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Whether the policy's deferral, as last published, covers a success
-    /// that took `latency` and finished `at` nanoseconds after the epoch.
+    /// that took `latency`, admitted with `in_flight` calls in flight, and
+    /// finished `at` nanoseconds after the epoch.
     #[inline]
-    fn deferral_covers(&self, at: u64, latency: Duration) -> bool {
+    fn deferral_covers(&self, at: u64, latency: Duration, in_flight: u32) -> bool {
         let until = self.defer_until.load(Ordering::SeqCst);
         until != 0
             && (until == u64::MAX || at < until)
             && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
                 <= self.defer_latency.load(Ordering::SeqCst)
+            && in_flight <= self.defer_in_flight.load(Ordering::SeqCst)
     }
 
     /// Tell the policy of a success its deferral covers, under its lock,
@@ -113,7 +107,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant, at: u64) {
         let sample = self.sample(ticket, Outcome::Success, latency);
-        let transitions = self.learn_sample(sample, now, Some((latency, at)));
+        let transitions = self.learn_sample(sample, now, Some(at));
         self.release_observed(Outcome::Success, latency);
         self.report(transitions);
     }
@@ -189,22 +183,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Tell the policy of `sample`, under its lock, and publish what it
-    /// makes of it — unless it is a success, of the `covered` latency and
-    /// finish (in nanoseconds after the epoch), that the policy's deferral
-    /// covers as the lock finds it, with nothing else pending: then nothing
-    /// the policy publishes moves (the deferral's promise), and it is asked
+    /// makes of it — unless it is a success, finished `covered` (in
+    /// nanoseconds after the epoch), that the policy's deferral covers as
+    /// the lock finds it, with nothing else pending: then nothing the
+    /// policy publishes moves (the deferral's promise), and it is asked
     /// nothing.
     #[inline]
-    fn learn_sample(
-        &self,
-        sample: Sample,
-        now: Instant,
-        covered: Option<(Duration, u64)>,
-    ) -> Vec<Transition> {
+    fn learn_sample(&self, sample: Sample, now: Instant, covered: Option<u64>) -> Vec<Transition> {
         let mut policy = self.lock_or_defer();
-        if covered
-            .is_some_and(|(latency, at)| self.deferral_covers(at, latency) && !self.pending(at))
-        {
+        if covered.is_some_and(|at| {
+            self.deferral_covers(at, sample.latency, sample.in_flight) && !self.pending(at)
+        }) {
             policy.on_sample(now, &sample);
             return Vec::new();
         }
@@ -231,11 +220,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .with_stale(ticket.generation() != self.generation())
     }
 
-    /// Give back the slot of a success the policy lets us count for it
+    /// Give back the slot of a success held for the policy as a count,
     /// without its lock.
     #[inline]
     pub(super) fn finish_batched(&self) {
-        // Only an untimed call is batched, and no call is untimed while an
+        // Only an untimed call is counted, and no call is untimed while an
         // observer is set: there is no one to tell.
         let batched = if let Some(parked) = self.park(1) {
             self.after_parking(&parked);

@@ -21,8 +21,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, Batching, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints,
-    Outcome, Published, Quiet, Refusal, Sample, Snapshot, Transition,
+    check, Algorithm, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints, Outcome,
+    Published, Refusal, Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{RejectReason, Rejection};
@@ -41,12 +41,13 @@ pub use builder::Builder;
 #[cfg(feature = "metrics")]
 pub(crate) use builder::Named;
 use builder::Options;
+use crossbeam_utils::CachePadded;
 pub(crate) use permit::Ticket;
 pub use permit::{OwnedPermit, Permit};
 pub(crate) use ready::ActiveProbe;
 pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
-use slots::{Line, Slots};
+use slots::Slots;
 pub use wait::QueueOrder;
 
 /// Most waiters a queue may be configured to hold.
@@ -84,24 +85,21 @@ pub type DynLimiter<C = DefaultClock> = Limiter<Box<dyn Algorithm>, C>;
 /// ```
 pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     gate: AtomicGate,
-    /// Calls in flight (the low 32 bits) and, above them, successes counted
-    /// for the policy but not yet handed over: one word, so that a batched
-    /// success gives back its slot and counts itself in one atomic step.
-    slots: Line<Slots>,
-    /// Successes finishing before this many nanoseconds after `epoch` may be
-    /// batched: 0 for none, `u64::MAX` for all.
-    batch_until: AtomicU64,
+    /// Calls in flight (the low 32 bits) and, above them, successes held
+    /// for the policy as a count, not yet handed over: one word, so that a
+    /// counted success gives back its slot and counts itself in one atomic
+    /// step.
+    slots: CachePadded<Slots>,
     /// Successes finishing before this many nanoseconds after `epoch` may be
     /// held for the policy ([`Deferral`]): 0 for none, `u64::MAX` for all.
     defer_until: AtomicU64,
     /// The slowest success that may be held, in nanoseconds.
     defer_latency: AtomicU64,
-    /// The successes held.
+    /// The most calls in flight, at its admission, for a success that may
+    /// be held.
+    defer_in_flight: AtomicU32,
+    /// The timed successes held.
     deferred: Deferred,
-    /// The policy's [`Quiet`] successes in one word: the most calls in
-    /// flight at admission (the high 32 bits; 0 for none) and the longest
-    /// latency in whole microseconds (rounded down, at most `u32::MAX`).
-    quiet: AtomicU64,
     /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
     /// observer is set.
     feedback: AtomicU8,
@@ -121,7 +119,7 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     /// Four 16-bit indices into `members`, one per [`Refusal`].
     culprits: AtomicU64,
     rng: AtomicU64,
-    policy: Line<Mutex<Held<A>>>,
+    policy: CachePadded<Mutex<Held<A>>>,
     clock: C,
     epoch: Instant,
     members: Box<[&'static str]>,

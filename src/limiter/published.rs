@@ -144,11 +144,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline(always)]
     pub(super) fn store(&self, published: &Published, last: &mut Last) {
         let Hints {
-            feedback,
-            quiet,
-            batching,
-            deferral,
-            ..
+            feedback, deferral, ..
         } = published.hints;
         let feedback = if self.observer.is_some() {
             Feedback::Timed
@@ -158,38 +154,23 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if self.feedback.load(Ordering::Relaxed) != feedback {
             self.feedback.store(feedback, Ordering::Relaxed);
         }
-        let batch_until = match batching {
-            Batching::Never => 0,
-            Batching::Until(t) => self.nanos(t),
-            Batching::Always => u64::MAX,
-        };
-        if self.batch_until.load(Ordering::Relaxed) != batch_until {
-            self.batch_until.store(batch_until, Ordering::SeqCst);
-        }
         if last.deferral != deferral {
             last.deferral = deferral;
-            let (until, latency) = match deferral {
-                None => (0, 0),
-                Some(Deferral { until, max_latency }) => (
+            let (until, latency, in_flight) = match deferral {
+                None => (0, 0, 0),
+                Some(Deferral {
+                    until,
+                    max_latency,
+                    max_in_flight,
+                }) => (
                     until.map_or(u64::MAX, |t| self.nanos(t)),
                     u64::try_from(max_latency.as_nanos()).unwrap_or(u64::MAX),
+                    max_in_flight,
                 ),
             };
             self.defer_latency.store(latency, Ordering::SeqCst);
+            self.defer_in_flight.store(in_flight, Ordering::SeqCst);
             self.defer_until.store(until, Ordering::SeqCst);
-        }
-        let quiet = match quiet {
-            Some(Quiet {
-                max_latency,
-                max_in_flight,
-            }) => {
-                let micros = u32::try_from(max_latency.as_micros()).unwrap_or(u32::MAX);
-                (u64::from(max_in_flight) << 32) | u64::from(micros)
-            }
-            None => 0,
-        };
-        if self.quiet.load(Ordering::Relaxed) != quiet {
-            self.quiet.store(quiet, Ordering::SeqCst);
         }
         let gate = published.gate;
         if self.gate.store(Packed::new(&gate)) {

@@ -21,6 +21,8 @@
 
 use std::cell::Cell;
 
+use crossbeam_utils::CachePadded;
+
 use crate::sync::{AtomicU64, Ordering};
 
 /// Whether a [`Limiter`](crate::Limiter) parks released slots per core, so
@@ -62,7 +64,7 @@ pub enum Sharding {
     #[default]
     OnContention,
     /// Set the shards up at once and park at any limit; set up at once, as
-    /// well, the buffers that hold successes for a latency policy (see
+    /// well, the buffers that hold timed successes for the policy (see
     /// [`Deferral`](crate::algorithms::Deferral)), which the other modes
     /// set up the first time two threads meet on the policy's lock.
     Always,
@@ -75,10 +77,12 @@ pub const PARK_PER_SHARD: u32 = 16;
 /// The most shards a limiter sets up.
 const MAX_SHARDS: usize = 64;
 
-/// One parked slot (or none) and the successes batched there, per shard,
-/// each cell on a cache line of its own.
+/// One parked slot (or none) and the successes counted there, per shard,
+/// each cell on a cache line of its own: slots parked (0 or 1, since a slot
+/// is parked only in an empty cell) and successes held for the policy as a
+/// count, laid out as the limiter's in-flight word is (see [`SLOTS`]).
 pub(crate) struct Shards {
-    cells: Box<[Cell64]>,
+    cells: Box<[CachePadded<AtomicU64>]>,
     /// One bit per cell that may hold a parked slot or batched successes:
     /// set by the cell's thread after it parks there (unless already set),
     /// cleared by a drain before it empties the cell. A refusal then visits
@@ -88,12 +92,6 @@ pub(crate) struct Shards {
     /// The least limit at which a slot is parked.
     floor: u32,
 }
-
-/// A shard's cell: slots parked (0 or 1, since a slot is parked only in an
-/// empty cell) and successes batched for the policy, laid out as the
-/// limiter's in-flight word is (see [`SLOTS`]).
-#[repr(align(64))]
-struct Cell64(AtomicU64);
 
 /// The slots part of the limiter's in-flight word and of a shard's cell:
 /// the low 32 bits count slots (taken, or parked); the high 32 count
@@ -118,7 +116,9 @@ impl Shards {
             _ => PARK_PER_SHARD.saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)),
         };
         Shards {
-            cells: (0..count).map(|_| Cell64(AtomicU64::new(0))).collect(),
+            cells: (0..count)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             marks: AtomicU64::new(0),
             floor,
         }
@@ -128,7 +128,7 @@ impl Shards {
     fn mine(&self) -> (&AtomicU64, u64) {
         // The count is a power of two, at most 64.
         let i = index() & (self.cells.len() - 1);
-        (&self.cells[i].0, 1 << i)
+        (&*self.cells[i], 1 << i)
     }
 
     /// The cells whose bit is set in `marks`, with their bits.
@@ -140,7 +140,7 @@ impl Shards {
             }
             let i = marks.trailing_zeros();
             marks &= marks - 1;
-            Some((&self.cells[i as usize].0, 1 << i))
+            Some((&*self.cells[i as usize], 1 << i))
         })
     }
 

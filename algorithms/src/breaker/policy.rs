@@ -15,8 +15,8 @@ use super::settings::{Judge, Ramp};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
-    Algorithm, Batching, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints, Outcome,
-    Published, Sample, Snapshot, Transition, MAX_LIMIT,
+    Algorithm, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints, Outcome, Published,
+    Sample, Snapshot, Transition, MAX_LIMIT,
 };
 
 /// The name a breaker reports in snapshots and transitions.
@@ -543,18 +543,16 @@ impl Algorithm for Breaker {
     }
 
     /// The gate; outcomes or timed calls as the state needs; successes
-    /// batched (or held, latency and all) while none could trip it; woken
-    /// when a timer is due.
+    /// held (or only counted) while none could trip it; woken when a timer
+    /// is due.
     #[inline]
     fn publish(&self) -> Published {
-        let batching = self.batching();
         Published::new(self.gate())
             .with_wake_at(self.wake_at())
             .with_hints(
                 Hints::default()
                     .with_feedback(self.feedback())
-                    .with_batching(batching)
-                    .with_deferral(Deferral::from_batching(batching)),
+                    .with_deferral(self.deferral()),
             )
     }
 
@@ -613,7 +611,7 @@ impl Algorithm for Breaker {
 
     fn on_successes(&mut self, _now: Instant, count: u64) {
         // Published only while closed and recording, and no number of
-        // successes can trip it then (see `batching`).
+        // successes can trip it then (see `deferral`).
         if matches!(self.phase, Phase::Closed { .. })
             && matches!(self.mode, Mode::Auto | Mode::ForcedClosed)
         {

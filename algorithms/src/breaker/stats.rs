@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::config::BreakerWindow;
 use crate::buckets::{BucketRing, Slot, Tally};
-use crate::{Batching, ConfigError};
+use crate::{ConfigError, Deferral};
 
 /// What a breaker's window holds at one instant: the figures its trip
 /// decision is made on.
@@ -171,19 +171,19 @@ impl CallWindow {
         }
     }
 
-    /// Until when successes may be counted later, in a batch: a count
-    /// window at any time, a time window until its current bucket ends
-    /// (never before it has seen its first call).
-    pub(super) fn batching(&self) -> Batching {
+    /// Until when successes may be held and counted later, in a batch: a
+    /// count window at any time, a time window until its current bucket
+    /// ends (never before it has seen its first call).
+    pub(super) fn deferral(&self) -> Option<Deferral> {
         match self {
-            CallWindow::Count(_) => Batching::Always,
+            CallWindow::Count(_) => Some(Deferral::ALL),
             CallWindow::Time(ring) => ring
                 .next_boundary()
-                .map_or(Batching::Never, Batching::Until),
+                .map(|t| Deferral::until(Some(t), std::time::Duration::MAX)),
         }
     }
 
-    /// Count `count` successes batched under [`CallWindow::batching`]: in a
+    /// Count `count` successes held under [`CallWindow::deferral`]: in a
     /// time window, in the bucket that was current when they finished,
     /// which is still the current one.
     pub(super) fn record_successes(&mut self, count: u64) {

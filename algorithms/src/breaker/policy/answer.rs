@@ -1,5 +1,5 @@
-//! What a breaker publishes: its gate, the feedback and batching it
-//! needs, when to wake it.
+//! What a breaker publishes: its gate, the feedback it needs, the
+//! successes it lets be held, when to wake it.
 
 use std::time::Instant;
 
@@ -48,32 +48,32 @@ impl Breaker {
     }
 
     /// A closed breaker at full traffic, without a slow-call trip, lets
-    /// successes be batched while no number of them could trip it: more
+    /// successes be held while no number of them could trip it: more
     /// successes only lower the failure rate, except by bringing the window
-    /// up to its volume floor, so batching stops while the failures already
-    /// counted would reach the trip rate at the floor. A success never trips
-    /// on a run of failures either: it ends the run, and the runtime hands a
-    /// batch over before any later call, so a failure after it starts a new
-    /// run. A time window batches until its current bucket ends.
-    pub(super) fn batching(&self) -> Batching {
+    /// up to its volume floor, so it holds none while its own trip rule
+    /// (`trip_on`, which `on_sample` asks) would trip on the failures
+    /// already counted with the window at the floor. A success never trips
+    /// on a run of failures either: it ends the run, and the runtime hands
+    /// held successes over before any later call, so a failure after it
+    /// starts a new run. A time window holds them until its current bucket
+    /// ends.
+    pub(super) fn deferral(&self) -> Option<Deferral> {
         let closed = matches!(self.phase, Phase::Closed { ramp: None, .. });
         match self.mode {
-            Mode::ForcedClosed if !self.config.trips_on_slow_calls() => self.window.batching(),
+            Mode::ForcedClosed if !self.config.trips_on_slow_calls() => self.window.deferral(),
             Mode::Auto if closed && !self.config.trips_on_slow_calls() => {
-                // The window's failures at its volume floor, judged by the
-                // rule that trips it.
                 let stats = self.window.totals();
                 let at_floor = WindowStats {
                     calls: stats.calls.max(u64::from(self.config.min_calls)),
                     ..stats
                 };
-                if self.rates_trip(&at_floor) {
-                    Batching::Never
+                if self.trip_on(&at_floor).is_some() {
+                    None
                 } else {
-                    self.window.batching()
+                    self.window.deferral()
                 }
             }
-            _ => Batching::Never,
+            _ => None,
         }
     }
 

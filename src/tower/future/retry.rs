@@ -1,5 +1,5 @@
 //! [`RetryResponseFuture`]: a call's attempts, driven by
-//! [`Attempts`](crate::retry::Attempts).
+//! [`Attempts`].
 
 use std::fmt;
 use std::future::Future;

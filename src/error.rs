@@ -116,6 +116,44 @@ impl fmt::Display for Rejection {
 
 impl std::error::Error for Rejection {}
 
+/// Why a keyed set of limiters could not hand out one for a key
+/// (`rheostat::keyed::KeyedLimiters::get`, with the `config` feature).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// The key is new, and every one of the `max_keys` limiters is in use or
+    /// must be kept.
+    Full {
+        /// The cap on keys.
+        max_keys: usize,
+    },
+    /// The limiter could not be built (an option set by
+    /// `KeyedBuilder::configure` is out of range).
+    Config(ConfigError),
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyedError::Full { max_keys } => write!(
+                f,
+                "no room for a new key: all {max_keys} limiters are in use or kept"
+            ),
+            KeyedError::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A configuration error's message is this error's: it has no source of its
+/// own to add.
+impl std::error::Error for KeyedError {}
+
+impl From<ConfigError> for KeyedError {
+    fn from(e: ConfigError) -> Self {
+        KeyedError::Config(e)
+    }
+}
+
 /// Why a call run through [`Limiter::call`](crate::Limiter::call) or
 /// [`Permit::run`](crate::Permit::run) did not return a value.
 #[derive(Debug)]
@@ -132,8 +170,7 @@ pub enum CallError<E> {
     InvalidTimeout(ConfigError),
     /// No limiter could be had for the request's key (the tower feature's
     /// `KeyedLayer`): the call was never started.
-    #[cfg(feature = "config")]
-    NoLimiter(crate::keyed::KeyedError),
+    NoLimiter(KeyedError),
 }
 
 impl<E: fmt::Display> fmt::Display for CallError<E> {
@@ -143,7 +180,6 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
             CallError::TimedOut(after) => write!(f, "call timed out after {after:?}"),
             CallError::Failed(e) => e.fmt(f),
             CallError::InvalidTimeout(e) => e.fmt(f),
-            #[cfg(feature = "config")]
             CallError::NoLimiter(e) => write!(f, "no limiter for the request: {e}"),
         }
     }
@@ -158,7 +194,6 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
             CallError::Rejected(r) => r.source(),
             CallError::Failed(e) => e.source(),
             CallError::InvalidTimeout(e) => e.source(),
-            #[cfg(feature = "config")]
             CallError::NoLimiter(e) => e.source(),
             CallError::TimedOut(_) => None,
         }

@@ -76,6 +76,10 @@ use crate::clock::{Clock, DefaultClock};
 use crate::config::{LimiterConfig, LimitersConfig};
 use crate::limiter::{Builder, DynLimiter};
 
+// Defined with the core errors: `CallError::NoLimiter` carries it whatever
+// the features, and the core does not import this module.
+pub use crate::error::KeyedError;
+
 /// The keys a [`KeyedLimiters`] holds at most, unless told otherwise.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
@@ -123,43 +127,6 @@ pub struct KeyedBuilder<K, C = DefaultClock> {
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
-}
-
-/// Why [`KeyedLimiters::get`] could not hand out a limiter.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyedError {
-    /// The key is new, and every one of the `max_keys` limiters is in use or
-    /// must be kept.
-    Full {
-        /// The cap on keys.
-        max_keys: usize,
-    },
-    /// The limiter could not be built (an option set by
-    /// [`KeyedBuilder::configure`] is out of range).
-    Config(ConfigError),
-}
-
-impl fmt::Display for KeyedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyedError::Full { max_keys } => write!(
-                f,
-                "no room for a new key: all {max_keys} limiters are in use or kept"
-            ),
-            KeyedError::Config(e) => e.fmt(f),
-        }
-    }
-}
-
-/// A configuration error's message is this error's: it has no source of its
-/// own to add.
-impl std::error::Error for KeyedError {}
-
-impl From<ConfigError> for KeyedError {
-    fn from(e: ConfigError) -> Self {
-        KeyedError::Config(e)
-    }
 }
 
 impl<K> KeyedLimiters<K, DefaultClock>

@@ -50,6 +50,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod call;
 mod clock;
 #[cfg(feature = "config")]
 pub mod config;

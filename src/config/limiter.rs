@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use super::file::{parse_checked, ConfigFileError, Format, MAX_FILE_BYTES};
+use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
+use super::parse::parse_checked;
 use super::paths::located;
 use super::PolicyConfig;
 use super::ServerConfig;

@@ -81,9 +81,11 @@ mod file;
 mod gather;
 mod limiter;
 mod locate;
+mod parse;
 mod paths;
 mod policy;
 mod server;
+mod wording;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};
 pub use gather::MAX_ERRORS;
@@ -119,7 +121,7 @@ use file::Format;
 /// assert_eq!((err.field(), err.line()), ("payments.backof", Some(4)));
 /// ```
 pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigFileError> {
-    file::parse(text, Format::Toml)
+    parse::parse(text, Format::Toml)
 }
 
 /// The line (from 1) of the deepest part of `field` (a dotted path, `[i]`

@@ -4,7 +4,8 @@ use serde::de::{self, DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_value::Value;
 
-use super::file::{parse, ConfigFileError, Format};
+use super::file::{ConfigFileError, Format};
+use super::parse::parse;
 use super::paths::{join, policy_field, renamed};
 use crate::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, ConfigError, Fixed, Gradient,

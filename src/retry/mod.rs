@@ -75,7 +75,6 @@
 mod attempts;
 mod budget;
 mod config;
-mod run;
 
 use std::fmt;
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
-//! The response futures.
+//! [`RetryResponseFuture`]: a call's attempts, driven by
+//! [`Attempts`].
 
 use std::fmt;
 use std::future::Future;
@@ -11,300 +12,15 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::classify::Classify;
-use super::service::{Acquire, StartAcquire};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::{Limiter, OwnedPermit, Readiness};
 use crate::priority::Class;
 use crate::retry::{Action, Attempts, Ended, Verdict};
-
-#[cfg(feature = "tower-retry")]
-pub use super::policy::RetryBackoff;
-
-pin_project! {
-    /// The response of a [`Rheostat`](super::Rheostat) service: the inner
-    /// service's response, or why there is none.
-    ///
-    /// It holds the call's permit until it completes; the outcome is then
-    /// recorded as the classifier says (or as an overload if the timeout ran
-    /// out). Dropped before it completes, it releases the permit as the
-    /// limiter's drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore)
-    /// unless configured otherwise).
-    ///
-    /// # Panics
-    ///
-    /// If polled after it completed, or, with a timeout, polled outside a
-    /// Tokio runtime with the time driver enabled.
-    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = DefaultClock> {
-        #[pin]
-        kind: Kind<F>,
-        permit: Option<OwnedPermit<A, C>>,
-        classifier: K,
-        timeout: Option<Duration>,
-        sleep: Option<Pin<Box<Sleep>>>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<F> {
-        Called {
-            #[pin]
-            future: F,
-        },
-        Refused {
-            refusal: Option<Refusal>,
-        },
-    }
-}
-
-/// Why a request was not sent.
-#[derive(Debug)]
-enum Refusal {
-    Rejected(Rejection),
-    #[cfg(feature = "config")]
-    NoLimiter(crate::keyed::KeyedError),
-}
-
-impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
-    /// The call admitted under `permit`, given at most the layer's
-    /// `timeout`, or, if it is a probe, the limiter's probe timeout (with or
-    /// without a timeout of the layer's own).
-    pub(crate) fn new(
-        future: F,
-        permit: OwnedPermit<A, C>,
-        classifier: K,
-        timeout: Option<Duration>,
-    ) -> Self {
-        let timeout = single_timeout(&permit, timeout);
-        ResponseFuture {
-            kind: Kind::Called { future },
-            permit: Some(permit),
-            classifier,
-            timeout,
-            sleep: None,
-        }
-    }
-
-    pub(crate) fn rejected(rejection: Rejection, classifier: K) -> Self {
-        Self::refused(Refusal::Rejected(rejection), classifier)
-    }
-
-    /// No limiter could be had for the request's key.
-    #[cfg(feature = "config")]
-    pub(crate) fn no_limiter(error: crate::keyed::KeyedError, classifier: K) -> Self {
-        Self::refused(Refusal::NoLimiter(error), classifier)
-    }
-
-    fn refused(refusal: Refusal, classifier: K) -> Self {
-        ResponseFuture {
-            kind: Kind::Refused {
-                refusal: Some(refusal),
-            },
-            permit: None,
-            classifier,
-            timeout: None,
-            sleep: None,
-        }
-    }
-}
-
-impl<F, K, Res, E, A, C> Future for ResponseFuture<F, K, A, C>
-where
-    F: Future<Output = Result<Res, E>>,
-    K: Classify<Res, E>,
-    A: Algorithm,
-    C: Clock,
-{
-    type Output = Result<Res, CallError<E>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let future = match this.kind.project() {
-            KindProj::Called { future } => future,
-            KindProj::Refused { refusal } => {
-                return Poll::Ready(Err(
-                    match refusal.take().expect("polled after completion") {
-                        Refusal::Rejected(rejection) => CallError::Rejected(rejection),
-                        #[cfg(feature = "config")]
-                        Refusal::NoLimiter(error) => CallError::NoLimiter(error),
-                    },
-                ));
-            }
-        };
-        if let Poll::Ready(result) = future.poll(cx) {
-            if let Some(permit) = this.permit.take() {
-                let now = permit.limiter().clock().now();
-                let latency = permit
-                    .started()
-                    .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
-                permit.record(this.classifier.classify(&result, latency));
-            }
-            return Poll::Ready(result.map_err(CallError::Failed));
-        }
-        if let Some(after) = *this.timeout {
-            let sleep = this
-                .sleep
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
-            if sleep.as_mut().poll(cx).is_ready() {
-                if let Some(permit) = this.permit.take() {
-                    permit.overload();
-                }
-                return Poll::Ready(Err(CallError::TimedOut(after)));
-            }
-        }
-        Poll::Pending
-    }
-}
-
-impl<F, K, A: Algorithm, C: Clock> fmt::Debug for ResponseFuture<F, K, A, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
-            .field("permit", &self.permit)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-pin_project! {
-    /// The response of a [`Rheostat`](super::Rheostat) service given a class
-    /// function ([`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)):
-    /// a [`ResponseFuture`] once the request is admitted as its class.
-    ///
-    /// Failing fast, the request was admitted (or refused) in `call`.
-    /// Waiting, it first waits in the limiter's queue for a slot for the
-    /// request's class, holding the request and the inner service readied
-    /// for it, then calls that service; the layer's timeout runs from then.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped while waiting, it leaves the limiter's queue (a slot handed
-    /// to it goes to the next waiter), and the request is never sent;
-    /// dropped after, as a [`ResponseFuture`].
-    ///
-    /// # Panics
-    ///
-    /// As a [`ResponseFuture`]; and, while waiting for a slot under a
-    /// limiter with a `max_wait`, if polled outside a Tokio runtime with the
-    /// time driver enabled.
-    pub struct ClassResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock>
-    where
-        S: Service<Req>,
-    {
-        #[pin]
-        state: ClassState<S, Req, S::Future, K, A, C>,
-    }
-}
-
-pin_project! {
-    #[project = ClassStateProj]
-    enum ClassState<S, Req, F, K, A, C> {
-        /// Waiting for a slot, with the service readied for the request.
-        Waiting {
-            acquire: Acquire<A, C>,
-            service: Option<S>,
-            request: Option<Req>,
-            classifier: Option<K>,
-            timeout: Option<Duration>,
-        },
-        /// Admitted (or refused).
-        Admitted {
-            #[pin]
-            future: ResponseFuture<F, K, A, C>,
-        },
-    }
-}
-
-impl<S: Service<Req>, Req, K, A, C> ClassResponseFuture<S, Req, K, A, C> {
-    /// Waits for `acquire`, then sends `request` with `service`.
-    pub(crate) fn waiting(
-        acquire: Acquire<A, C>,
-        service: S,
-        request: Req,
-        classifier: K,
-        timeout: Option<Duration>,
-    ) -> Self {
-        ClassResponseFuture {
-            state: ClassState::Waiting {
-                acquire,
-                service: Some(service),
-                request: Some(request),
-                classifier: Some(classifier),
-                timeout,
-            },
-        }
-    }
-
-    /// Admitted or refused already.
-    pub(crate) fn admitted(future: ResponseFuture<S::Future, K, A, C>) -> Self {
-        ClassResponseFuture {
-            state: ClassState::Admitted { future },
-        }
-    }
-}
-
-impl<S, Req, K, A, C> Future for ClassResponseFuture<S, Req, K, A, C>
-where
-    S: Service<Req>,
-    K: Classify<S::Response, S::Error>,
-    A: Algorithm,
-    C: Clock,
-{
-    type Output = Result<S::Response, CallError<S::Error>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            let future = match state.as_mut().project() {
-                ClassStateProj::Admitted { future } => return future.poll(cx),
-                ClassStateProj::Waiting {
-                    acquire,
-                    service,
-                    request,
-                    classifier,
-                    timeout,
-                } => {
-                    let slot = ready!(acquire.as_mut().poll(cx));
-                    let Some(classifier) = classifier.take() else {
-                        unreachable!("a waiting request keeps its classifier")
-                    };
-                    match slot {
-                        Ok(permit) => {
-                            let (Some(mut service), Some(request)) =
-                                (service.take(), request.take())
-                            else {
-                                unreachable!("a waiting request keeps its service and itself")
-                            };
-                            ResponseFuture::new(service.call(request), permit, classifier, *timeout)
-                        }
-                        Err(rejection) => ResponseFuture::rejected(rejection, classifier),
-                    }
-                }
-            };
-            state.set(ClassState::Admitted { future });
-        }
-    }
-}
-
-impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> fmt::Debug
-    for ClassResponseFuture<S, Req, K, A, C>
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.state {
-            ClassState::Waiting { .. } => f
-                .debug_struct("ClassResponseFuture")
-                .field("state", &"waiting")
-                .finish_non_exhaustive(),
-            ClassState::Admitted { future } => f
-                .debug_struct("ClassResponseFuture")
-                .field("state", &"admitted")
-                .field("future", future)
-                .finish_non_exhaustive(),
-        }
-    }
-}
+use crate::tower::classify::Classify;
+use crate::tower::future::single_timeout;
+use crate::tower::service::{Acquire, StartAcquire};
 
 /// What a retrying call needs beyond its first attempt.
 pub(crate) struct Plan<S, Req, K, A, C> {
@@ -341,28 +57,13 @@ pub(crate) enum First<F, A, C> {
     Waiting(Acquire<A, C>),
 }
 
-/// The timeout of the one attempt of a call without retries (the plain
-/// layer's, or a retrying layer's under a limiter with no retry policy),
-/// admitted under `permit`: a probe's own (or `timeout` if the limiter has none),
-/// otherwise `timeout`; `None` for none.
-pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
-    permit: &OwnedPermit<A, C>,
-    timeout: Option<Duration>,
-) -> Option<Duration> {
-    if permit.is_probe() {
-        permit.limiter().probe_timeout().or(timeout)
-    } else {
-        timeout
-    }
-}
-
 /// `timeout`, unless it stands for no timeout at all.
 pub(crate) fn finite(timeout: Duration) -> Option<Duration> {
     (timeout != Duration::MAX).then_some(timeout)
 }
 
 pin_project! {
-    /// The response of a [`RheostatRetry`](super::RheostatRetry) service:
+    /// The response of a [`RheostatRetry`](crate::tower::RheostatRetry) service:
     /// the last attempt's response, or why there is none.
     ///
     /// Each attempt holds its own permit until it completes, recorded as

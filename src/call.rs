@@ -1,14 +1,18 @@
 //! [`Limiter::call`]: one call, its attempts and the waits between them.
+//!
+//! Above both the limiter and the retry policy: it drives
+//! [`retry::Attempts`](crate::retry::Attempts) with the limiter's permits,
+//! so neither of them imports the other's driver.
 
 use std::future::Future;
 use std::time::Duration;
 
-use super::{Action, Attempts, Decided, Ended, Verdict};
 use crate::algorithms::{check, Algorithm};
 use crate::clock::Clock;
 use crate::error::CallError;
 use crate::limiter::{Limiter, Permit, Readiness};
 use crate::priority::Class;
+use crate::retry::{Action, Attempts, Decided, Ended, Verdict};
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Run a call under a permit taken with [`Limiter::try_acquire`], give

@@ -1,26 +1,20 @@
-//! The server-side layer: a server's own requests admitted through a
-//! limiter, a refusal answered with a response.
+//! [`ShedLayer`]: the limiter a server's requests share, and what its
+//! services do with each request.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use http::header::{HeaderValue, RETRY_AFTER};
-use http::{Request, Response, StatusCode};
-use pin_project_lite::pin_project;
+use http::StatusCode;
 use tower_layer::Layer;
-use tower_service::Service;
 
-use super::class::{ClassifyRequest, DefaultClass};
-use super::service::{start_acquire, Acquire, StartAcquire};
+use super::service::Shed;
 use crate::algorithms::{Algorithm, ConfigError, Outcome};
 use crate::clock::{Clock, DefaultClock};
-use crate::error::Rejection;
-use crate::limiter::{Builder, Limiter, OwnedPermit, QueueOrder};
+use crate::limiter::{Builder, Limiter, QueueOrder};
 use crate::priority::Class;
+use crate::tower::class::DefaultClass;
+use crate::tower::service::start_acquire;
 
 /// The longest a request waits in the queue of a limiter started by
 /// [`ShedLayer::server_limiter`].
@@ -30,24 +24,24 @@ const SERVER_MAX_WAIT: Duration = Duration::from_millis(100);
 /// [`ShedLayer::server_limiter`].
 const SERVER_MAX_WAITERS: usize = 1024;
 
-/// The `Retry-After` of a refusal whose [`Rejection`] does not say how long
+/// The `Retry-After` of a refusal whose [`Rejection`](crate::Rejection) does not say how long
 /// to wait, unless [`ShedLayer::retry_after`] says otherwise.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// What a layer and its services do with each request.
 #[derive(Clone, Copy)]
-struct Settings {
+pub(super) struct Settings {
     /// The status of a refusal.
-    status: StatusCode,
+    pub(super) status: StatusCode,
     /// A refusal's `Retry-After` when its rejection does not know one.
-    retry_after: Duration,
+    pub(super) retry_after: Duration,
     /// Whether a request may wait in the limiter's queue.
-    wait: bool,
+    pub(super) wait: bool,
     /// The outcome recorded for a response of each status.
-    outcome: fn(StatusCode) -> Outcome,
+    pub(super) outcome: fn(StatusCode) -> Outcome,
     /// The class of a request the class function gives none: the limiter's
     /// least critical (`None` for a limiter without priorities).
-    unclassified: Option<Class>,
+    pub(super) unclassified: Option<Class>,
 }
 
 impl fmt::Debug for Settings {
@@ -88,7 +82,7 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// limiter refuses is answered at once — `503 Service Unavailable` with a
 /// `Retry-After` header by default — without reaching the inner service.
 ///
-/// Where [`RheostatLayer`](super::RheostatLayer) guards a client from a
+/// Where [`RheostatLayer`](crate::tower::RheostatLayer) guards a client from a
 /// dependency, this guards a server from its callers: the limiter learns
 /// from the server's own latency and errors, and a refusal is a response,
 /// not an error, so the server's stack needs no error handling for it.
@@ -132,9 +126,9 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// [`too_many_requests`](Self::too_many_requests), any 4xx or 5xx with
 /// [`status`](Self::status)), an empty body (`ResBody::default()`), a
 /// `Retry-After` header in whole seconds, rounded up — the rejection's own
-/// [`retry_after`](Rejection::retry_after) (an open breaker's time to its
+/// [`retry_after`](crate::Rejection::retry_after) (an open breaker's time to its
 /// next probe) where it knows one, the layer's default (1 s, or
-/// [`retry_after`](Self::retry_after)) otherwise — and the [`Rejection`] in
+/// [`retry_after`](Self::retry_after)) otherwise — and the [`Rejection`](crate::Rejection) in
 /// its extensions, for an outer layer to log or count.
 ///
 /// # Classes
@@ -151,7 +145,7 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// everybody. So classify from what the server itself established about
 /// the caller — an identity an authentication layer in front put in the
 /// request's extensions, a route — and let the caller's header only
-/// lower that class, with [`LowerOnly`](super::LowerOnly), as the last
+/// lower that class, with [`LowerOnly`](crate::tower::LowerOnly), as the last
 /// example below does. (A client layer keeps the limiter's default: its
 /// requests are its own, and so is their class.) To admit the unclassified
 /// as some other class, say so in the class function
@@ -569,299 +563,5 @@ impl<A, C, P> fmt::Debug for ShedLayer<A, C, P> {
             .field("limiter", &self.limiter)
             .field("settings", &self.settings)
             .finish_non_exhaustive()
-    }
-}
-
-/// A server service behind a [`Limiter`]: made by [`ShedLayer`], whose
-/// documentation says what it does with each request.
-pub struct Shed<S, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
-    inner: S,
-    limiter: Arc<Limiter<A, C>>,
-    settings: Settings,
-    classify: P,
-    start_acquire: StartAcquire<A, C>,
-}
-
-impl<S, A, C, P> Shed<S, A, C, P> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-
-    /// The limiter.
-    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
-        &self.limiter
-    }
-}
-
-impl<S, B, ResBody, A, C, P> Service<Request<B>> for Shed<S, A, C, P>
-where
-    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
-    ResBody: Default,
-    A: Algorithm,
-    C: Clock,
-    P: ClassifyRequest<Request<B>>,
-{
-    type Response = Response<ResBody>;
-    type Error = S::Error;
-    type Future = ShedFuture<S, Request<B>, A, C>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let settings = self.settings;
-        let class = self.classify.class(&request).or(settings.unclassified);
-        if settings.wait {
-            // The service readied for this request goes with it, to be
-            // called once a slot is had.
-            let clone = self.inner.clone();
-            let ready = std::mem::replace(&mut self.inner, clone);
-            let acquire = (self.start_acquire)(Arc::clone(&self.limiter), None, class);
-            return ShedFuture::new(
-                State::Waiting {
-                    acquire,
-                    service: Some(ready),
-                    request: Some(request),
-                },
-                None,
-                settings,
-            );
-        }
-        let admitted = match class {
-            None => self.limiter.try_acquire_owned(),
-            Some(class) => self.limiter.try_acquire_owned_as(class),
-        };
-        match admitted {
-            Ok(permit) => ShedFuture::new(
-                State::Called {
-                    future: self.inner.call(request),
-                },
-                Some(permit),
-                settings,
-            ),
-            Err(rejection) => ShedFuture::new(State::Refused { rejection }, None, settings),
-        }
-    }
-}
-
-impl<S: Clone, A, C, P: Clone> Clone for Shed<S, A, C, P> {
-    fn clone(&self) -> Self {
-        Shed {
-            inner: self.inner.clone(),
-            limiter: Arc::clone(&self.limiter),
-            settings: self.settings,
-            classify: self.classify.clone(),
-            start_acquire: self.start_acquire,
-        }
-    }
-}
-
-impl<S: fmt::Debug, A, C, P> fmt::Debug for Shed<S, A, C, P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shed")
-            .field("inner", &self.inner)
-            .field("limiter", &self.limiter)
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
-pin_project! {
-    /// The response of a [`Shed`] service: the inner service's response,
-    /// or the refusal.
-    ///
-    /// Waiting for a slot, it holds the request and the inner service
-    /// readied for it; admitted, it holds the permit until the inner
-    /// service's response comes, then records the outcome.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping it while waiting leaves the limiter's queue (a slot handed
-    /// to it goes to the next waiter); dropping it while the inner service
-    /// runs drops that call and releases the permit as the limiter's drop
-    /// outcome ([`Outcome::Ignore`] unless configured otherwise).
-    ///
-    /// # Panics
-    ///
-    /// If polled after it completed, or, while waiting for a slot under a
-    /// limiter with a `max_wait`, polled outside a Tokio runtime with the
-    /// time driver enabled.
-    pub struct ShedFuture<S, Req, A = Box<dyn Algorithm>, C = DefaultClock>
-    where
-        S: Service<Req>,
-    {
-        #[pin]
-        state: State<S, Req, S::Future, A, C>,
-        permit: Option<OwnedPermit<A, C>>,
-        settings: Settings,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<S, Req, F, A, C> {
-        /// Waiting for a slot, with the service readied for the request.
-        Waiting {
-            acquire: Acquire<A, C>,
-            service: Option<S>,
-            request: Option<Req>,
-        },
-        /// Admitted: the inner service is answering.
-        Called {
-            #[pin]
-            future: F,
-        },
-        /// Refused at once.
-        Refused {
-            rejection: Rejection,
-        },
-        /// Answered.
-        Done,
-    }
-}
-
-impl<S: Service<Req>, Req, A, C> ShedFuture<S, Req, A, C> {
-    fn new(
-        state: State<S, Req, S::Future, A, C>,
-        permit: Option<OwnedPermit<A, C>>,
-        settings: Settings,
-    ) -> Self {
-        ShedFuture {
-            state,
-            permit,
-            settings,
-        }
-    }
-}
-
-/// The response to a request refused as `rejection` says.
-fn refusal<B: Default>(rejection: Rejection, settings: &Settings) -> Response<B> {
-    let after = rejection.retry_after().unwrap_or(settings.retry_after);
-    let seconds = after
-        .as_secs()
-        .saturating_add(u64::from(after.subsec_nanos() > 0));
-    let mut response = Response::new(B::default());
-    *response.status_mut() = settings.status;
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(seconds));
-    response.extensions_mut().insert(rejection);
-    response
-}
-
-impl<S, Req, ResBody, A, C> Future for ShedFuture<S, Req, A, C>
-where
-    S: Service<Req, Response = Response<ResBody>>,
-    ResBody: Default,
-    A: Algorithm,
-    C: Clock,
-{
-    type Output = Result<Response<ResBody>, S::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                StateProj::Waiting {
-                    acquire,
-                    service,
-                    request,
-                } => match ready!(acquire.as_mut().poll(cx)) {
-                    Ok(permit) => {
-                        let (Some(mut service), Some(request)) = (service.take(), request.take())
-                        else {
-                            unreachable!("a waiting request keeps its service and itself")
-                        };
-                        *this.permit = Some(permit);
-                        let future = service.call(request);
-                        this.state.set(State::Called { future });
-                    }
-                    Err(rejection) => {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Ok(refusal(rejection, this.settings)));
-                    }
-                },
-                StateProj::Called { future } => {
-                    let result = ready!(future.poll(cx));
-                    if let Some(permit) = this.permit.take() {
-                        permit.record(match &result {
-                            Ok(response) => (this.settings.outcome)(response.status()),
-                            Err(_) => Outcome::Overload,
-                        });
-                    }
-                    this.state.set(State::Done);
-                    return Poll::Ready(result);
-                }
-                StateProj::Refused { rejection } => {
-                    let rejection = *rejection;
-                    this.state.set(State::Done);
-                    return Poll::Ready(Ok(refusal(rejection, this.settings)));
-                }
-                StateProj::Done => panic!("polled after completion"),
-            }
-        }
-    }
-}
-
-impl<S: Service<Req>, Req, A: Algorithm, C: Clock> fmt::Debug for ShedFuture<S, Req, A, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            State::Waiting { .. } => "waiting",
-            State::Called { .. } => "called",
-            State::Refused { .. } => "refused",
-            State::Done => "done",
-        };
-        f.debug_struct("ShedFuture")
-            .field("state", &state)
-            .field("permit", &self.permit)
-            .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_after_is_rounded_up_to_whole_seconds() {
-        let settings = |retry_after| Settings {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            retry_after,
-            wait: false,
-            outcome: server_outcome,
-            unclassified: None,
-        };
-        let rejection = Rejection::new(crate::RejectReason::LimitReached, "fixed", None);
-        for (after, header) in [
-            (Duration::ZERO, "0"),
-            (Duration::from_millis(1), "1"),
-            (Duration::from_secs(1), "1"),
-            (Duration::from_millis(1001), "2"),
-            (Duration::from_secs(30), "30"),
-            (Duration::MAX, "18446744073709551615"),
-        ] {
-            let response: Response<()> = refusal(rejection, &settings(after));
-            assert_eq!(response.headers()[RETRY_AFTER], header, "{after:?}");
-        }
-        // The rejection's own wait comes first.
-        let open = Rejection::new(
-            crate::RejectReason::Open,
-            "breaker",
-            Some(Duration::from_millis(2500)),
-        );
-        let response: Response<()> = refusal(open, &settings(Duration::from_secs(9)));
-        assert_eq!(response.headers()[RETRY_AFTER], "3");
     }
 }

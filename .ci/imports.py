@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The import graph of `src/`, one node per top-level module.
+
+Reads every `crate::…` path in the code of `src/` (comments and doc
+comments stripped, so intra-doc links do not count; test modules do count),
+maps it to the top-level module it names (a name re-exported at the crate
+root, such as `crate::Rejection`, to the module `src/lib.rs` takes it from),
+and reports:
+
+- each cycle between top-level modules, with one file and line per edge;
+- each file of `src/` over 600 lines.
+
+`super::` paths stay inside their top-level module in this crate, so they
+add no edge. Exits 1 if it finds either, 0 otherwise; `--graph` also prints
+every edge. Run from anywhere: `python3 .ci/imports.py`.
+"""
+
+import os
+import re
+import sys
+
+MAX_LINES = 600
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+
+
+def strip_comments(text):
+    """The text with `//` and `/* */` comments blanked, strings kept, lines kept."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def top_module(path):
+    """`limiter` for src/limiter/wait.rs, `clock` for src/clock.rs, None for lib.rs."""
+    rel = os.path.relpath(path, ROOT).split(os.sep)
+    if rel == ["lib.rs"]:
+        return None
+    return rel[0][:-3] if len(rel) == 1 else rel[0]
+
+
+def root_reexports(lib_text):
+    """Names `src/lib.rs` re-exports, mapped to the module they come from."""
+    names = {}
+    for m in re.finditer(r"pub use (\w+)::(\{[^}]*\}|\w+)", lib_text):
+        module, items = m.group(1), m.group(2).strip("{}")
+        for item in items.split(","):
+            item = item.strip().split(" as ")[-1].strip()
+            if item:
+                names[item] = module
+    return names
+
+
+def paths_after_crate(code):
+    """(line, first segment) for each `crate::` path, grouped `use crate::{a, b}` expanded."""
+    for m in re.finditer(r"\bcrate::(\{[^}]*\}|\w+)", code):
+        line = code.count("\n", 0, m.start()) + 1
+        seg = m.group(1)
+        if seg.startswith("{"):
+            for part in seg.strip("{}").split(","):
+                part = part.strip()
+                if part:
+                    yield line, re.match(r"\w+", part).group(0)
+        else:
+            yield line, seg
+
+
+def graph():
+    files = []
+    for dirpath, _, names in os.walk(ROOT):
+        files += [os.path.join(dirpath, f) for f in names if f.endswith(".rs")]
+    files.sort()
+    with open(os.path.join(ROOT, "lib.rs")) as f:
+        lib = strip_comments(f.read())
+    modules = set(re.findall(r"^\s*(?:pub )?mod (\w+);", lib, re.M))
+    reexports = root_reexports(lib)
+    edges = {}  # (from, to) -> "file:line" of the first use
+    long_files = []
+    for path in files:
+        with open(path) as f:
+            text = f.read()
+        count = text.count("\n")
+        rel = os.path.relpath(path, os.path.join(ROOT, ".."))
+        if count > MAX_LINES:
+            long_files.append((rel, count))
+        here = top_module(path)
+        if here is None:
+            continue
+        for line, seg in paths_after_crate(strip_comments(text)):
+            target = seg if seg in modules else reexports.get(seg)
+            if target in modules and target != here:
+                edges.setdefault((here, target), f"{rel}:{line}")
+    return modules, edges, long_files
+
+
+def cycles(modules, edges):
+    """The strongly connected components of more than one module (Tarjan)."""
+    succ = {m: sorted(t for (f, t) in edges if f == m) for m in modules}
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in succ[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for m in sorted(modules):
+        if m not in index:
+            visit(m)
+    return out
+
+
+def main():
+    modules, edges, long_files = graph()
+    if "--graph" in sys.argv:
+        for (f, t), at in sorted(edges.items()):
+            print(f"{f} -> {t}  ({at})")
+    found = cycles(modules, edges)
+    for comp in found:
+        print("cycle among: " + ", ".join(comp))
+        for (f, t), at in sorted(edges.items()):
+            if f in comp and t in comp:
+                print(f"  {f} -> {t}  ({at})")
+    for rel, count in long_files:
+        print(f"{rel}: {count} lines (at most {MAX_LINES})")
+    if found or long_files:
+        return 1
+    print(f"imports: {len(edges)} edges among {len(modules)} modules, no cycle, no file over {MAX_LINES} lines")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

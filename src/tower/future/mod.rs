@@ -1,0 +1,17 @@
+//! The response futures: [`ResponseFuture`] (one call under its permit),
+//! [`ClassResponseFuture`] (a request admitted as its class first) and
+//! [`RetryResponseFuture`] (a call's attempts, as
+//! [`Attempts`](crate::retry::Attempts) decides), one file each.
+
+mod class;
+mod response;
+mod retry;
+
+pub use class::ClassResponseFuture;
+pub(crate) use response::single_timeout;
+pub use response::ResponseFuture;
+pub use retry::RetryResponseFuture;
+pub(crate) use retry::{finite, First, Plan};
+
+#[cfg(feature = "tower-retry")]
+pub use super::policy::RetryBackoff;

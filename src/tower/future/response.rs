@@ -1,0 +1,176 @@
+//! [`ResponseFuture`]: one call under its permit, or why there is none.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+
+use crate::algorithms::Algorithm;
+use crate::clock::{Clock, DefaultClock};
+use crate::error::{CallError, Rejection};
+use crate::limiter::OwnedPermit;
+use crate::tower::classify::Classify;
+
+pin_project! {
+    /// The response of a [`Rheostat`](crate::tower::Rheostat) service: the inner
+    /// service's response, or why there is none.
+    ///
+    /// It holds the call's permit until it completes; the outcome is then
+    /// recorded as the classifier says (or as an overload if the timeout ran
+    /// out). Dropped before it completes, it releases the permit as the
+    /// limiter's drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore)
+    /// unless configured otherwise).
+    ///
+    /// # Panics
+    ///
+    /// If polled after it completed, or, with a timeout, polled outside a
+    /// Tokio runtime with the time driver enabled.
+    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = DefaultClock> {
+        #[pin]
+        kind: Kind<F>,
+        permit: Option<OwnedPermit<A, C>>,
+        classifier: K,
+        timeout: Option<Duration>,
+        sleep: Option<Pin<Box<Sleep>>>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F> {
+        Called {
+            #[pin]
+            future: F,
+        },
+        Refused {
+            refusal: Option<Refusal>,
+        },
+    }
+}
+
+/// Why a request was not sent.
+#[derive(Debug)]
+enum Refusal {
+    Rejected(Rejection),
+    #[cfg(feature = "config")]
+    NoLimiter(crate::keyed::KeyedError),
+}
+
+impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
+    /// The call admitted under `permit`, given at most the layer's
+    /// `timeout`, or, if it is a probe, the limiter's probe timeout (with or
+    /// without a timeout of the layer's own).
+    pub(crate) fn new(
+        future: F,
+        permit: OwnedPermit<A, C>,
+        classifier: K,
+        timeout: Option<Duration>,
+    ) -> Self {
+        let timeout = single_timeout(&permit, timeout);
+        ResponseFuture {
+            kind: Kind::Called { future },
+            permit: Some(permit),
+            classifier,
+            timeout,
+            sleep: None,
+        }
+    }
+
+    pub(crate) fn rejected(rejection: Rejection, classifier: K) -> Self {
+        Self::refused(Refusal::Rejected(rejection), classifier)
+    }
+
+    /// No limiter could be had for the request's key.
+    #[cfg(feature = "config")]
+    pub(crate) fn no_limiter(error: crate::keyed::KeyedError, classifier: K) -> Self {
+        Self::refused(Refusal::NoLimiter(error), classifier)
+    }
+
+    fn refused(refusal: Refusal, classifier: K) -> Self {
+        ResponseFuture {
+            kind: Kind::Refused {
+                refusal: Some(refusal),
+            },
+            permit: None,
+            classifier,
+            timeout: None,
+            sleep: None,
+        }
+    }
+}
+
+impl<F, K, Res, E, A, C> Future for ResponseFuture<F, K, A, C>
+where
+    F: Future<Output = Result<Res, E>>,
+    K: Classify<Res, E>,
+    A: Algorithm,
+    C: Clock,
+{
+    type Output = Result<Res, CallError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let future = match this.kind.project() {
+            KindProj::Called { future } => future,
+            KindProj::Refused { refusal } => {
+                return Poll::Ready(Err(
+                    match refusal.take().expect("polled after completion") {
+                        Refusal::Rejected(rejection) => CallError::Rejected(rejection),
+                        #[cfg(feature = "config")]
+                        Refusal::NoLimiter(error) => CallError::NoLimiter(error),
+                    },
+                ));
+            }
+        };
+        if let Poll::Ready(result) = future.poll(cx) {
+            if let Some(permit) = this.permit.take() {
+                let now = permit.limiter().clock().now();
+                let latency = permit
+                    .started()
+                    .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
+                permit.record(this.classifier.classify(&result, latency));
+            }
+            return Poll::Ready(result.map_err(CallError::Failed));
+        }
+        if let Some(after) = *this.timeout {
+            let sleep = this
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+            if sleep.as_mut().poll(cx).is_ready() {
+                if let Some(permit) = this.permit.take() {
+                    permit.overload();
+                }
+                return Poll::Ready(Err(CallError::TimedOut(after)));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl<F, K, A: Algorithm, C: Clock> fmt::Debug for ResponseFuture<F, K, A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("permit", &self.permit)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The timeout of the one attempt of a call without retries (the plain
+/// layer's, or a retrying layer's under a limiter with no retry policy),
+/// admitted under `permit`: a probe's own (or `timeout` if the limiter has none),
+/// otherwise `timeout`; `None` for none.
+pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
+    permit: &OwnedPermit<A, C>,
+    timeout: Option<Duration>,
+) -> Option<Duration> {
+    if permit.is_probe() {
+        permit.limiter().probe_timeout().or(timeout)
+    } else {
+        timeout
+    }
+}

@@ -6,11 +6,16 @@
 //! ```
 //!
 //! Switching a dependency from AIMD to a breaker is a one-word edit to the
-//! file (see its `payments`). A bad file is refused with the field, the
-//! reason and the line (here, `backoff = 1.5` for checkout):
+//! file (see its `payments`), and its timeout and wait sit in the same
+//! block. A bad file is refused with every field at fault, each with the
+//! reason and the line (here, `checkout` switched to `"breaker"`, whose
+//! AIMD fields a breaker does not have):
 //!
 //! ```text
-//! examples/policies.toml:36: invalid `limiters.checkout.policy.backoff`: found 1.5, expected a number in (0, 1)
+//! examples/policies.toml:39: invalid `limiters.checkout.policy.mode`: unknown field `mode`, expected one of …
+//! examples/policies.toml:40: invalid `limiters.checkout.policy.initial`: unknown field `initial`, expected one of …
+//! …
+//! examples/policies.toml:44: invalid `limiters.checkout.policy.timeout`: unknown field `timeout`, expected one of …
 //! ```
 
 use std::process::ExitCode;
@@ -66,8 +71,14 @@ fn describe(file: &LimitersConfig, name: &str) {
                     c.budget.min_per_second
                 )
             });
+            let call = match (limiter.attempt_timeout(), limiter.waits()) {
+                (Some(t), true) => format!("  calls: {t:?}, waiting"),
+                (Some(t), false) => format!("  calls: {t:?}"),
+                (None, true) => "  calls: waiting".to_owned(),
+                (None, false) => String::new(),
+            };
             println!(
-                "  {name:<16} {:<9}{members:<22} limit {limit:<10} admit {:.0}%{retry}",
+                "  {name:<16} {:<9}{members:<22} limit {limit:<10} admit {:.0}%{call}{retry}",
                 snapshot.policy,
                 gate.admit_probability * 100.0,
             );

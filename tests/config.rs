@@ -260,7 +260,7 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"fixed\"", "limiters.p.policy", "missing field `limit`", 1),
     // Wrong types.
     ("[limiters.p.policy]\npolicy = \"aimd\"\nbackoff = \"fast\"", "limiters.p.policy.backoff", "found \"fast\", expected a number", 3),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = -1", "limiters.p.policy.min", "found -1, expected a whole number in [0, 4294967295]", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = -1", "limiters.p.policy.min", "found -1, expected a whole number in [1, 2147483647]", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"soon\"", "limiters.p.policy.timeout", "expected a duration", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = 5", "limiters.p.policy.timeout", "found 5, expected a duration such as \"800ms\"", 3),
     ("[limiters.p]\nqueue = \"random\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.queue", "unknown variant `random`", 2),
@@ -282,7 +282,7 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"gradient\"\n[limiters.p.policy.window]\nmax_duration = \"100ms\"", "limiters.p.policy.window.max_duration", "at least `window.min_duration`", 4),
     ("[limiters.p.policy]\npolicy = \"throttle\"\nk = 0.5", "limiters.p.policy.k", "a number in [1, 100]", 3),
     ("[limiters.p.policy]\npolicy = \"throttle\"\nmax_reject_probability = 1.0", "limiters.p.policy.max_reject_probability", "[0, 1)", 3),
-    ("[limiters.p.policy]\npolicy = \"throttle\"\nwindow = \"0s\"", "limiters.p.policy.window", "found 0ns", 3),
+    ("[limiters.p.policy]\npolicy = \"throttle\"\nwindow = \"0s\"", "limiters.p.policy.window", "found \"0s\"", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = 1.5", "limiters.p.policy.failure_rate", "a rate in (0, 1]", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"off\"", "limiters.p.policy.failure_rate", "when `slow_call_rate` is not set either", 3),
     ("[limiters.p.policy]\npolicy = \"breaker\"\nfailure_rate = \"sometimes\"", "limiters.p.policy.failure_rate", "a rate in (0, 1] or \"off\"", 3),
@@ -807,4 +807,156 @@ fn the_recommended_configuration_is_one_line_and_takes_no_fields() {
     assert!(text.contains("max"), "{text}");
     assert!(text.contains("policy = \"aimd\""), "{text}");
     assert_eq!(e.line(), Some(2), "{text}");
+}
+
+/// The shipped example with `checkout` switched to a breaker: its six AIMD
+/// fields are all reported at once, in file order, each with its line.
+#[test]
+fn switching_checkout_to_a_breaker_reports_all_six_aimd_fields_in_file_order() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/policies.toml"
+    ))
+    .unwrap();
+    let aimd = "[limiters.checkout.policy]\npolicy = \"aimd\"\n";
+    assert!(text.contains(aimd), "the example's checkout table changed");
+    let edited = text.replace(aimd, "[limiters.checkout.policy]\npolicy = \"breaker\"\n");
+    let err = LimitersConfig::from_toml(&edited).unwrap_err();
+    let checkout = text[..text.find(aimd).unwrap()].lines().count() + 3;
+    let found: Vec<(String, Option<usize>)> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.line()))
+        .collect();
+    let expected: Vec<(String, Option<usize>)> =
+        ["mode", "initial", "min", "max", "backoff", "timeout"]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (format!("limiters.checkout.policy.{f}"), Some(checkout + i)))
+            .collect();
+    assert_eq!(found, expected, "{err}");
+    // The first error's accessors are the first in the file; the message
+    // has one line per error.
+    assert_eq!(err.field(), "limiters.checkout.policy.mode");
+    assert_eq!(err.to_string().lines().count(), 6, "{err}");
+    assert!(err
+        .errors()
+        .all(|e| e.reason().starts_with("unknown field")));
+}
+
+/// Limiters are independent: one error in each of several tables is
+/// reported, in file order, however serde orders the tables.
+#[test]
+fn an_error_in_each_of_several_limiters_is_reported_at_once_in_file_order() {
+    let text = "[limiters.zeta.policy]\npolicy = \"aimd\"\nbackoff = 1.5\n\
+                [limiters.alpha]\nmax_wait = \"0s\"\n[limiters.alpha.policy]\npolicy = \"fixed\"\nlimit = 3\n\
+                [limiters.mid.policy]\npolicy = \"aimdd\"\n";
+    let err = LimitersConfig::from_toml(text).unwrap_err();
+    let found: Vec<_> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.line()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("limiters.zeta.policy.backoff".to_owned(), Some(3)),
+            ("limiters.alpha.max_wait".to_owned(), Some(5)),
+            ("limiters.mid.policy.policy".to_owned(), Some(10)),
+        ],
+        "{err}"
+    );
+    // The same in JSON.
+    let json = r#"{"limiters": {
+        "zeta": {"policy": {"policy": "aimd", "backoff": 1.5}},
+        "alpha": {"max_wait": "0s", "policy": {"policy": "fixed", "limit": 3}}}}"#;
+    let err = LimitersConfig::from_json(json).unwrap_err();
+    let found: Vec<_> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.line()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("limiters.zeta.policy.backoff".to_owned(), Some(2)),
+            ("limiters.alpha.max_wait".to_owned(), Some(3)),
+        ],
+        "{err}"
+    );
+}
+
+/// A file with more errors than an error keeps says how many more.
+#[test]
+fn a_file_with_more_errors_than_are_kept_says_how_many_more() {
+    let mut text = String::from("[limiters.a.policy]\npolicy = \"aimd\"\n");
+    for i in 0..25 {
+        text.push_str(&format!("unknown{i} = 1\n"));
+    }
+    let err = LimitersConfig::from_toml(&text).unwrap_err();
+    assert_eq!(err.errors().count(), rheostat::config::MAX_ERRORS);
+    assert_eq!(err.omitted(), 5);
+    assert!(err.to_string().ends_with("\nand 5 more errors"), "{err}");
+    assert_eq!(err.line(), Some(3));
+}
+
+/// A number its type refuses (`min = -3` for a `u32`) is said to be out of
+/// the field's own range, as `min = 0` is.
+#[test]
+fn a_negative_number_names_the_fields_own_range_not_its_types() {
+    let negative = LimitersConfig::from_toml("[limiters.a.policy]\npolicy = \"aimd\"\nmin = -3\n")
+        .unwrap_err();
+    let zero =
+        LimitersConfig::from_toml("[limiters.a.policy]\npolicy = \"aimd\"\nmin = 0\n").unwrap_err();
+    assert_eq!(
+        negative.reason(),
+        "found -3, expected a whole number in [1, 2147483647]"
+    );
+    assert_eq!(
+        negative.config_error().unwrap().allowed(),
+        zero.config_error().unwrap().allowed()
+    );
+    // A limiter option, checked after reading, and an upper end.
+    let waiters = LimitersConfig::from_json(
+        r#"{"limiters": {"a": {"max_waiters": -1, "policy": {"policy": "fixed", "limit": 1}}}}"#,
+    )
+    .unwrap_err();
+    assert_eq!(
+        waiters.reason(),
+        "found -1, expected a whole number in [0, 1048576]"
+    );
+}
+
+/// A value is shown as the file wrote it: `"0s"`, not the `0ns` it is read
+/// as.
+#[test]
+fn a_duration_out_of_range_is_echoed_as_written() {
+    let err = LimitersConfig::from_toml(
+        "[limiters.a]\nmax_wait = \"0s\"\n[limiters.a.policy]\npolicy = \"aimd\"\ntimeout = \"0s\"\n",
+    )
+    .unwrap_err();
+    let reasons: Vec<_> = err.errors().map(|e| e.reason().to_owned()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "found \"0s\", expected a duration above 0 and at most 365 days",
+            "found \"0s\", expected a duration above 0 and at most 365 days",
+        ],
+        "{err}"
+    );
+    assert_eq!(err.config_error().unwrap().found(), "\"0s\"");
+}
+
+/// A listed limiter names its own policy: `[default]` is for the names a
+/// file does not list, and the error says so.
+#[test]
+fn a_listed_limiter_without_a_policy_is_told_the_default_is_not_merged_into_it() {
+    let err = LimitersConfig::from_toml(
+        "[default.policy]\npolicy = \"aimd\"\n\n[limiters.a]\nmax_wait = \"200ms\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.field(), "limiters.a");
+    assert_eq!(err.line(), Some(4));
+    assert_eq!(
+        err.reason(),
+        "found no `policy`, expected `[limiters.a.policy]`: `[default]` is for names the file \
+         does not list, and is not merged into a listed limiter"
+    );
 }

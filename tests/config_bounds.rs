@@ -177,3 +177,30 @@ fn an_empty_file_says_it_configures_nothing_and_a_yaml_file_is_refused_by_name()
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_mebibyte_of_faults_is_read_again_a_bounded_number_of_times() {
+    // Limiter tables each with an unknown field, to just under the bound:
+    // each error found costs a reading of the whole file, so a long file
+    // is read again fewer times, and the error says the search stopped.
+    let mut text = String::new();
+    let mut i = 0;
+    while text.len() < MAX_FILE_BYTES - 100 {
+        text.push_str(&format!(
+            "[limiters.l{i}]\nmax_wat = \"1s\"\npolicy = {{ policy = \"fixed\", limit = 1 }}\n"
+        ));
+        i += 1;
+    }
+    let e = LimitersConfig::from_toml(&text).unwrap_err();
+    let found = e.errors().count();
+    assert!((2..=rheostat::config::MAX_ERRORS).contains(&found), "{e}");
+    assert!(
+        e.to_string()
+            .ends_with("stopped there: fix these and read again)"),
+        "{e}"
+    );
+    assert!(size(&e) < found * 1024, "{} bytes", size(&e));
+    // Errors found, in file order.
+    let lines: Vec<_> = e.errors().map(|e| e.line().unwrap()).collect();
+    assert!(lines.windows(2).all(|w| w[0] < w[1]), "{lines:?}");
+}

@@ -1,4 +1,5 @@
-//! What more than one bench builds the same way.
+//! What more than one bench builds the same way: `benches/overhead.rs`
+//! here, and `sim/benches/peers.rs` by path.
 
 use std::time::{Duration, Instant};
 

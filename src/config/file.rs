@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use serde_value::Value;
+
+use super::gather;
 use super::locate::{line_of, Document};
 use super::paths::join;
 use super::policy::Mark;
@@ -27,6 +30,13 @@ pub(crate) enum Format {
 /// [`ConfigError`], whose field is the same path
 /// ([`ConfigFileError::config_error`]; not the error's source, since the
 /// message already says what it says).
+///
+/// A file with several faults is one error carrying them all, in file
+/// order ([`ConfigFileError::errors`], at most
+/// [`MAX_ERRORS`](super::MAX_ERRORS), and [`ConfigFileError::omitted`]
+/// counts the rest): its accessors give the first, and its message shows
+/// each on its own line. A syntax error stops the reading: it is the only
+/// one.
 ///
 /// # Examples
 ///
@@ -55,11 +65,17 @@ struct Details {
     reason: String,
     line: Option<usize>,
     invalid: Option<ConfigError>,
+    /// The file's other errors, after this one in file order.
+    others: Vec<ConfigFileError>,
+    /// How many errors were found beyond those kept.
+    omitted: usize,
+    /// Whether the search for more stopped at its bound.
+    stopped: bool,
 }
 
 impl ConfigFileError {
-    /// The field at fault, as a dotted path in the file; empty if the fault
-    /// is not in one field (a syntax error).
+    /// The (first) field at fault, as a dotted path in the file; empty if
+    /// the fault is not in one field (a syntax error).
     pub fn field(&self) -> &str {
         &self.details.field
     }
@@ -97,6 +113,9 @@ impl ConfigFileError {
 
     pub(crate) fn in_file(mut self, path: &Path) -> Self {
         self.details.file = Some(path.to_owned());
+        for other in &mut self.details.others {
+            other.details.file = Some(path.to_owned());
+        }
         self
     }
 
@@ -108,6 +127,9 @@ impl ConfigFileError {
                 reason: clip(&reason),
                 line,
                 invalid: None,
+                others: Vec::new(),
+                omitted: 0,
+                stopped: false,
             }),
         }
     }
@@ -150,32 +172,188 @@ impl ConfigFileError {
     /// table at `location` of the file `text`.
     pub(crate) fn invalid(text: &str, format: Format, location: &str, error: &ConfigError) -> Self {
         let field = join(location, error.field());
-        let found = Document::parse(text, format).find(&field);
-        let default = if found.whole {
-            ""
+        let document = Document::parse(text, format);
+        let line = document.find(&field).line;
+        ConfigFileError::out_of_range(
+            &document,
+            gather::written(text, format).as_ref(),
+            field,
+            error.found(),
+            error.allowed(),
+            line,
+        )
+    }
+
+    /// A value out of range: shown as the file wrote it (`"0s"`, not the
+    /// `0ns` it is read as), or said to be the default if the file does
+    /// not set it.
+    fn out_of_range(
+        document: &Document<'_>,
+        tree: Option<&Value>,
+        field: String,
+        found: &str,
+        allowed: &str,
+        line: Option<usize>,
+    ) -> Self {
+        let (found, default) = if document.find(&field).whole {
+            let echo = tree.and_then(|t| gather::echo(t, &field));
+            (echo.unwrap_or_else(|| found.to_owned()), "")
         } else {
-            " (the default; the file does not set it)"
+            (found.to_owned(), " (the default; the file does not set it)")
         };
         let mut e = ConfigFileError::new(
-            field.clone(),
-            format!(
-                "found {}{default}, expected {}",
-                error.found(),
-                error.allowed()
-            ),
-            found.line,
+            field,
+            format!("found {found}{default}, expected {allowed}"),
+            line,
         );
         e.details.invalid = Some(ConfigError::new(
             e.details.field.clone(),
-            shorten(error.found()),
-            error.allowed().to_owned(),
+            shorten(&found),
+            allowed.to_owned(),
         ));
         e
+    }
+
+    /// The error serde gave as `message` at `path` (its own `line`, if
+    /// any), in this module's words, for the file `document` (read as
+    /// `tree`, if it could be).
+    pub(crate) fn at(
+        document: &Document<'_>,
+        tree: Option<&Value>,
+        format: Format,
+        path: &str,
+        message: &str,
+        line: Option<usize>,
+    ) -> Self {
+        let mark = Mark::read(message);
+        let (inner, reason) = mark.as_ref().map_or(("", message), |m| (m.path, m.reason));
+        // serde_path_to_error writes `?` for a place it could not name (a
+        // syntax error inside a table): name the table instead.
+        let path = path.trim_end_matches(".?").trim_end_matches('?');
+        let field = join(path, inner);
+        if let Some((found, allowed)) = mark.as_ref().and_then(|m| m.range) {
+            // A value out of range is checked once its whole table is read:
+            // serde's position is the table's. The field's own line, if the
+            // file wrote it.
+            let line = document.find(&field).line;
+            return ConfigFileError::out_of_range(document, tree, field, found, allowed, line);
+        }
+        let line = match format {
+            // An error inside a policy table is reported by toml at the
+            // table; look the field itself up.
+            Format::Toml => document.find(&field).line.or(line),
+            Format::Json => line.or(document.find(&field).line),
+        };
+        let mut reason = explain(reason, document, &field);
+        if reason == "missing field `policy`"
+            && field.starts_with("limiters.")
+            && document.find("default.policy").whole
+        {
+            // A listed limiter is whole in its own table: the default is
+            // for the names a file does not list.
+            reason = format!(
+                "found no `policy`, expected `[{field}.policy]`: `[default]` is for names the \
+                 file does not list, and is not merged into a listed limiter"
+            );
+        }
+        ConfigFileError::new(field, reason, line)
+    }
+
+    /// This error, with its reason now `reason` and its range error
+    /// `invalid`.
+    pub(crate) fn with_reason(mut self, reason: &str, invalid: ConfigError) -> Self {
+        self.details.reason = clip(reason);
+        self.details.invalid = Some(invalid);
+        self
+    }
+
+    /// The first of `errors` (in the order given), carrying the others,
+    /// how many more were found than kept, and whether the search for more
+    /// `stopped` at its bound.
+    pub(crate) fn all(
+        mut errors: Vec<ConfigFileError>,
+        omitted: usize,
+        stopped: bool,
+    ) -> Option<Self> {
+        if errors.is_empty() {
+            return None;
+        }
+        let mut first = errors.remove(0);
+        first.details.others = errors;
+        first.details.omitted = omitted;
+        first.details.stopped = stopped && !first.details.others.is_empty();
+        Some(first)
+    }
+
+    /// This error alone, without the others it carries.
+    fn alone(&self) -> ConfigFileError {
+        let mut e = self.clone();
+        e.details.others = Vec::new();
+        e.details.omitted = 0;
+        e.details.stopped = false;
+        e
+    }
+
+    /// Every error found in the file, each alone, in file order: this one
+    /// first, then at most [`MAX_ERRORS`](super::MAX_ERRORS) − 1 others (see
+    /// [`ConfigFileError::omitted`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::config::LimitersConfig;
+    ///
+    /// let err = LimitersConfig::from_toml(
+    ///     "[limiters.a.policy]\npolicy = \"aimd\"\nbackof = 0.5\nmaxx = 3\n",
+    /// )
+    /// .unwrap_err();
+    /// let fields: Vec<_> = err.errors().map(|e| (e.field().to_owned(), e.line())).collect();
+    /// assert_eq!(
+    ///     fields,
+    ///     [
+    ///         ("limiters.a.policy.backof".to_owned(), Some(3)),
+    ///         ("limiters.a.policy.maxx".to_owned(), Some(4)),
+    ///     ]
+    /// );
+    /// ```
+    pub fn errors(&self) -> impl Iterator<Item = ConfigFileError> + '_ {
+        std::iter::once(self.alone()).chain(self.details.others.iter().cloned())
+    }
+
+    /// How many more errors were found than [`ConfigFileError::errors`]
+    /// gives (which gives at most [`MAX_ERRORS`](super::MAX_ERRORS)). The
+    /// search is bounded (each error found costs a reading of the file, and
+    /// a long file is read fewer times): the message says if it stopped
+    /// before the end.
+    pub fn omitted(&self) -> usize {
+        self.details.omitted
     }
 }
 
 impl fmt::Display for ConfigFileError {
+    /// The error on one line: `file:line: invalid `field`: reason`. A file
+    /// with several errors shows each on its own line, in file order, and
+    /// says how many more there are, if any.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_one(f)?;
+        for other in &self.details.others {
+            f.write_str("\n")?;
+            other.fmt_one(f)?;
+        }
+        match self.details.omitted {
+            0 => {}
+            1 => f.write_str("\nand 1 more error")?,
+            n => write!(f, "\nand {n} more errors")?,
+        }
+        if self.details.stopped {
+            f.write_str("\n(the search for more errors stopped there: fix these and read again)")?;
+        }
+        Ok(())
+    }
+}
+
+impl ConfigFileError {
+    fn fmt_one(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.details.file, self.details.line) {
             (Some(file), Some(line)) => write!(f, "{}:{line}: ", file.display())?,
             (Some(file), None) => write!(f, "{}: ", file.display())?,
@@ -260,11 +438,37 @@ fn clip_field(field: &str) -> String {
     field.split('.').map(shorten).collect::<Vec<_>>().join(".")
 }
 
-/// Parse `text`, naming the field of the first error by its path.
+/// Parse `text`; every error of it, in file order (see [`gather`]).
 pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {
+    parse_checked(text, format, |_: &T| Ok(()))
+}
+
+/// Parse `text` and `check` what it reads; every error of either, in file
+/// order (see [`gather`]).
+pub(crate) fn parse_checked<T, F>(
+    text: &str,
+    format: Format,
+    check: F,
+) -> Result<T, ConfigFileError>
+where
+    T: DeserializeOwned,
+    F: Fn(&T) -> Result<(), ConfigFileError>,
+{
     if text.len() > MAX_FILE_BYTES {
         return Err(ConfigFileError::too_large(text.len() as u64));
     }
+    let first = match first_error::<T>(text, format) {
+        Ok(value) => match check(&value) {
+            Ok(()) => return Ok(value),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    };
+    Err(gather::all(text, format, first, &check))
+}
+
+/// Parse `text`, naming the field of the first error by its path.
+fn first_error<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, ConfigFileError> {
     let (path, message, line) = match format {
         Format::Toml => {
             let deserializer = match toml::de::Deserializer::parse(text) {
@@ -323,38 +527,15 @@ pub(crate) fn parse<T: DeserializeOwned>(text: &str, format: Format) -> Result<T
             }
         }
     };
-    let mark = Mark::read(&message);
-    let (inner, reason) = mark
-        .as_ref()
-        .map_or(("", message.as_str()), |m| (m.path, m.reason));
-    // serde_path_to_error writes `?` for a place it could not name (a
-    // syntax error inside a table): name the table instead.
-    let path = path.trim_end_matches(".?").trim_end_matches('?').to_owned();
-    let field = join(&path, inner);
     let document = Document::parse(text, format);
-    let range = mark.as_ref().and_then(|m| m.range);
-    let line = if range.is_some() {
-        // A value out of range is checked once its whole table is read:
-        // serde's position is the table's. The field's own line, if the
-        // file wrote it.
-        document.find(&field).line
-    } else {
-        match format {
-            // An error inside a policy table is reported by toml at the
-            // table; look the field itself up.
-            Format::Toml => document.find(&field).line.or(line),
-            Format::Json => line.or(document.find(&field).line),
-        }
-    };
-    let mut error = ConfigFileError::new(field.clone(), explain(reason, &document, &field), line);
-    if let Some((found, allowed)) = range {
-        error.details.invalid = Some(ConfigError::new(
-            error.details.field.clone(),
-            shorten(found),
-            allowed.to_owned(),
-        ));
-    }
-    Err(error)
+    Err(ConfigFileError::at(
+        &document,
+        gather::written(text, format).as_ref(),
+        format,
+        &path,
+        &message,
+        line,
+    ))
 }
 
 /// serde's wording, in ours: `found <the value as written>, expected <what

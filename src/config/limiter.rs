@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
-use super::file::{parse, ConfigFileError, Format, MAX_FILE_BYTES};
+use super::file::{parse_checked, ConfigFileError, Format, MAX_FILE_BYTES};
 use super::paths::located;
 use super::PolicyConfig;
 use super::ServerConfig;
@@ -24,8 +24,18 @@ use crate::retry::RetryConfig;
 /// One limiter: its policy and its own options.
 ///
 /// Omitted options take the [`Builder`] defaults: a FIFO queue of 1024
-/// waiters, no maximum wait, dropped permits counted as
+/// waiters, no maximum wait, no timeout, dropped permits counted as
 /// [`Outcome::Ignore`].
+///
+/// A dependency's call options are here too, beside its policy, so that a
+/// file holds all of them: `timeout`, the timeout each call is given
+/// unless the code gives one ([`Builder::timeout`]), and `wait`, whether
+/// callers wait for a slot rather than fail fast ([`Builder::wait`]),
+/// which a `max_wait` sets unless `wait = false` says otherwise: a file
+/// that says how long callers may wait means that they wait. The tower
+/// layers take both from the limiter; their own `timeout(…)` and `wait()`
+/// win. A retry's `retry.timeout` keeps its meaning: where set, it is a
+/// retried call's own, over this one.
 ///
 /// A probe's timeout is not a limiter option: it is the breaker's
 /// `probe_timeout` (in the `policy` table, 30 s by default), which
@@ -39,12 +49,16 @@ use crate::retry::RetryConfig;
 /// use rheostat::config::LimiterConfig;
 ///
 /// let config: LimiterConfig = toml::from_str(r#"
+///     timeout = "800ms"
 ///     max_wait = "250ms"
 ///     queue = "lifo"
 ///     policy = { policy = "fixed", limit = 8 }
 /// "#)?;
+/// assert!(config.wait, "a max_wait means callers wait");
 /// let limiter = config.build("search")?;
 /// assert_eq!(limiter.gate().limit, 8);
+/// assert_eq!(limiter.attempt_timeout(), Some(std::time::Duration::from_millis(800)));
+/// assert!(limiter.waits());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -56,13 +70,28 @@ pub struct LimiterConfig {
     /// How many callers may wait for a slot, in `[0, 2^20]`.
     #[serde(default = "default_max_waiters")]
     pub max_waiters: usize,
-    /// The longest [`Limiter::acquire`] waits; no limit if left out.
+    /// The longest a caller waits for a slot ([`Limiter::acquire`]); no
+    /// limit if left out.
     #[serde(
         default,
         with = "humantime_serde::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub max_wait: Option<Duration>,
+    /// The timeout each call is given unless the code gives one (see
+    /// [`Builder::timeout`]); none if left out.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    /// Whether callers wait for a slot (up to `max_wait`) rather than fail
+    /// fast: the tower layer waits as if built with its `wait()` (see
+    /// [`Builder::wait`]). Left out, callers wait if `max_wait` is set: a
+    /// file that says how long a dependency's callers may wait means that
+    /// they wait.
+    pub wait: bool,
     /// What a permit dropped without an outcome counts as (`"ignore"`,
     /// `"overload"` or `"success"`).
     #[serde(default = "default_on_drop")]
@@ -71,7 +100,8 @@ pub struct LimiterConfig {
     /// `"off"` or `"always"`); see [`Sharding`].
     #[serde(default)]
     pub sharding: Sharding,
-    /// The policy (required).
+    /// The policy (required, even when the file has a `default`: a listed
+    /// limiter is not merged with it).
     pub policy: PolicyConfig,
     /// How failed calls are retried (see [`crate::retry`]); none if left
     /// out.
@@ -99,6 +129,10 @@ struct LimiterFields {
     max_waiters: usize,
     #[serde(default, with = "humantime_serde::option")]
     max_wait: Option<Duration>,
+    #[serde(default, with = "humantime_serde::option")]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    wait: Option<bool>,
     #[serde(default = "default_on_drop")]
     on_drop: Outcome,
     #[serde(default, deserialize_with = "moved_probe_timeout")]
@@ -128,6 +162,8 @@ impl From<LimiterFields> for LimiterConfig {
             max_wait: f
                 .max_wait
                 .or(server.then_some(Duration::from_millis(SERVER_MAX_WAIT_MS))),
+            timeout: f.timeout,
+            wait: f.wait.unwrap_or(f.max_wait.is_some()),
             on_drop: f.on_drop,
             sharding: f.sharding,
             policy: f.policy,
@@ -162,6 +198,8 @@ impl LimiterConfig {
             queue: QueueOrder::Fifo,
             max_waiters: default_max_waiters(),
             max_wait: None,
+            timeout: None,
+            wait: false,
             on_drop: default_on_drop(),
             sharding: Sharding::OnContention,
             policy: policy.into(),
@@ -176,7 +214,7 @@ impl LimiterConfig {
     /// # Errors
     ///
     /// The first field out of range, named as this limiter's table in a
-    /// file writes it: `max_waiters`, `max_wait`, or a policy field as
+    /// file writes it: `max_waiters`, `max_wait`, `timeout`, or a policy field as
     /// [`PolicyConfig::build`] names it, after `policy.`
     /// (`policy.backoff`), or a retry field (`retry.attempts`).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -194,6 +232,9 @@ impl LimiterConfig {
         }
         if let Some(wait) = self.max_wait {
             check::duration("max_wait", wait)?;
+        }
+        if let Some(timeout) = self.timeout {
+            check::duration("timeout", timeout)?;
         }
         if let Some(retry) = &self.retry {
             retry.validate()?;
@@ -223,9 +264,13 @@ impl LimiterConfig {
             .name(name)
             .queue(self.queue, self.max_waiters)
             .on_drop(self.on_drop)
-            .sharding(self.sharding);
+            .sharding(self.sharding)
+            .wait(self.wait);
         if let Some(wait) = self.max_wait {
             builder = builder.max_wait(wait);
+        }
+        if let Some(timeout) = self.timeout {
+            builder = builder.timeout(timeout);
         }
         if let Some(retry) = &self.retry {
             builder = builder.retry(retry.clone());
@@ -296,9 +341,7 @@ impl LimitersConfig {
     ///
     /// A [`ConfigFileError`] naming the field, the reason and the line.
     pub fn from_toml(text: &str) -> Result<Self, ConfigFileError> {
-        let config: Self = parse(text, Format::Toml)?;
-        config.check(text, Format::Toml)?;
-        Ok(config)
+        parse_checked(text, Format::Toml, |c: &Self| c.check(text, Format::Toml))
     }
 
     /// Read and check a file written in JSON.
@@ -308,9 +351,7 @@ impl LimitersConfig {
     /// A [`ConfigFileError`] naming the field and the reason (and the line
     /// of a syntax or type error).
     pub fn from_json(text: &str) -> Result<Self, ConfigFileError> {
-        let config: Self = parse(text, Format::Json)?;
-        config.check(text, Format::Json)?;
-        Ok(config)
+        parse_checked(text, Format::Json, |c: &Self| c.check(text, Format::Json))
     }
 
     /// Read and check the file at `path`: JSON if its name ends in `.json`,

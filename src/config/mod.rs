@@ -8,7 +8,8 @@
 //!
 //! ```toml
 //! [limiters.payments]
-//! max_wait = "200ms"
+//! timeout = "800ms"      # each call's, unless the code gives one
+//! max_wait = "200ms"     # callers wait up to this for a slot
 //!
 //! [limiters.payments.policy]
 //! policy = "aimd"        # or "fixed", "vegas", "gradient", "throttle", "breaker", "stack"
@@ -33,11 +34,22 @@
 //! - A latency window aggregates by `aggregation = "average"` or
 //!   `aggregation.percentile = 0.99`.
 //!
+//! - Everything a caller sets per dependency is in its block: the policy,
+//!   the `timeout` each call is given (the tower layers use it unless the
+//!   code sets its own) and whether callers wait for a slot (`max_wait`:
+//!   set, they wait up to it, unless `wait = false`). See
+//!   [`LimiterConfig`].
+//! - A limiter listed under `limiters` names its own policy: `default` is
+//!   for the names the file does not list, and is not merged into a listed
+//!   one.
+//!
 //! A file is checked as a whole when it is loaded: a syntax error, an
 //! unknown field, a value of the wrong type and a value out of range are all
 //! a [`ConfigFileError`] naming the field (as a path in the file:
 //! `limiters.payments.policy.backoff`), the reason, and where it can be
-//! found, the line.
+//! found, the line. Every error of the file is reported at once, in file
+//! order (up to [`MAX_ERRORS`]); a value is shown as the file wrote it,
+//! and a number out of range with the field's own range.
 //!
 //! # Examples
 //!
@@ -66,6 +78,7 @@
 //! ```
 
 mod file;
+mod gather;
 mod limiter;
 mod locate;
 mod paths;
@@ -73,6 +86,7 @@ mod policy;
 mod server;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};
+pub use gather::MAX_ERRORS;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;

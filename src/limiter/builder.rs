@@ -22,6 +22,8 @@ pub(super) struct Options {
 #[derive(Default)]
 pub(super) struct Rare {
     pub(super) max_wait: Option<Duration>,
+    pub(super) timeout: Option<Duration>,
+    pub(super) wait: bool,
     pub(super) active_probe: Option<ActiveProbe>,
     pub(super) on_transition: Option<TransitionHook>,
     pub(super) retry: Option<crate::retry::Retry>,
@@ -34,6 +36,14 @@ impl Options {
 
     pub(super) fn max_wait(&self) -> Option<Duration> {
         self.rare.as_ref().and_then(|r| r.max_wait)
+    }
+
+    pub(super) fn timeout(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|r| r.timeout)
+    }
+
+    pub(super) fn wait(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| r.wait)
     }
 
     pub(super) fn active_probe(&self) -> Option<&ActiveProbe> {
@@ -53,6 +63,8 @@ impl fmt::Debug for Rare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rare")
             .field("max_wait", &self.max_wait)
+            .field("timeout", &self.timeout)
+            .field("wait", &self.wait)
             .field("active_probe", &self.active_probe)
             .field("on_transition", &self.on_transition.is_some())
             .field("retry", &self.retry)
@@ -182,6 +194,61 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
+    /// Whether callers wait for a slot (up to [`Builder::max_wait`]) rather
+    /// than fail fast when the limit is reached (default false): the tower
+    /// layer (`RheostatLayer`) then waits as if built with its `wait()`.
+    /// A configuration file's limiter sets it by its `max_wait` (or its
+    /// `wait`), so that the file holds how a dependency's callers wait. See
+    /// [`Limiter::waits`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// assert!(!Limiter::new(Fixed::new(8)?).waits());
+    /// let waiting = Limiter::builder(Fixed::new(8)?)
+    ///     .max_wait(Duration::from_millis(200))
+    ///     .wait(true)
+    ///     .build()?;
+    /// assert!(waiting.waits());
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn wait(mut self, wait: bool) -> Self {
+        self.options.rare_mut().wait = wait;
+        self
+    }
+
+    /// The timeout each call through this limiter is given unless the
+    /// code gives one (default: none), so that a configuration file holds a
+    /// dependency's attempt timeout beside its policy: the tower layers
+    /// (`RheostatLayer`,
+    /// `KeyedLayer`) use it when not built
+    /// with their own `timeout(…)`, which wins. A retry's
+    /// [`RetryConfig::timeout`](crate::retry::RetryConfig::timeout), where
+    /// set, still wins over both for a retried call. A probe is given its
+    /// breaker's `probe_timeout` instead. See [`Limiter::attempt_timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter};
+    ///
+    /// let limiter = Limiter::builder(Fixed::new(8)?)
+    ///     .timeout(Duration::from_millis(800))
+    ///     .build()?;
+    /// assert_eq!(limiter.attempt_timeout(), Some(Duration::from_millis(800)));
+    /// # Ok::<(), rheostat::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.rare_mut().timeout = Some(timeout);
+        self
+    }
+
     /// What a permit dropped without a recorded outcome counts as (default
     /// [`Outcome::Ignore`]: a cancelled call is not evidence about the
     /// dependency). Choose [`Outcome::Overload`] if your callers drop permits
@@ -281,8 +348,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     ///
     /// # Errors
     ///
-    /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` zero or
-    /// above a year; a retry field out of range (as
+    /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` or
+    /// `limiter.timeout` zero or above a year; a retry field out of range (as
     /// [`RetryConfig::validate`](crate::retry::RetryConfig::validate)).
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if let Some(config) = &self.retry {
@@ -300,6 +367,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         }
         if let Some(wait) = self.options.max_wait() {
             check::duration("limiter.max_wait", wait)?;
+        }
+        if let Some(timeout) = self.options.timeout() {
+            check::duration("limiter.timeout", timeout)?;
         }
         if let Some(probe) = self.options.active_probe() {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;

@@ -150,6 +150,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         &self.options.name
     }
 
+    /// The timeout a call through this limiter is given when the code
+    /// gives none ([`Builder::timeout`]; a file's `timeout`): the tower
+    /// layers use it unless built with their own. `None` if not set.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.options.timeout()
+    }
+
+    /// Whether callers wait for a slot rather than fail fast when the limit
+    /// is reached ([`Builder::wait`]; in a file, a limiter with a
+    /// `max_wait`): the tower layer (`RheostatLayer`) waits then, as it
+    /// does when built with its `wait()`.
+    pub fn waits(&self) -> bool {
+        self.options.wait()
+    }
+
     /// The clock the limiter reads.
     pub fn clock(&self) -> &C {
         &self.clock

@@ -209,7 +209,7 @@ where
             self.inner.call(request),
             permit,
             self.classifier.clone(),
-            self.timeout,
+            self.timeout.or(limiter.attempt_timeout()),
         )
     }
 }

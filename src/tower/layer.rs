@@ -194,8 +194,8 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
             inner,
             Arc::clone(&self.limiter),
             self.classifier.clone(),
-            self.timeout,
-            self.wait,
+            self.timeout.or(self.limiter.attempt_timeout()),
+            self.wait || self.limiter.waits(),
             self.classify.clone(),
         )
     }

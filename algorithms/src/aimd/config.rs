@@ -33,7 +33,7 @@ pub enum AimdMode {
 /// Why a slow start from 10: any first limit is a guess; doubling from it
 /// until the first sign of queueing finds a dependency's knee in a few
 /// round trips, and one that never queues gets its calls at once. From 20
-/// without it, Vector's test suite (`tests/vector.rs`) saw a shallow knee
+/// without it, Vector's test suite (`sim/tests/vector.rs`) saw a shallow knee
 /// run at 2.7 × its unloaded round trip (1.1 × now). Why 10 and not
 /// Vector's 1: from 1, a caller sending 40 calls a second to a healthy
 /// 50 ms dependency had 47 calls refused in its first seconds while the

@@ -1,8 +1,9 @@
 //! rheostat beside the crates users would otherwise pick, in one run.
 //!
-//! Run with `cargo bench --bench peers`. Criterion prints its own figures as
-//! it goes; at the end the bench prints one summary in Markdown (medians and
-//! ratios) computed from the very samples criterion analysed.
+//! Run with `cargo bench -p rheostat-sim --bench peers`. Criterion prints
+//! its own figures as it goes; at the end the bench prints one summary in
+//! Markdown (medians and ratios) computed from the very samples criterion
+//! analysed.
 //!
 //! Every sample is paired with its reference timed right beside it — the
 //! floor, run for as many iterations just before the case; for a contended
@@ -83,6 +84,8 @@
 // outside dependencies; the libraries themselves `forbid` unsafe code.
 #![allow(unsafe_code, reason = "a counting global allocator, to measure heap")]
 
+// The same open breaker and timing loop as the library's overhead bench.
+#[path = "../../benches/common/mod.rs"]
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -3,7 +3,7 @@
 //! policies at their shipped defaults.
 //!
 //! ```sh
-//! cargo test --release --test vector -- --nocapture
+//! cargo test --release -p rheostat-sim --test vector -- --nocapture
 //! ```
 //!
 //! # Sources

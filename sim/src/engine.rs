@@ -18,10 +18,11 @@ use rand_pcg::Pcg64Mcg;
 use super::bound::STEP;
 use super::budget::Account;
 use super::model::{Accept, Model};
-use super::policies::{self, PolicyKind};
+use super::row::Row;
+use super::rows;
 use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
-use rheostat::priority::{Class, Priorities};
+use rheostat::priority::Class;
 use rheostat::retry::{self, Action, Attempts, RetryOutcome};
 use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness, RejectReason, Rejection};
 
@@ -338,15 +339,11 @@ struct World<'a> {
     r: RunResult,
 }
 
-/// Run `kind` through `scenario` with `seed`.
-pub(crate) fn run(
-    scenario: &Scenario,
-    kind: PolicyKind,
-    seed: u64,
-) -> Result<RunResult, ConfigError> {
+/// Run `row` through `scenario` with `seed`.
+pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult, ConfigError> {
     let clock = ManualClock::new();
     let base = clock.now();
-    let limit_cell = Arc::new(AtomicU32::new(policies::share(
+    let limit_cell = Arc::new(AtomicU32::new(rows::share(
         scenario,
         scenario.dependency.workers.0,
     )));
@@ -355,11 +352,12 @@ pub(crate) fn run(
         u64,
     );
     let transitions: Arc<Mutex<Log>> = Arc::new(Mutex::new((Vec::new(), 0)));
-    let instances = policies::instances(scenario);
+    let instances = rows::instances(scenario);
     let mut limiters = Vec::with_capacity(instances as usize);
-    let retry_config = policies::retry_config(kind, scenario);
+    let setup = row.limiter(scenario);
+    let retry_config = setup.retry;
     for i in 0..instances {
-        let policy = policies::build(kind, scenario, i, &limit_cell)?;
+        let policy = rows::build(row, scenario, i, &limit_cell)?;
         let log = Arc::clone(&transitions);
         let builder = Limiter::builder(policy)
             .clock(clock.clone())
@@ -382,10 +380,9 @@ pub(crate) fn run(
             Some(wait) => builder.queue(wait.order, wait.max_waiters as usize),
             None => builder,
         };
-        let builder = if kind.has_priorities() {
-            builder.priorities(Priorities::default())
-        } else {
-            builder
+        let builder = match &setup.priorities {
+            Some(priorities) => builder.priorities(priorities.clone()),
+            None => builder,
         };
         limiters.push(builder.build()?);
     }
@@ -400,8 +397,8 @@ pub(crate) fn run(
         sc: scenario,
         limiters: &limiters,
         clock,
-        clairvoyant: (kind == PolicyKind::Clairvoyant).then_some(&limit_cell),
-        probe_aware: kind.honours_probes(),
+        clairvoyant: row.is_clairvoyant().then_some(&limit_cell),
+        probe_aware: row.honours_probes(),
         limiter_retry: retry_config.is_some(),
         events: BinaryHeap::new(),
         seq: 0,
@@ -412,7 +409,7 @@ pub(crate) fn run(
         healthy: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0x9E37_79B9)) << 1 | 1),
         class_draw: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0xC1A5_5E5D)) << 1 | 1),
         acquire_as: match traffic {
-            Some(t) if kind.has_priorities() => {
+            Some(t) if setup.priorities.is_some() => {
                 t.classes.iter().map(|c| Class::from(c.priority)).collect()
             }
             _ => Vec::new(),
@@ -720,7 +717,7 @@ impl<'a> World<'a> {
             let share = if capacity == 0 {
                 0
             } else {
-                policies::share(self.sc, capacity)
+                rows::share(self.sc, capacity)
             };
             if cell.swap(share, Ordering::Relaxed) != share {
                 for limiter in self.limiters {
@@ -1220,7 +1217,7 @@ impl<'a> World<'a> {
         }
         // The call is answered; or, unreachable, a wait in the queue is
         // asked for, which the rows' retries never allow
-        // (`policies::retry_config` leaves `wait_on_limit` off): either way
+        // (`rows::retry_config` leaves `wait_on_limit` off): either way
         // the request ends.
         if in_window {
             if ended == Ended::Answered(Outcome::Ignore) {

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::bound::Bound;
 use super::engine::{RetryStats, RunResult};
-use super::policies::PolicyKind;
+use super::row::Row;
 use super::scenario::Scenario;
 use rheostat::retry::RetryOutcome;
 
@@ -343,7 +343,7 @@ pub(crate) fn bound_report(scenario: &Scenario, bound: &Bound) -> BoundReport {
 
 pub(crate) fn policy_report(
     scenario: &Scenario,
-    kind: PolicyKind,
+    row: &Row,
     r: &RunResult,
     bound: &Bound,
     bound_report: &BoundReport,
@@ -367,7 +367,7 @@ pub(crate) fn policy_report(
     let instances = f64::from(scenario.instances().max(1));
     let ratio = |num: f64, den: f64| (den >= MIN_DENOMINATOR).then(|| round(num / den));
     PolicyReport {
-        policy: kind.name().to_string(),
+        policy: row.name().to_string(),
         goodput: round(r.successes as f64 / span),
         goodput_vs_bound: ratio(r.successes as f64, bound_report.successes),
         offered: r.offered,
@@ -500,9 +500,9 @@ fn series(r: &RunResult) -> SeriesReport {
 }
 
 impl ScenarioReport {
-    /// The report of `policy`, if it ran.
-    pub fn policy(&self, policy: PolicyKind) -> Option<&PolicyReport> {
-        self.policies.iter().find(|p| p.policy == policy.name())
+    /// The report of the row called `name`, if it ran.
+    pub fn policy(&self, name: &str) -> Option<&PolicyReport> {
+        self.policies.iter().find(|p| p.policy == name)
     }
 
     /// The bound `policy`'s row is measured against: its own, if its
@@ -518,7 +518,7 @@ impl ScenarioReport {
     /// # Examples
     ///
     /// ```
-    /// use rheostat_sim::{compare, PolicyKind, Scenario, NARROW_WIDTH};
+    /// use rheostat_sim::{compare, rows, Scenario, NARROW_WIDTH};
     ///
     /// let scenario = Scenario::from_toml("inline", r#"
     ///     name = "tiny"
@@ -531,7 +531,7 @@ impl ScenarioReport {
     ///     timeout = "1s"
     ///     deadline = "1s"
     /// "#)?;
-    /// let (report, _stats) = compare(&[scenario], &PolicyKind::ALL, 7, |_| {})?;
+    /// let (report, _stats) = compare(&[scenario], &rows::all(), 7, |_| {})?;
     /// let table = report.scenarios[0].table();
     /// assert!(table.lines().all(|line| line.chars().count() <= NARROW_WIDTH));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -553,7 +553,7 @@ impl ScenarioReport {
     /// # Examples
     ///
     /// ```
-    /// use rheostat_sim::{compare, Layout, PolicyKind, Scenario};
+    /// use rheostat_sim::{compare, rows, Layout, Scenario};
     ///
     /// let scenario = Scenario::from_toml("inline", r#"
     ///     name = "tiny"
@@ -566,7 +566,7 @@ impl ScenarioReport {
     ///     timeout = "1s"
     ///     deadline = "1s"
     /// "#)?;
-    /// let (report, _stats) = compare(&[scenario], &[PolicyKind::Aimd], 7, |_| {})?;
+    /// let (report, _stats) = compare(&[scenario], &[rows::aimd()], 7, |_| {})?;
     /// let wide = report.scenarios[0].table_in(Layout::Wide);
     /// assert!(wide.contains("dead"), "the wide table has every column");
     /// assert!(!report.scenarios[0].table().contains("dead"));
@@ -998,7 +998,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        let (mut report, _) = compare(&[scenario], &PolicyKind::ALL, 1, |_| {}).unwrap();
+        let (mut report, _) = compare(&[scenario], &crate::rows::all(), 1, |_| {}).unwrap();
         report.scenarios.remove(0)
     }
 

@@ -16,7 +16,7 @@ use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 
 use super::bound::STEP;
-use super::budget::Account;
+use super::budget::CallerBudget;
 use super::model::{Accept, Model};
 use super::row::Row;
 use super::rows;
@@ -328,7 +328,7 @@ struct World<'a> {
     next_healthy: u32,
     flap_at: Option<u64>,
     flap_gen: u32,
-    budgets: Vec<Account>,
+    budgets: Vec<CallerBudget>,
     pool: u32,
     occupied: Vec<u32>,
     occupied_total: u64,
@@ -434,7 +434,7 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
         flap_at: None,
         flap_gen: 0,
         budgets: (0..instances)
-            .map(|_| Account::new(&traffic.map(|t| t.retry_budget).unwrap_or_default()))
+            .map(|_| CallerBudget::new(&traffic.map(|t| t.retry_budget).unwrap_or_default()))
             .collect(),
         pool: traffic.map_or(u32::MAX, |t| t.pool.0),
         occupied: vec![0; instances as usize],

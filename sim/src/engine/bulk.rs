@@ -4,6 +4,14 @@
 
 use super::*;
 
+/// The bulk side of a run: its consumers, the items waiting for one, and
+/// the rate items arrive at.
+pub(super) struct Backlog {
+    pub(super) consumers: Vec<Consumer>,
+    pub(super) items: VecDeque<Item>,
+    pub(super) rate: f64,
+}
+
 #[derive(Default)]
 pub(super) struct Consumer {
     pub(super) item: Option<Item>,
@@ -18,29 +26,29 @@ pub(super) struct Item {
 
 impl<'a> World<'a> {
     pub(super) fn item_arrival(&mut self) {
-        self.backlog.push_back(Item { attempts: 0 });
+        self.backlog.items.push_back(Item { attempts: 0 });
         self.r.items_in += 1;
         let step = self.step();
         if let Some(slot) = self.r.items.get_mut(step) {
             *slot += 1;
         }
-        if let Some(c) = self.consumers.iter().position(|c| c.idle) {
-            self.consumers[c].idle = false;
+        if let Some(c) = self.backlog.consumers.iter().position(|c| c.idle) {
+            self.backlog.consumers[c].idle = false;
             self.at(self.now, Event::Wake(c as u32));
         }
-        let gap = exp(&mut self.arrivals, self.item_rate);
+        let gap = exp(&mut self.arrivals, self.backlog.rate);
         self.at(self.now + gap, Event::ItemArrival);
     }
 
     pub(super) fn wake(&mut self, c: u32) {
         let Some(bulk) = &self.sc.bulk else { return };
         let pause = nanos(bulk.pause);
-        let consumer = &mut self.consumers[c as usize];
+        let consumer = &mut self.backlog.consumers[c as usize];
         if consumer.busy {
             return;
         }
         if consumer.item.is_none() {
-            match self.backlog.pop_front() {
+            match self.backlog.items.pop_front() {
                 Some(item) => consumer.item = Some(item),
                 None => {
                     consumer.idle = true;
@@ -74,7 +82,7 @@ impl<'a> World<'a> {
         match limiter.try_acquire() {
             Err(_) => self.at(self.now + pause, Event::Wake(c)),
             Ok(permit) => {
-                self.consumers[c as usize].busy = true;
+                self.backlog.consumers[c as usize].busy = true;
                 self.r.calls += 1;
                 let s = self.second();
                 if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
@@ -92,7 +100,7 @@ impl<'a> World<'a> {
     pub(super) fn item_attempt_ended(&mut self, c: u32, ended: Ended) {
         let Some(bulk) = &self.sc.bulk else { return };
         self.set_active(self.active.saturating_sub(1));
-        let consumer = &mut self.consumers[c as usize];
+        let consumer = &mut self.backlog.consumers[c as usize];
         consumer.busy = false;
         let Some(item) = consumer.item.as_mut() else {
             return;

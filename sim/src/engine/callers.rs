@@ -5,6 +5,16 @@
 
 use super::*;
 
+/// The callers' worker pools, one per instance of the fleet.
+pub(super) struct Pools {
+    /// Workers in each pool.
+    pub(super) size: u32,
+    /// Busy workers, by instance.
+    pub(super) busy: Vec<u32>,
+    /// Busy workers over the fleet.
+    pub(super) total: u64,
+}
+
 pub(super) struct Request {
     pub(super) instance: u32,
     /// Its class: an index into the scenario's `traffic.classes`.
@@ -52,13 +62,13 @@ impl<'a> World<'a> {
 
     /// Take a worker of `instance`'s pool, if one is free.
     pub(super) fn take_worker(&mut self, instance: u32) -> bool {
-        let busy = &mut self.occupied[instance as usize];
-        if *busy >= self.pool {
+        let busy = &mut self.pools.busy[instance as usize];
+        if *busy >= self.pools.size {
             return false;
         }
         *busy += 1;
         let busy = *busy;
-        self.occupied_total += 1;
+        self.pools.total += 1;
         if self.in_window() {
             self.r.pool_peak = self.r.pool_peak.max(busy);
         }
@@ -66,10 +76,10 @@ impl<'a> World<'a> {
     }
 
     pub(super) fn release_worker(&mut self, instance: u32) {
-        let busy = &mut self.occupied[instance as usize];
+        let busy = &mut self.pools.busy[instance as usize];
         if *busy > 0 {
             *busy -= 1;
-            self.occupied_total -= 1;
+            self.pools.total -= 1;
         }
     }
 

@@ -4,6 +4,17 @@
 
 use super::*;
 
+/// A flapping dependency's next edge.
+#[derive(Default)]
+pub(super) struct Flapping {
+    /// When a dependency that flaps by request count comes back up, once
+    /// that is armed.
+    pub(super) at: Option<u64>,
+    /// The generation of the edges of a dependency that flaps by time: a
+    /// phase starts a new one, and an edge armed before it does nothing.
+    pub(super) generation: u32,
+}
+
 pub(super) struct Job<'a> {
     pub(super) owner: Owner,
     pub(super) permit: Option<Permit<'a, Box<dyn Algorithm>, ManualClock>>,
@@ -27,11 +38,11 @@ impl<'a> World<'a> {
                 }
             }
         }
-        if self.flap_at.is_none() && !self.model.flaps_by_time() {
+        if self.flapping.at.is_none() && !self.model.flaps_by_time() {
             if let Some(up) = self.model.flap_change_after(secs(self.now)) {
                 // Round up, so that at `t` the model agrees it is time.
                 let t = (up * NANOS as f64).ceil() as u64 + 1;
-                self.flap_at = Some(t);
+                self.flapping.at = Some(t);
                 self.at(t.max(self.now), Event::FlapUp);
             }
         }
@@ -61,15 +72,18 @@ impl<'a> World<'a> {
         if self.model.flaps_by_time() {
             if let Some(next) = self.model.flap_change_after(secs(self.now)) {
                 let t = (next * NANOS as f64).ceil() as u64 + 1;
-                self.at(t.max(self.now + 1), Event::FlapEdge(self.flap_gen));
+                self.at(
+                    t.max(self.now + 1),
+                    Event::FlapEdge(self.flapping.generation),
+                );
             }
         }
     }
 
     pub(super) fn phase(&mut self, i: usize) {
         let phase = &self.sc.dependency.phase[i];
-        self.flap_at = None;
-        self.flap_gen = self.flap_gen.wrapping_add(1);
+        self.flapping.at = None;
+        self.flapping.generation = self.flapping.generation.wrapping_add(1);
         let refused = self.model.apply(phase, secs(self.now));
         self.refuse(refused);
         let started = self.model.start_queued(secs(self.now));

@@ -42,10 +42,10 @@ mod dependency;
 mod record;
 mod slab;
 
-use bulk::{Consumer, Item};
-use callers::Request;
+use bulk::{Backlog, Consumer, Item};
+use callers::{Pools, Request};
 use client::Waiting;
-use dependency::Job;
+use dependency::{Flapping, Job};
 pub(crate) use record::{ClassStats, RetryStats, RunResult, Series, MAX_TRANSITIONS};
 use slab::Slab;
 
@@ -134,22 +134,17 @@ struct World<'a> {
     model: Model,
     jobs: Slab<Job<'a>>,
     requests: Slab<Request>,
-    consumers: Vec<Consumer>,
-    backlog: VecDeque<Item>,
+    backlog: Backlog,
     rate: f64,
     arrival_gen: u32,
     /// A linear ramp under way: start and end (ns), rates at both.
     ramp: Option<(u64, u64, f64, f64)>,
-    item_rate: f64,
     healthy_rate: f64,
     next_instance: u32,
     next_healthy: u32,
-    flap_at: Option<u64>,
-    flap_gen: u32,
+    flapping: Flapping,
     budgets: Vec<CallerBudget>,
-    pool: u32,
-    occupied: Vec<u32>,
-    occupied_total: u64,
+    pools: Pools,
     probe_in_flight: bool,
     active: u64,
     last: u64,
@@ -240,23 +235,26 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
         model: Model::new(&scenario.dependency, seed.wrapping_mul(31).wrapping_add(7)),
         jobs: Slab::new(),
         requests: Slab::new(),
-        consumers: Vec::new(),
-        backlog: VecDeque::new(),
+        backlog: Backlog {
+            consumers: Vec::new(),
+            items: VecDeque::new(),
+            rate: scenario.bulk.as_ref().map_or(0.0, |b| b.rate.0),
+        },
         rate: traffic.map_or(0.0, |t| t.rate.0),
         arrival_gen: 0,
         ramp: None,
-        item_rate: scenario.bulk.as_ref().map_or(0.0, |b| b.rate.0),
         healthy_rate: traffic.map_or(0.0, |t| t.healthy.rate.unwrap_or(t.rate).0),
         next_instance: 0,
         next_healthy: 0,
-        flap_at: None,
-        flap_gen: 0,
+        flapping: Flapping::default(),
         budgets: (0..instances)
             .map(|_| CallerBudget::new(&traffic.map(|t| t.retry_budget).unwrap_or_default()))
             .collect(),
-        pool: traffic.map_or(u32::MAX, |t| t.pool.0),
-        occupied: vec![0; instances as usize],
-        occupied_total: 0,
+        pools: Pools {
+            size: traffic.map_or(u32::MAX, |t| t.pool.0),
+            busy: vec![0; instances as usize],
+            total: 0,
+        },
         probe_in_flight: false,
         active: 0,
         last: 0,
@@ -364,14 +362,14 @@ impl<'a> World<'a> {
         }
         self.arm_arrival();
         if let Some(bulk) = &self.sc.bulk {
-            self.consumers = (0..bulk.consumers.0).map(|_| Consumer::default()).collect();
+            self.backlog.consumers = (0..bulk.consumers.0).map(|_| Consumer::default()).collect();
             for _ in 0..bulk.backlog {
-                self.backlog.push_back(Item { attempts: 0 });
+                self.backlog.items.push_back(Item { attempts: 0 });
                 self.r.items_in += 1;
             }
             self.r.items[0] += bulk.backlog;
-            if self.item_rate > 0.0 {
-                let gap = exp(&mut self.arrivals, self.item_rate);
+            if self.backlog.rate > 0.0 {
+                let gap = exp(&mut self.arrivals, self.backlog.rate);
                 self.at(gap, Event::ItemArrival);
             }
             for c in 0..bulk.consumers.0 {
@@ -391,11 +389,11 @@ impl<'a> World<'a> {
                 Event::Phase(i) => self.phase(i as usize),
                 Event::RatePhase(i) => self.rate_phase(i as usize),
                 Event::FlapUp => {
-                    self.flap_at = None;
+                    self.flapping.at = None;
                     self.flap_edge();
                 }
                 Event::FlapEdge(gen) => {
-                    if gen == self.flap_gen {
+                    if gen == self.flapping.generation {
                         self.flap_edge();
                         self.arm_flap_edge();
                     }
@@ -428,7 +426,7 @@ impl<'a> World<'a> {
         if to > from {
             let dt = secs(to - from);
             self.r.in_flight_area += self.active as f64 * dt;
-            self.r.pool_area += self.occupied_total as f64 * dt;
+            self.r.pool_area += self.pools.total as f64 * dt;
         }
         self.last = t;
         self.now = t;

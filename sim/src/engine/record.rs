@@ -137,7 +137,7 @@ impl<'a> World<'a> {
             if let Some(slot) = self.r.per_second.in_flight.get_mut(s) {
                 *slot = u32::try_from(self.active).unwrap_or(u32::MAX);
             }
-            let per_instance = self.occupied_total as f32 / self.occupied.len().max(1) as f32;
+            let per_instance = self.pools.total as f32 / self.pools.busy.len().max(1) as f32;
             if let Some(slot) = self.r.per_second.pool.get_mut(s) {
                 *slot = per_instance;
             }

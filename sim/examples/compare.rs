@@ -39,7 +39,8 @@ use rheostat_sim::{compare, rows, svg, sweep_svg, Layout, Row, Scenario, SWEEP_R
 /// ```
 ///
 /// `Row::with_limiter` builds its limiters with a retry policy or
-/// priorities; `docs/comparison.md` ("A row of your own") says more.
+/// priorities; `own_row.rs` is a complete row, and `docs/comparison.md`
+/// ("A row of your own") says more.
 fn own_rows() -> Vec<Row> {
     Vec::new()
 }

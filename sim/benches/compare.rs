@@ -2,7 +2,7 @@
 //! runs every shipped scenario against every policy and prints the tables and
 //! the simulator's speed, exactly as `cargo run --release --example compare`.
 
-use rheostat_sim::{compare, PolicyKind, Scenario};
+use rheostat_sim::{compare, rows, Scenario};
 
 fn main() {
     let scenarios = match Scenario::builtin() {
@@ -12,7 +12,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    match compare(&scenarios, &PolicyKind::ALL, 1, |_| {}) {
+    match compare(&scenarios, &rows::all(), 1, |_| {}) {
         Ok((report, stats)) => {
             for scenario in &report.scenarios {
                 println!("{}", scenario.table());

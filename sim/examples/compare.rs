@@ -15,17 +15,46 @@
 //! sweep's scores to `sweep.json`, an SVG per scenario and one per kind of
 //! degradation next to them. A file with a `[sweep]` table is run as a
 //! sweep; `--scenario degradation` picks a whole sweep.
+//!
+//! A row of your own runs beside the shipped ones: add it to
+//! [`own_rows`] (a [`Row`]: a name and a function from the scenario to
+//! your `Algorithm`), and `--policy NAME` picks it like any other.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rheostat_sim::sweep::{Cell, CellReport, Kind, SweepReport};
-use rheostat_sim::{compare, svg, sweep_svg, Layout, PolicyKind, Scenario, SWEEP_ROWS};
+use rheostat_sim::{compare, rows, svg, sweep_svg, Layout, Row, Scenario, SWEEP_ROWS};
+
+/// Rows of your own, compared beside the shipped ones ([`rows::all`]).
+///
+/// Each is one entry: a name and a function that builds your policy for
+/// one instance of a scenario's fleet, for example
+///
+/// ```text
+/// Row::new("mine", |scenario: &Scenario, _instance| {
+///     Ok(Box::new(Mine::new(scenario.dependency.workers.0)) as Box<dyn Algorithm>)
+/// })
+/// ```
+///
+/// `Row::with_limiter` builds its limiters with a retry policy or
+/// priorities; `own_row.rs` is a complete row, and `docs/comparison.md`
+/// ("A row of your own") says more.
+fn own_rows() -> Vec<Row> {
+    Vec::new()
+}
+
+/// Every row the command line can name: the shipped ones, then your own.
+fn every_row() -> Vec<Row> {
+    let mut every = rows::all();
+    every.extend(own_rows());
+    every
+}
 
 struct Args {
     scenarios: Vec<String>,
-    policies: Vec<PolicyKind>,
+    policies: Vec<Row>,
     seed: u64,
     json: Option<PathBuf>,
     out: PathBuf,
@@ -52,11 +81,12 @@ fn parse() -> Result<Args, String> {
             "--scenario" => args.scenarios.push(value("--scenario")?),
             "--policy" => {
                 let name = value("--policy")?;
-                let kind = PolicyKind::from_name(&name).ok_or_else(|| {
-                    let names: Vec<_> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
+                let every = every_row();
+                let row = every.iter().find(|row| row.name() == name).ok_or_else(|| {
+                    let names: Vec<_> = every.iter().map(Row::name).collect();
                     format!("unknown policy `{name}`; known: {}", names.join(", "))
                 })?;
-                args.policies.push(kind);
+                args.policies.push(row.clone());
             }
             "--seed" => {
                 let v = value("--seed")?;
@@ -75,7 +105,7 @@ fn parse() -> Result<Args, String> {
         }
     }
     if args.policies.is_empty() {
-        args.policies = PolicyKind::ALL.to_vec();
+        args.policies = every_row();
     }
     Ok(args)
 }
@@ -138,7 +168,7 @@ fn main() -> ExitCode {
             p.done,
             p.total,
             p.scenario,
-            p.policy.name(),
+            p.policy,
             p.took.as_secs_f64()
         );
         let _ = std::io::stderr().flush();
@@ -196,10 +226,10 @@ fn main() -> ExitCode {
     }
     // The pictures show the rows asked for, or the handful that tell the
     // story: the switch, the dial, the limits and the recommendation.
-    let chosen: Vec<&str> = if args.policies.len() == PolicyKind::ALL.len() {
+    let chosen: Vec<&str> = if args.policies.len() == every_row().len() {
         Vec::new()
     } else {
-        args.policies.iter().map(|k| k.name()).collect()
+        args.policies.iter().map(Row::name).collect()
     };
     for sweep in &sweeps {
         let rows: &[&str] = if chosen.is_empty() {

@@ -1,7 +1,10 @@
 //! The callers' retry budget: how it is written in a scenario, and the
-//! sliding-window account each client instance keeps.
+//! sliding window each client instance keeps ([`CallerBudget`]) for the
+//! retries the scenario's callers make themselves (every row but the one
+//! whose limiter decides its retries: that limiter keeps the library's
+//! own budget).
 //!
-//! The account is the one tower's `TpsBudget` and Finagle's `RetryBudget`
+//! The window is the one tower's `TpsBudget` and Finagle's `RetryBudget`
 //! keep: every first attempt deposits `ratio` of a retry, a reserve of
 //! `min_per_second × ttl` retries is always there, and what was deposited
 //! or withdrawn more than `ttl` ago no longer counts.
@@ -163,10 +166,11 @@ impl Serialize for RetryBudget {
 /// Slots the window is kept in.
 const SLOTS: usize = 10;
 
-/// One client instance's account: deposits by first attempts and
-/// withdrawals by retries over the last `ttl`, in ten slots.
+/// One client instance's retry budget, as its callers keep it: deposits
+/// by first attempts and withdrawals by retries over the last `ttl`, in
+/// ten slots.
 #[derive(Clone, Debug)]
-pub(crate) struct Account {
+pub(crate) struct CallerBudget {
     limits: Option<(f64, f64)>,
     width: u64,
     epoch: u64,
@@ -175,7 +179,7 @@ pub(crate) struct Account {
     withdrawals: u64,
 }
 
-impl Account {
+impl CallerBudget {
     pub(crate) fn new(budget: &RetryBudget) -> Self {
         let (limits, ttl) = match *budget {
             RetryBudget::None => (None, Duration::from_secs(10)),
@@ -185,7 +189,7 @@ impl Account {
                 ttl,
             } => (Some((ratio, min_per_second * ttl.as_secs_f64())), ttl),
         };
-        Account {
+        CallerBudget {
             limits,
             width: (u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX) / SLOTS as u64).max(1),
             epoch: 0,
@@ -236,8 +240,8 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    fn window(ratio: f64, min_per_second: f64) -> Account {
-        Account::new(&RetryBudget::Window {
+    fn window(ratio: f64, min_per_second: f64) -> CallerBudget {
+        CallerBudget::new(&RetryBudget::Window {
             ratio,
             min_per_second,
             ttl: Duration::from_secs(10),
@@ -277,7 +281,7 @@ mod tests {
 
     #[test]
     fn no_budget_grants_every_retry() {
-        let mut a = Account::new(&RetryBudget::None);
+        let mut a = CallerBudget::new(&RetryBudget::None);
         assert!((0..10_000).all(|_| a.withdraw(0)));
     }
 }

@@ -18,7 +18,8 @@
 //! [`ManualClock`](rheostat::ManualClock); the limiters are the ones users
 //! run. The same seed gives the same run, byte for byte.
 //!
-//! [`compare`] runs scenarios against every [`PolicyKind`] and measures
+//! [`compare`] runs scenarios against [`Row`]s — the shipped ones
+//! ([`rows::all`]) and any of your own ([`Row::new`]) — and measures
 //! each against a **bound**: the most goodput the dependency could deliver
 //! to the offered load (the `bound` module's docs say how it is built), so
 //! no policy can read above 1.00.
@@ -29,7 +30,7 @@
 //! # Examples
 //!
 //! ```
-//! use rheostat_sim::{compare, PolicyKind, Scenario};
+//! use rheostat_sim::{compare, rows, Scenario};
 //!
 //! let scenario = Scenario::from_toml("inline", r#"
 //!     name = "tiny"
@@ -42,8 +43,8 @@
 //!     timeout = "1s"
 //!     deadline = "1s"
 //! "#)?;
-//! let (report, _stats) = compare(&[scenario], &[PolicyKind::Aimd], 7, |_| {})?;
-//! let aimd = report.scenarios[0].policy(PolicyKind::Aimd).unwrap();
+//! let (report, _stats) = compare(&[scenario], &[rows::aimd()], 7, |_| {})?;
+//! let aimd = report.scenarios[0].policy("aimd").unwrap();
 //! assert_eq!(aimd.rejected, 0);
 //! assert!(aimd.goodput_vs_bound.unwrap() <= 1.0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -59,8 +60,9 @@ mod error;
 mod model;
 mod overrides;
 mod plot;
-mod policies;
 mod report;
+mod row;
+pub mod rows;
 mod scenario;
 pub mod sweep;
 
@@ -72,12 +74,12 @@ pub use budget::RetryBudget;
 pub use error::ScenarioError;
 pub use overrides::PolicyParams;
 pub use plot::{goodput_lines, svg, sweep_lines, sweep_svg, Line, SWEEP_ROWS};
-pub use policies::PolicyKind;
 pub use report::{
     BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, Layout,
     PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
     MIN_DENOMINATOR, NARROW_WIDTH,
 };
+pub use row::{BuildPolicy, LimiterSetup, Row};
 pub use scenario::{
     Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
     Scenario, Span, Traffic, TrafficClass, Wait,
@@ -96,8 +98,8 @@ pub struct Progress<'a> {
     pub total: usize,
     /// The scenario.
     pub scenario: &'a str,
-    /// The policy.
-    pub policy: PolicyKind,
+    /// The row.
+    pub policy: &'a str,
     /// Wall-clock time the run took.
     pub took: Duration,
 }
@@ -121,8 +123,8 @@ impl Stats {
     }
 }
 
-/// Run every scenario against `policies` (or `none` alone, if empty), on
-/// all cores, calling `progress` after each run, and measure each against
+/// Run every scenario against `rows` (or `none` alone, if empty; a row
+/// named twice runs once), each where it applies, on all cores, calling `progress` after each run, and measure each against
 /// the scenario's bound. Deterministic for a given `seed`, whatever the
 /// number of threads.
 ///
@@ -131,28 +133,28 @@ impl Stats {
 /// A policy could not be built for a scenario (a [`ConfigError`]).
 pub fn compare(
     scenarios: &[Scenario],
-    policies: &[PolicyKind],
+    rows: &[Row],
     seed: u64,
     progress: impl Fn(Progress<'_>) + Sync,
 ) -> Result<(Comparison, Stats), ConfigError> {
     let started = Instant::now();
-    let mut kinds: Vec<PolicyKind> = Vec::new();
-    for k in policies {
-        if !kinds.contains(k) {
-            kinds.push(*k);
+    let mut chosen: Vec<Row> = Vec::new();
+    for row in rows {
+        if !chosen.iter().any(|r| r.name() == row.name()) {
+            chosen.push(row.clone());
         }
     }
-    if kinds.is_empty() {
-        kinds.push(PolicyKind::None);
+    if chosen.is_empty() {
+        chosen.push(rows::none());
     }
-    let jobs: Vec<(usize, PolicyKind)> = scenarios
+    let jobs: Vec<(usize, &Row)> = scenarios
         .iter()
         .enumerate()
         .flat_map(|(i, sc)| {
-            kinds
+            chosen
                 .iter()
-                .filter(move |k| k.applies_to(sc))
-                .map(move |k| (i, *k))
+                .filter(move |row| row.applies_to(sc))
+                .map(move |row| (i, row))
         })
         .collect();
     type Slot = Mutex<Option<(Result<RunResult, ConfigError>, Duration)>>;
@@ -164,9 +166,9 @@ pub fn compare(
         for _ in 0..threads.min(jobs.len()).max(1) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(&(s, kind)) = jobs.get(i) else { break };
+                let Some(&(s, row)) = jobs.get(i) else { break };
                 let t = Instant::now();
-                let result = engine::run(&scenarios[s], kind, seed);
+                let result = engine::run(&scenarios[s], row, seed);
                 let took = t.elapsed();
                 if let Ok(mut slot) = results[i].lock() {
                     *slot = Some((result, took));
@@ -175,24 +177,23 @@ pub fn compare(
                     done: done.fetch_add(1, Ordering::SeqCst) + 1,
                     total: jobs.len(),
                     scenario: &scenarios[s].name,
-                    policy: kind,
+                    policy: row.name(),
                     took,
                 });
             });
         }
     });
-    let mut runs: Vec<Vec<(PolicyKind, RunResult)>> =
-        scenarios.iter().map(|_| Vec::new()).collect();
+    let mut runs: Vec<Vec<(&Row, RunResult)>> = scenarios.iter().map(|_| Vec::new()).collect();
     let mut calls = 0;
     let mut busy = Duration::ZERO;
-    for ((s, kind), slot) in jobs.iter().zip(results) {
+    for ((s, row), slot) in jobs.iter().zip(results) {
         let Some((result, took)) = slot.into_inner().ok().flatten() else {
             continue;
         };
         let r = result?;
         calls += r.calls;
         busy += took;
-        runs[*s].push((*kind, r));
+        runs[*s].push((*row, r));
     }
     let reports = scenarios
         .iter()
@@ -207,8 +208,8 @@ pub fn compare(
             // A row whose limiter decides its retries makes up to its retry
             // policy's attempts: where that is not the scenario's, the row
             // is measured against a bound of its own.
-            let own_bound = |kind: PolicyKind, r: &RunResult| {
-                let attempts = policies::retry_config(kind, sc)?.attempts;
+            let own_bound = |row: &Row, r: &RunResult| {
+                let attempts = row.limiter(sc).retry?.attempts;
                 let traffic = sc.traffic.as_ref()?;
                 (attempts != traffic.attempts.0).then(|| {
                     let own = bound::bound_with_attempts(sc, &r.arrivals, &r.items, attempts);
@@ -228,13 +229,13 @@ pub fn compare(
                 pool: sc.traffic.as_ref().map(|t| t.pool.0),
                 policies: runs
                     .iter()
-                    .map(|(k, r)| match own_bound(*k, r) {
+                    .map(|(row, r)| match own_bound(row, r) {
                         Some((own, own_report)) => {
-                            let mut p = report::policy_report(sc, *k, r, &own, &own_report);
+                            let mut p = report::policy_report(sc, row, r, &own, &own_report);
                             p.own_bound = Some(own_report);
                             p
                         }
-                        None => report::policy_report(sc, *k, r, &bound, &bound_report),
+                        None => report::policy_report(sc, row, r, &bound, &bound_report),
                     })
                     .collect(),
                 bound: bound_report,

@@ -19,7 +19,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::error::Checks;
-use super::policies::PolicyKind;
+use super::rows;
 use rheostat::config::PolicyConfig;
 
 /// How the compared policies are set up for a scenario.
@@ -39,15 +39,15 @@ pub struct PolicyParams {
 }
 
 impl PolicyParams {
-    /// The policy written for row `kind`, if any.
-    pub fn override_for(&self, kind: PolicyKind) -> Option<&PolicyConfig> {
-        self.overrides.get(kind.name())
+    /// The policy written for the row called `row`, if any.
+    pub fn override_for(&self, row: &str) -> Option<&PolicyConfig> {
+        self.overrides.get(row)
     }
 
-    /// Replace row `kind`'s policy with `config` (what a `[policies.NAME]`
-    /// table does).
-    pub fn set_override(&mut self, kind: PolicyKind, config: PolicyConfig) {
-        self.overrides.insert(kind.name().to_owned(), config);
+    /// Replace the policy of the row called `row` with `config` (what a
+    /// `[policies.NAME]` table does).
+    pub fn set_override(&mut self, row: &str, config: PolicyConfig) {
+        self.overrides.insert(row.to_owned(), config);
     }
 
     pub(crate) fn validate(&self, c: &mut Checks<'_>) {
@@ -64,13 +64,13 @@ impl PolicyParams {
 }
 
 /// The keys `[policies]` takes.
-fn expected() -> Vec<&'static str> {
-    let mut keys = vec!["slow_call"];
+fn expected() -> Vec<String> {
+    let mut keys = vec!["slow_call".to_owned()];
     keys.extend(
-        PolicyKind::ALL
+        rows::all()
             .iter()
-            .filter(|k| k.takes_override())
-            .map(|k| k.name()),
+            .filter(|row| row.takes_override())
+            .map(|row| row.name().to_owned()),
     );
     keys
 }
@@ -91,7 +91,7 @@ impl<'de> Deserialize<'de> for PolicyParams {
                         params.slow_call = Some(d.into_inner());
                         continue;
                     }
-                    match PolicyKind::from_name(&key).filter(|k| k.takes_override()) {
+                    match rows::named(&key).filter(|row| row.takes_override()) {
                         Some(_) => {
                             let config: PolicyConfig = map.next_value()?;
                             params.overrides.insert(key, config);

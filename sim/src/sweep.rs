@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use super::error::Checks;
 use super::model::mean_seconds;
 use super::report::{PolicyReport, ScenarioReport};
+use super::rows;
 use super::scenario::{Count, Fraction, Latency, Phase, Scenario, Span};
-use super::PolicyKind;
 
 /// A way a dependency degrades.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -322,7 +322,7 @@ impl CellReport {
         let best = report
             .policies
             .iter()
-            .filter(|p| p.policy != PolicyKind::Clairvoyant.name() && keeps_caller_whole(p))
+            .filter(|p| p.policy != rows::clairvoyant().name() && keeps_caller_whole(p))
             .max_by(|a, b| a.goodput.total_cmp(&b.goodput));
         let rows = report
             .policies

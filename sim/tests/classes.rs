@@ -8,19 +8,19 @@
 )]
 
 use rheostat::QueueOrder;
-use rheostat_sim::{compare, ClassReport, PolicyKind, Scenario, ScenarioReport, Wait};
+use rheostat_sim::{compare, rows, ClassReport, Row, Scenario, ScenarioReport, Wait};
 
 fn scenario(text: &str) -> Scenario {
     Scenario::from_toml("test", text).unwrap()
 }
 
-fn run(sc: Scenario, kinds: &[PolicyKind]) -> ScenarioReport {
+fn run(sc: Scenario, kinds: &[Row]) -> ScenarioReport {
     let (mut report, _) = compare(&[sc], kinds, 1, |_| {}).unwrap();
     report.scenarios.remove(0)
 }
 
-fn classes(s: &ScenarioReport, kind: PolicyKind) -> &[ClassReport] {
-    s.policy(kind).unwrap().classes.as_deref().unwrap()
+fn classes<'a>(s: &'a ScenarioReport, kind: &Row) -> &'a [ClassReport] {
+    s.policy(kind.name()).unwrap().classes.as_deref().unwrap()
 }
 
 /// A dependency with room for all: 40 workers of 50 ms serve 800 calls/s.
@@ -43,9 +43,9 @@ const ROOMY: &str = r#"
 
 #[test]
 fn each_arrival_draws_its_class_by_the_shares() {
-    let s = run(scenario(ROOMY), &[PolicyKind::None]);
-    let none = s.policy(PolicyKind::None).unwrap();
-    let c = classes(&s, PolicyKind::None);
+    let s = run(scenario(ROOMY), &[rows::none()]);
+    let none = s.policy("none").unwrap();
+    let c = classes(&s, &rows::none());
     assert_eq!(c.len(), 3);
     assert_eq!(c.iter().map(|c| c.offered).sum::<u64>(), none.offered);
     // About 24 000 arrivals: each share within a point of its own.
@@ -60,8 +60,8 @@ fn each_arrival_draws_its_class_by_the_shares() {
     );
     // Room for all: nothing refused, every class served but the calls
     // still in flight when the run ends.
-    let s = run(scenario(ROOMY), &[PolicyKind::GradientPriorities]);
-    for class in classes(&s, PolicyKind::GradientPriorities) {
+    let s = run(scenario(ROOMY), &[rows::gradient_priorities()]);
+    for class in classes(&s, &rows::gradient_priorities()) {
         assert!(class.served.unwrap() >= 0.998, "{}", s.table());
         assert_eq!(class.rejected, 0);
     }
@@ -71,22 +71,19 @@ fn each_arrival_draws_its_class_by_the_shares() {
 fn classes_leave_every_other_draw_of_a_run_alone() {
     // The same scenario without classes runs the same arrivals and the
     // same service times: the class draw has a stream of its own.
-    let with = run(scenario(ROOMY), &[PolicyKind::Aimd]);
+    let with = run(scenario(ROOMY), &[rows::aimd()]);
     let text = ROOMY.split("    classes").next().unwrap();
-    let without = run(scenario(text), &[PolicyKind::Aimd]);
+    let without = run(scenario(text), &[rows::aimd()]);
     let (a, b) = (
-        with.policy(PolicyKind::Aimd).unwrap(),
-        without.policy(PolicyKind::Aimd).unwrap(),
+        with.policy("aimd").unwrap(),
+        without.policy("aimd").unwrap(),
     );
     assert_eq!(a.offered, b.offered);
     assert_eq!(a.successes, b.successes);
     assert_eq!(a.latency_ms.unwrap().p99, b.latency_ms.unwrap().p99);
     assert!(b.classes.is_none());
     // The rows with priorities run only where the traffic has classes.
-    let s = run(
-        scenario(text),
-        &[PolicyKind::Aimd, PolicyKind::AimdPriorities],
-    );
+    let s = run(scenario(text), &[rows::aimd(), rows::aimd_priorities()]);
     assert_eq!(s.policies.len(), 1);
 }
 
@@ -149,19 +146,19 @@ const MIXED: &str = r#"
 #[test]
 fn with_priorities_the_critical_class_keeps_more_of_its_load() {
     let kinds = [
-        PolicyKind::Aimd,
-        PolicyKind::Gradient,
-        PolicyKind::AimdPriorities,
-        PolicyKind::GradientPriorities,
+        rows::aimd(),
+        rows::gradient(),
+        rows::aimd_priorities(),
+        rows::gradient_priorities(),
     ];
     let s = run(scenario(MIXED), &kinds);
-    let served = |kind: PolicyKind| {
-        let c = classes(&s, kind);
+    let served = |kind: Row| {
+        let c = classes(&s, &kind);
         (c[0].served.unwrap(), c[1].served.unwrap())
     };
     for (without, with) in [
-        (PolicyKind::Aimd, PolicyKind::AimdPriorities),
-        (PolicyKind::Gradient, PolicyKind::GradientPriorities),
+        (rows::aimd(), rows::aimd_priorities()),
+        (rows::gradient(), rows::gradient_priorities()),
     ] {
         let (critical, sheddable) = served(without);
         // Without priorities, both lose alike.
@@ -179,13 +176,10 @@ fn the_shipped_mixed_scenario_gives_the_critical_class_more_with_priorities() {
         .into_iter()
         .find(|s| s.name == "mixed-criticality")
         .unwrap();
-    let s = run(
-        mixed,
-        &[PolicyKind::Gradient, PolicyKind::GradientPriorities],
-    );
-    let critical = |kind| classes(&s, kind)[0].served.unwrap();
+    let s = run(mixed, &[rows::gradient(), rows::gradient_priorities()]);
+    let critical = |kind: Row| classes(&s, &kind)[0].served.unwrap();
     assert!(
-        critical(PolicyKind::GradientPriorities) >= critical(PolicyKind::Gradient),
+        critical(rows::gradient_priorities()) >= critical(rows::gradient()),
         "{}",
         s.table()
     );
@@ -220,8 +214,8 @@ fn callers_wait_in_the_limiters_queue_and_lifo_keeps_the_median_low() {
             max_waiters: 1024,
             max_wait: None,
         });
-        let s = run(sc, &[PolicyKind::Bulkhead]);
-        s.policy(PolicyKind::Bulkhead).unwrap().clone()
+        let s = run(sc, &[rows::bulkhead()]);
+        s.policy("bulkhead").unwrap().clone()
     };
     let fail_fast = with(None);
     let fifo = with(Some(QueueOrder::Fifo));
@@ -263,8 +257,8 @@ fn a_reference_span_gives_each_row_its_median_against_the_healthy_one() {
         pool = 100000
         healthy = { rate = 0 }
     "#;
-    let s = run(scenario(text), &[PolicyKind::None, PolicyKind::Gradient]);
-    let none = s.policy(PolicyKind::None).unwrap();
+    let s = run(scenario(text), &[rows::none(), rows::gradient()]);
+    let none = s.policy("none").unwrap();
     let reference = none.latency_reference.unwrap();
     // Healthy, the median is the service's.
     assert!(
@@ -273,7 +267,7 @@ fn a_reference_span_gives_each_row_its_median_against_the_healthy_one() {
     );
     // Halved and unprotected, the queue grows to the clients' patience.
     assert!(reference.p50_ratio.unwrap() > 5.0, "{}", s.table());
-    let gradient = s.policy(PolicyKind::Gradient).unwrap();
+    let gradient = s.policy("gradient").unwrap();
     assert!(
         gradient.latency_reference.unwrap().p50_ratio.unwrap() < 2.0,
         "{}",

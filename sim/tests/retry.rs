@@ -7,19 +7,19 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
-use rheostat_sim::{compare, PolicyKind, PolicyReport, RetryBudget, Scenario, ScenarioReport};
+use rheostat_sim::{compare, rows, PolicyReport, RetryBudget, Row, Scenario, ScenarioReport};
 
 fn scenario(text: &str) -> Scenario {
     Scenario::from_toml("test", text).unwrap()
 }
 
-fn run(sc: Scenario, kinds: &[PolicyKind]) -> ScenarioReport {
+fn run(sc: Scenario, kinds: &[Row]) -> ScenarioReport {
     let (mut report, _) = compare(&[sc], kinds, 1, |_| {}).unwrap();
     report.scenarios.remove(0)
 }
 
-fn row(s: &ScenarioReport, kind: PolicyKind) -> &PolicyReport {
-    s.policy(kind).unwrap()
+fn row<'a>(s: &'a ScenarioReport, kind: &Row) -> &'a PolicyReport {
+    s.policy(kind.name()).unwrap()
 }
 
 /// A brownout whose own callers would retry everything, refusals included,
@@ -51,9 +51,9 @@ const STORM: &str = r#"
 fn at_most_three_attempts_a_request_and_no_refusal_retried() {
     let s = run(
         scenario(STORM),
-        &[PolicyKind::None, PolicyKind::BreakerGradientRetry],
+        &[rows::none(), rows::breaker_gradient_retry()],
     );
-    let p = row(&s, PolicyKind::BreakerGradientRetry);
+    let p = row(&s, &rows::breaker_gradient_retry());
     let r = p.retry.as_ref().unwrap();
     // The run exercised both: refusals, and failures that were retried.
     assert!(p.rejected > 100, "{}", s.table());
@@ -66,7 +66,7 @@ fn at_most_three_attempts_a_request_and_no_refusal_retried() {
     // A refused attempt ends its request.
     assert_eq!(r.after_refusal, 0, "{}", s.table());
     // The scenario's own callers, without a limiter, do make 5.
-    let none = row(&s, PolicyKind::None);
+    let none = row(&s, &rows::none());
     assert!(none.retry.is_none());
     assert!(
         none.amplification.unwrap() > 1.5 * p.amplification.unwrap(),
@@ -92,13 +92,10 @@ fn the_scenarios_own_retry_settings_do_not_reach_the_row() {
     "#;
     let s = run(
         scenario(text),
-        &[
-            PolicyKind::BreakerGradient,
-            PolicyKind::BreakerGradientRetry,
-        ],
+        &[rows::breaker_gradient(), rows::breaker_gradient_retry()],
     );
-    let once = row(&s, PolicyKind::BreakerGradient);
-    let retried = row(&s, PolicyKind::BreakerGradientRetry);
+    let once = row(&s, &rows::breaker_gradient());
+    let retried = row(&s, &rows::breaker_gradient_retry());
     assert!(
         (once.successes as f64) < 0.92 * once.offered as f64,
         "{}",
@@ -139,16 +136,16 @@ fn many_failures_do_not_multiply_the_load() {
     "#;
     let s = run(
         scenario(text),
-        &[PolicyKind::None, PolicyKind::BreakerGradientRetry],
+        &[rows::none(), rows::breaker_gradient_retry()],
     );
-    let p = row(&s, PolicyKind::BreakerGradientRetry);
+    let p = row(&s, &rows::breaker_gradient_retry());
     let r = p.retry.as_ref().unwrap();
     assert!(r.sent > 0, "{}", s.table());
     // 1 + 0.2 + 10/200, and a little for the first ten seconds' reserve.
     let amp = p.amplification.unwrap();
     assert!(amp <= 1.27, "{amp}\n{}", s.table());
     assert!(r.sent as f64 <= 0.2 * p.offered as f64 + 10.0 * 130.0);
-    let none = row(&s, PolicyKind::None).amplification.unwrap();
+    let none = row(&s, &rows::none()).amplification.unwrap();
     assert!(none >= 1.35, "{none}\n{}", s.table());
 }
 
@@ -168,13 +165,10 @@ fn where_nothing_fails_it_is_the_breaker_gradient_row() {
     "#;
     let s = run(
         scenario(text),
-        &[
-            PolicyKind::BreakerGradient,
-            PolicyKind::BreakerGradientRetry,
-        ],
+        &[rows::breaker_gradient(), rows::breaker_gradient_retry()],
     );
-    let plain = row(&s, PolicyKind::BreakerGradient);
-    let retry = row(&s, PolicyKind::BreakerGradientRetry);
+    let plain = row(&s, &rows::breaker_gradient());
+    let retry = row(&s, &rows::breaker_gradient_retry());
     // The same arrivals, the same limiter, nothing to retry: the same run.
     assert_eq!(plain.successes, retry.successes);
     assert_eq!(plain.sent, retry.sent);
@@ -222,8 +216,8 @@ fn with_five_percent_transient_failures_nearly_every_request_succeeds() {
         .into_iter()
         .find(|s| s.name == "transient")
         .unwrap();
-    let s = run(transient, &[PolicyKind::BreakerGradientRetry]);
-    let p = row(&s, PolicyKind::BreakerGradientRetry);
+    let s = run(transient, &[rows::breaker_gradient_retry()]);
+    let p = row(&s, &rows::breaker_gradient_retry());
     assert!(
         p.successes as f64 >= 0.995 * p.offered as f64,
         "{}",

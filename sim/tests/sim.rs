@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use rheostat::config::PolicyConfig;
-use rheostat_sim::{compare, PolicyKind, Recovery, Scenario, Span};
+use rheostat_sim::{compare, rows, Recovery, Row, Scenario, Span};
 
 fn scenario(text: &str) -> Scenario {
     Scenario::from_toml("test", text).unwrap()
@@ -41,18 +41,9 @@ const SMALL: &str = r#"
 #[test]
 fn the_same_seed_gives_byte_identical_json_and_another_seed_another_run() {
     let sc = [scenario(SMALL)];
-    let a = compare(&sc, &PolicyKind::ALL, 42, |_| {})
-        .unwrap()
-        .0
-        .to_json();
-    let b = compare(&sc, &PolicyKind::ALL, 42, |_| {})
-        .unwrap()
-        .0
-        .to_json();
-    let c = compare(&sc, &PolicyKind::ALL, 43, |_| {})
-        .unwrap()
-        .0
-        .to_json();
+    let a = compare(&sc, &rows::all(), 42, |_| {}).unwrap().0.to_json();
+    let b = compare(&sc, &rows::all(), 42, |_| {}).unwrap().0.to_json();
+    let c = compare(&sc, &rows::all(), 43, |_| {}).unwrap().0.to_json();
     assert_eq!(a, b);
     assert_ne!(a, c);
     assert!(a.contains("\"policy\": \"breaker+gradient\""));
@@ -65,7 +56,7 @@ fn no_policy_beats_the_bound_whatever_the_seed() {
     // none may beat the bound.
     let sc = [scenario(SMALL)];
     for seed in 1..=4 {
-        let (report, _) = compare(&sc, &PolicyKind::ALL, seed, |_| {}).unwrap();
+        let (report, _) = compare(&sc, &rows::all(), seed, |_| {}).unwrap();
         let s = &report.scenarios[0];
         for p in &s.policies {
             assert!(
@@ -102,11 +93,11 @@ fn the_bound_is_the_smaller_of_offered_load_and_capacity() {
             pool = 100000
             "#
         ))];
-        let (report, _) = compare(&sc, &[PolicyKind::Bulkhead], 3, |_| {}).unwrap();
+        let (report, _) = compare(&sc, &[rows::bulkhead()], 3, |_| {}).unwrap();
         let s = &report.scenarios[0];
         let error = (s.bound.fluid / 50.0 - expected).abs() / expected;
         assert!(error <= 0.02, "offered {rate}: bound {:?}", s.bound);
-        let bulkhead = s.policy(PolicyKind::Bulkhead).unwrap();
+        let bulkhead = s.policy("bulkhead").unwrap();
         assert!(bulkhead.goodput_vs_bound.unwrap() >= 0.97, "{}", s.table());
     }
 }
@@ -126,7 +117,7 @@ fn under_constant_capacity_and_light_load_no_policy_rejects_anything() {
         deadline = "1s"
         "#,
     )];
-    let (report, _) = compare(&sc, &PolicyKind::ALL, 1, |_| {}).unwrap();
+    let (report, _) = compare(&sc, &rows::all(), 1, |_| {}).unwrap();
     for p in &report.scenarios[0].policies {
         assert_eq!(
             p.rejected, 0,
@@ -165,32 +156,28 @@ fn recovery_is_sustained_goodput_after_the_dependency_can_serve_again() {
     // A breaker that waits ten minutes before probing cannot recover
     // within this run.
     sc.policies.set_override(
-        PolicyKind::BreakerClassic,
+        "breaker-classic",
         PolicyConfig::from_toml("policy = \"breaker\"\ncooldown.fixed = \"10m\"").unwrap(),
     );
     let (report, _) = compare(
         &[sc],
-        &[
-            PolicyKind::None,
-            PolicyKind::BreakerClassic,
-            PolicyKind::Breaker,
-        ],
+        &[rows::none(), rows::breaker_classic(), rows::breaker()],
         5,
         |_| {},
     )
     .unwrap();
     let s = &report.scenarios[0];
-    let none = s.policy(PolicyKind::None).unwrap();
+    let none = s.policy("none").unwrap();
     assert!(
         matches!(none.recovery, Recovery::After(t) if t <= 2.0),
         "{}",
         s.table()
     );
-    let stuck = s.policy(PolicyKind::BreakerClassic).unwrap();
+    let stuck = s.policy("breaker-classic").unwrap();
     assert_eq!(stuck.recovery, Recovery::Never, "{}", s.table());
     // The recommended breaker opens in the outage and must wait out a
     // cooldown and probe before it is back: not at once.
-    let breaker = s.policy(PolicyKind::Breaker).unwrap();
+    let breaker = s.policy("breaker").unwrap();
     assert!(
         matches!(breaker.recovery, Recovery::After(t) if (1.0..120.0).contains(&t)),
         "{}",
@@ -226,9 +213,9 @@ fn a_ratio_needs_a_denominator_with_enough_calls() {
         deadline = "1s"
         "#,
     )];
-    let (report, _) = compare(&sc, &[PolicyKind::None], 1, |_| {}).unwrap();
+    let (report, _) = compare(&sc, &[rows::none()], 1, |_| {}).unwrap();
     let s = &report.scenarios[0];
-    let none = s.policy(PolicyKind::None).unwrap();
+    let none = s.policy("none").unwrap();
     assert!(none.successes > 0 && s.bound.successes < 100.0);
     assert_eq!(none.goodput_vs_bound, None);
     assert_eq!(none.healthy.served, None);
@@ -250,20 +237,14 @@ fn the_pileup_reproduces_the_briefs_arithmetic() {
     // Tuned for this test only: a breaker that opens on the 35% and never
     // probes again, so that every call after the first seconds is refused.
     pileup.policies.set_override(
-        PolicyKind::Breaker,
+        "breaker",
         PolicyConfig::from_toml(
             "policy = \"breaker\"\nfailure_rate = 0.25\ncooldown.fixed = \"1h\"",
         )
         .unwrap(),
     );
-    let (report, _) = compare(
-        std::slice::from_ref(&pileup),
-        &[PolicyKind::None],
-        1,
-        |_| {},
-    )
-    .unwrap();
-    let none = report.scenarios[0].policy(PolicyKind::None).unwrap();
+    let (report, _) = compare(std::slice::from_ref(&pileup), &[rows::none()], 1, |_| {}).unwrap();
+    let none = report.scenarios[0].policy("none").unwrap();
     assert!(
         (none.in_flight_mean - 630.0).abs() <= 63.0,
         "{}",
@@ -275,8 +256,8 @@ fn the_pileup_reproduces_the_briefs_arithmetic() {
         from: Duration::from_secs(190),
         to: Duration::from_secs(480),
     });
-    let (report, _) = compare(&[pileup], &[PolicyKind::Breaker], 1, |_| {}).unwrap();
-    let breaker = report.scenarios[0].policy(PolicyKind::Breaker).unwrap();
+    let (report, _) = compare(&[pileup], &[rows::breaker()], 1, |_| {}).unwrap();
+    let breaker = report.scenarios[0].policy("breaker").unwrap();
     assert_eq!(breaker.sent, 0, "{}", report.scenarios[0].table());
     assert!(
         (breaker.in_flight_mean - 0.12).abs() <= 0.012,
@@ -304,18 +285,18 @@ const SLOW: &str = r#"
 fn a_slow_dependency_fills_the_callers_pool_and_starves_the_healthy_endpoint() {
     let mut sc = scenario(SLOW);
     sc.policies.set_override(
-        PolicyKind::Bulkhead,
+        "bulkhead",
         PolicyConfig::from_toml("policy = \"fixed\"\nlimit = 20").unwrap(),
     );
-    let (report, _) = compare(&[sc], &[PolicyKind::None, PolicyKind::Bulkhead], 2, |_| {}).unwrap();
+    let (report, _) = compare(&[sc], &[rows::none(), rows::bulkhead()], 2, |_| {}).unwrap();
     let s = &report.scenarios[0];
-    let none = s.policy(PolicyKind::None).unwrap();
+    let none = s.policy("none").unwrap();
     // 100 calls/s held 3 s each need 300 workers: the pool of 100 is full.
     assert_eq!(none.pool_peak, 100, "{}", s.table());
     assert!(none.pool_full > 0);
     assert!(none.healthy.served.unwrap() < 0.5, "{}", s.table());
     // A bulkhead of 20 leaves 80 workers to the healthy endpoint.
-    let bulkhead = s.policy(PolicyKind::Bulkhead).unwrap();
+    let bulkhead = s.policy("bulkhead").unwrap();
     assert_eq!(bulkhead.healthy.served, Some(1.0), "{}", s.table());
     assert_eq!(bulkhead.pool_full, 0);
     assert!(bulkhead.pool_mean < 30.0);
@@ -346,13 +327,13 @@ fn a_refusal_costs_the_caller_its_reject_cost_and_may_be_retried() {
         sc
     };
     let run = |sc: Scenario| {
-        let (report, _) = compare(&[sc], &[PolicyKind::Bulkhead], 1, |_| {}).unwrap();
+        let (report, _) = compare(&[sc], &[rows::bulkhead()], 1, |_| {}).unwrap();
         report.scenarios[0].policies[0].clone()
     };
     // A refusing limiter: a fixed limit far below the load.
     let mut sc = scenario(text);
     sc.policies.set_override(
-        PolicyKind::Bulkhead,
+        "bulkhead",
         PolicyConfig::from_toml("policy = \"fixed\"\nlimit = 1").unwrap(),
     );
     let once = run(with_retries(sc.clone(), false));
@@ -397,8 +378,7 @@ fn the_retry_budget_slides_and_none_means_none() {
         )
     };
     let amplification = |budget: &str| {
-        let (report, _) =
-            compare(&[scenario(&text(budget))], &[PolicyKind::None], 1, |_| {}).unwrap();
+        let (report, _) = compare(&[scenario(&text(budget))], &[rows::none()], 1, |_| {}).unwrap();
         report.scenarios[0].policies[0].amplification.unwrap()
     };
     // 90% of attempts fail: with no budget, nearly 4 attempts a request.
@@ -433,7 +413,7 @@ fn rates_ramp_linearly() {
         until = "2m"
         "#,
     );
-    let (report, _) = compare(&[sc], &[PolicyKind::None], 1, |_| {}).unwrap();
+    let (report, _) = compare(&[sc], &[rows::none()], 1, |_| {}).unwrap();
     let none = &report.scenarios[0].policies[0];
     // Half of 100/s over the ramp's minute, then 100/s for a minute.
     let expected = 3000.0 + 6000.0;
@@ -466,9 +446,9 @@ fn a_dependency_flaps_by_time_and_calls_hang() {
         deadline = "500ms"
         "#,
     );
-    let (report, _) = compare(&[sc], &[PolicyKind::None], 1, |_| {}).unwrap();
+    let (report, _) = compare(&[sc], &[rows::none()], 1, |_| {}).unwrap();
     let s = &report.scenarios[0];
-    let none = s.policy(PolicyKind::None).unwrap();
+    let none = s.policy("none").unwrap();
     // Up half the time, and 20% of what reaches it up hangs.
     let share = none.successes as f64 / none.offered as f64;
     assert!((share - 0.4).abs() < 0.03, "{share}");
@@ -507,7 +487,7 @@ fn a_scenario_may_replace_any_rows_policy() {
     let sc = scenario(&text);
     let (report, _) = compare(
         &[sc],
-        &[PolicyKind::Bulkhead, PolicyKind::BreakerGradient],
+        &[rows::bulkhead(), rows::breaker_gradient()],
         1,
         |_| {},
     )
@@ -515,12 +495,12 @@ fn a_scenario_may_replace_any_rows_policy() {
     let s = &report.scenarios[0];
     // A limit of 5 on 100 ms calls passes at most 50 a second.
     assert!(
-        s.policy(PolicyKind::Bulkhead).unwrap().goodput <= 50.5,
+        s.policy("bulkhead").unwrap().goodput <= 50.5,
         "{}",
         s.table()
     );
     assert!(
-        s.policy(PolicyKind::BreakerGradient).unwrap().goodput <= 70.5,
+        s.policy("breaker+gradient").unwrap().goodput <= 70.5,
         "{}",
         s.table()
     );
@@ -700,7 +680,7 @@ fn the_shipped_scenarios_parse() {
 fn no_policy_beats_the_bound_on_any_shipped_scenario() {
     let scenarios = Scenario::builtin().unwrap();
     for seed in 1..=3 {
-        let (report, _) = compare(&scenarios, &PolicyKind::ALL, seed, |_| {}).unwrap();
+        let (report, _) = compare(&scenarios, &rows::all(), seed, |_| {}).unwrap();
         for s in &report.scenarios {
             for p in &s.policies {
                 assert!(
@@ -721,20 +701,20 @@ fn no_policy_beats_the_bound_on_any_shipped_scenario() {
 #[ignore = "runs the whole comparison; use --release"]
 fn headline_claims_hold() {
     let scenarios = Scenario::builtin().unwrap();
-    let (report, _) = compare(&scenarios, &PolicyKind::ALL, 1, |_| {}).unwrap();
+    let (report, _) = compare(&scenarios, &rows::all(), 1, |_| {}).unwrap();
     // The simulator's speed is a figure of the comparison's report (the
     // README states it from one run), not a timed test.
     let get = |s: &str| report.scenarios.iter().find(|r| r.name == s).unwrap();
-    let healthy = |s: &str, k: PolicyKind| get(s).policy(k).unwrap().healthy.served.unwrap();
+    let healthy = |s: &str, k: &Row| get(s).policy(k.name()).unwrap().healthy.served.unwrap();
 
     let brownout = get("brownout");
-    let clairvoyant = brownout.policy(PolicyKind::Clairvoyant).unwrap();
+    let clairvoyant = brownout.policy("clairvoyant").unwrap();
     // Some adaptive policy keeps goodput near the bound while holding
     // about as few of the caller's workers as the clairvoyant limit does.
     let adaptive_and_lean: Vec<&str> = brownout
         .policies
         .iter()
-        .filter(|p| PolicyKind::from_name(&p.policy).unwrap().is_adaptive())
+        .filter(|p| rows::named(&p.policy).unwrap().is_adaptive())
         .filter(|p| p.goodput_vs_bound.unwrap() >= 0.9)
         .filter(|p| p.in_flight_mean <= 2.0 * clairvoyant.in_flight_mean)
         .map(|p| p.policy.as_str())
@@ -746,22 +726,18 @@ fn headline_claims_hold() {
     // and the delay-based limits alone, keep it whole.
     for name in ["brownout", "slow-success"] {
         let s = get(name);
-        let none = s.policy(PolicyKind::None).unwrap();
+        let none = s.policy("none").unwrap();
         assert_eq!(none.pool_peak, 200, "{}", s.table());
         assert!(none.healthy.served.unwrap() < 0.9, "{}", s.table());
-        for k in [
-            PolicyKind::BreakerGradient,
-            PolicyKind::Gradient,
-            PolicyKind::Vegas,
-        ] {
-            assert!(healthy(name, k) >= 0.99, "{name} {k}\n{}", s.table());
+        for k in [rows::breaker_gradient(), rows::gradient(), rows::vegas()] {
+            assert!(healthy(name, &k) >= 0.99, "{name} {k}\n{}", s.table());
         }
     }
-    assert!(healthy("slow-success", PolicyKind::None) < 0.5);
+    assert!(healthy("slow-success", &rows::none()) < 0.5);
 
     let cold = get("cold-start");
-    let classic = cold.policy(PolicyKind::BreakerClassic).unwrap();
-    let recommended = cold.policy(PolicyKind::Breaker).unwrap();
+    let classic = cold.policy("breaker-classic").unwrap();
+    let recommended = cold.policy("breaker").unwrap();
     let Recovery::After(recovered) = recommended.recovery else {
         panic!("{}", cold.table())
     };
@@ -773,8 +749,8 @@ fn headline_claims_hold() {
     assert!(classic.open_seconds >= 16.0 * 60.0);
 
     let fleet = get("fleet");
-    let scaled = fleet.policy(PolicyKind::Breaker).unwrap().probes;
-    let unscaled = fleet.policy(PolicyKind::BreakerUnscaled).unwrap().probes;
+    let scaled = fleet.policy("breaker").unwrap().probes;
+    let unscaled = fleet.policy("breaker-unscaled").unwrap().probes;
     // Each instance keeps one probe per cycle, so that it can recover on its
     // own; the unscaled breaker stakes five per cycle and closes on its
     // fourth success. Over the outage the ratio is 1/5; with the closing
@@ -791,31 +767,27 @@ fn headline_claims_hold() {
         assert_eq!(p.opens, 0, "{}", p.policy);
     }
     let bulk = get("bulk");
-    assert_eq!(bulk.policy(PolicyKind::Breaker).unwrap().dead_lettered, 0);
-    assert!(bulk.policy(PolicyKind::None).unwrap().dead_lettered > 0);
+    assert_eq!(bulk.policy("breaker").unwrap().dead_lettered, 0);
+    assert!(bulk.policy("none").unwrap().dead_lettered > 0);
 
     let flapping = get("flapping");
-    assert_eq!(flapping.policy(PolicyKind::Breaker).unwrap().closes, 0);
-    assert!(flapping.policy(PolicyKind::BreakerClassic).unwrap().closes > 0);
+    assert_eq!(flapping.policy("breaker").unwrap().closes, 0);
+    assert!(flapping.policy("breaker-classic").unwrap().closes > 0);
 
     let slow = get("slow-success");
-    let breaker = slow.policy(PolicyKind::Breaker).unwrap();
+    let breaker = slow.policy("breaker").unwrap();
     assert!(breaker.opens > 0);
-    assert!(breaker.in_flight_mean * 10.0 < slow.policy(PolicyKind::None).unwrap().in_flight_mean);
+    assert!(breaker.in_flight_mean * 10.0 < slow.policy("none").unwrap().in_flight_mean);
 
     // A retry storm: without a limiter every request makes more than three
     // attempts and goodput collapses; a limiter that refuses cuts the load
     // reaching the dependency below one attempt a request.
     let storm = get("retry-storm");
-    let none = storm.policy(PolicyKind::None).unwrap();
+    let none = storm.policy("none").unwrap();
     assert!(none.amplification.unwrap() >= 3.0, "{}", storm.table());
     assert!(none.goodput_vs_bound.unwrap() <= 0.05, "{}", storm.table());
-    for k in [
-        PolicyKind::Bulkhead,
-        PolicyKind::Gradient,
-        PolicyKind::Vegas,
-    ] {
-        let p = storm.policy(k).unwrap();
+    for k in [rows::bulkhead(), rows::gradient(), rows::vegas()] {
+        let p = storm.policy(k.name()).unwrap();
         assert!(p.amplification.unwrap() < 1.0, "{k}\n{}", storm.table());
         assert!(p.goodput_vs_bound.unwrap() >= 0.9, "{k}\n{}", storm.table());
     }
@@ -825,10 +797,10 @@ fn headline_claims_hold() {
     // requests offered, there and in every scenario, and its callers make
     // at most 3 attempts, never retry a refusal, and never fill their pool.
     let plain = get("plain-retry");
-    let none = plain.policy(PolicyKind::None).unwrap();
+    let none = plain.policy("none").unwrap();
     assert!(none.amplification.unwrap() >= 2.5, "{}", plain.table());
     for s in &report.scenarios {
-        let Some(p) = s.policy(PolicyKind::BreakerGradientRetry) else {
+        let Some(p) = s.policy("breaker+gradient+retry") else {
             continue;
         };
         if let Some(amp) = p.amplification {
@@ -845,7 +817,7 @@ fn headline_claims_hold() {
     // 5% transient failures: the limiter's retry answers at least 99.5% of
     // requests.
     let transient = get("transient");
-    let p = transient.policy(PolicyKind::BreakerGradientRetry).unwrap();
+    let p = transient.policy("breaker+gradient+retry").unwrap();
     assert!(
         p.successes as f64 >= 0.995 * p.offered as f64,
         "{}",
@@ -857,6 +829,7 @@ fn headline_claims_hold() {
     // the library's defaults, critical keeps at least 99% of its load and
     // sheddable takes the loss, at 0.95 of the bound or more.
     let mixed = get("mixed-criticality");
+    let mixed_scenario = scenarios.iter().find(|s| s.name == mixed.name).unwrap();
     let served = |p: &rheostat_sim::PolicyReport| {
         let c = p.classes.as_ref().unwrap();
         assert_eq!(
@@ -866,9 +839,9 @@ fn headline_claims_hold() {
         (c[0].served.unwrap(), c[1].served.unwrap())
     };
     for p in &mixed.policies {
-        let kind = PolicyKind::from_name(&p.policy).unwrap();
+        let kind = rows::named(&p.policy).unwrap();
         let (critical, sheddable) = served(p);
-        if kind.has_priorities() {
+        if kind.limiter(mixed_scenario).priorities.is_some() {
             assert!(critical >= 0.99, "{kind}\n{}", mixed.table());
             assert!(sheddable <= critical - 0.2, "{kind}\n{}", mixed.table());
             let without = served(mixed.policy(kind.base()).unwrap()).0;
@@ -881,8 +854,8 @@ fn headline_claims_hold() {
             );
         }
     }
-    for kind in [PolicyKind::GradientPriorities, PolicyKind::AimdPriorities] {
-        let p = mixed.policy(kind).unwrap();
+    for kind in [rows::gradient_priorities(), rows::aimd_priorities()] {
+        let p = mixed.policy(kind.name()).unwrap();
         assert!(
             p.goodput_vs_bound.unwrap() >= 0.95,
             "{kind}\n{}",
@@ -897,12 +870,12 @@ fn headline_claims_hold() {
     // whose clients have given up.
     let server = get("server");
     for k in [
-        PolicyKind::Aimd,
-        PolicyKind::Vegas,
-        PolicyKind::Gradient,
-        PolicyKind::BreakerGradient,
+        rows::aimd(),
+        rows::vegas(),
+        rows::gradient(),
+        rows::breaker_gradient(),
     ] {
-        let p = server.policy(k).unwrap();
+        let p = server.policy(k.name()).unwrap();
         assert!(
             p.goodput_vs_bound.unwrap() >= 0.9,
             "{k}\n{}",
@@ -911,14 +884,14 @@ fn headline_claims_hold() {
         let ratio = p.latency_reference.unwrap().p50_ratio.unwrap();
         assert!(ratio <= 2.0, "{k}\n{}", server.table());
     }
-    let none = server.policy(PolicyKind::None).unwrap();
+    let none = server.policy("none").unwrap();
     assert!(none.goodput_vs_bound.unwrap() <= 0.1, "{}", server.table());
     assert!(none.latency_reference.unwrap().p50_ratio.unwrap() >= 5.0);
 }
 
 mod bad_input {
     use proptest::prelude::*;
-    use rheostat_sim::{compare, PolicyKind, Scenario};
+    use rheostat_sim::{compare, rows, Scenario};
 
     fn duration() -> impl Strategy<Value = String> {
         prop_oneof![
@@ -997,7 +970,7 @@ mod bad_input {
                             t.rate.0 = t.rate.0.min(200.0);
                             for p in &mut t.phase { p.rate.0 = p.rate.0.min(200.0); }
                         }
-                        let r = compare(&[sc], &[PolicyKind::None, PolicyKind::Breaker], 1, |_| {});
+                        let r = compare(&[sc], &[rows::none(), rows::breaker()], 1, |_| {});
                         prop_assert!(r.is_ok());
                     }
                 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use rheostat_sim::sweep::{CellReport, Kind, SweepReport};
-use rheostat_sim::{compare, goodput_lines, sweep_lines, PolicyKind, Scenario, SWEEP_ROWS};
+use rheostat_sim::{compare, goodput_lines, rows, sweep_lines, Row, Scenario, SWEEP_ROWS};
 
 const FAMILY: &str = r#"
     name = "fam"
@@ -96,7 +96,7 @@ fn a_sweep_table_is_checked_by_field_and_line() {
     assert!(Scenario::from_toml("fam.toml", &bad).is_err());
 }
 
-fn scored(kinds: &[PolicyKind]) -> SweepReport {
+fn scored(kinds: &[Row]) -> SweepReport {
     let cells = family().cells();
     let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
     let (report, _) = compare(&scenarios, kinds, 3, |_| {}).unwrap();
@@ -122,11 +122,7 @@ fn scored(kinds: &[PolicyKind]) -> SweepReport {
 
 #[test]
 fn a_cell_scores_every_row_against_the_best_that_keeps_the_caller_whole() {
-    let sweep = scored(&[
-        PolicyKind::Clairvoyant,
-        PolicyKind::None,
-        PolicyKind::BreakerClassic,
-    ]);
+    let sweep = scored(&[rows::clairvoyant(), rows::none(), rows::breaker_classic()]);
     for cell in &sweep.cells {
         let best = cell.best.as_deref().unwrap();
         assert_ne!(best, "clairvoyant", "no user can run the clairvoyant row");
@@ -182,7 +178,7 @@ fn every_line_of_a_picture_spans_the_run() {
         "#,
     )
     .unwrap();
-    let (report, _) = compare(&[sc], &[PolicyKind::None, PolicyKind::Aimd], 1, |_| {}).unwrap();
+    let (report, _) = compare(&[sc], &[rows::none(), rows::aimd()], 1, |_| {}).unwrap();
     let r = &report.scenarios[0];
     let lines = goodput_lines(r, &[]);
     assert_eq!(lines.len(), 3);
@@ -196,7 +192,7 @@ fn every_line_of_a_picture_spans_the_run() {
         ["bound", "aimd"]
     );
     // A sweep's picture: a point per severity for each row it ran.
-    let sweep = scored(&[PolicyKind::None, PolicyKind::Throttle]);
+    let sweep = scored(&[rows::none(), rows::throttle()]);
     let lines = sweep_lines(&sweep, Kind::Errors, &SWEEP_ROWS, false);
     assert_eq!(
         lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(),
@@ -223,7 +219,7 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
     for family in families {
         let cells = family.cells();
         let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
-        let (report, _) = compare(&scenarios, &PolicyKind::ALL, 1, |_| {}).unwrap();
+        let (report, _) = compare(&scenarios, &rows::all(), 1, |_| {}).unwrap();
         let mut scored = Vec::new();
         for (cell, r) in cells.iter().zip(&report.scenarios) {
             for p in &r.policies {

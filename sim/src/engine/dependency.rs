@@ -1,0 +1,187 @@
+//! The dependency's side: its phases and flaps, its capacity (and the
+//! clairvoyant row's limit, set from it), sending a call to the model and
+//! a call's end (answered, timed out, refused), delivered to its owner.
+
+use super::*;
+
+/// A flapping dependency's next edge.
+#[derive(Default)]
+pub(super) struct Flapping {
+    /// When a dependency that flaps by request count comes back up, once
+    /// that is armed.
+    pub(super) at: Option<u64>,
+    /// The generation of the edges of a dependency that flaps by time: a
+    /// phase starts a new one, and an edge armed before it does nothing.
+    pub(super) generation: u32,
+}
+
+pub(super) struct Job<'a> {
+    pub(super) owner: Owner,
+    pub(super) permit: Option<Permit<'a, Box<dyn Algorithm>, ManualClock>>,
+    pub(super) outcome: Outcome,
+    pub(super) holds_worker: bool,
+    pub(super) hung: bool,
+}
+
+impl<'a> World<'a> {
+    pub(super) fn capacity_changed(&mut self) {
+        if let Some(cell) = self.clairvoyant {
+            let capacity = self.model.capacity(secs(self.now));
+            let share = if capacity == 0 {
+                0
+            } else {
+                rows::share(self.sc, capacity)
+            };
+            if cell.swap(share, Ordering::Relaxed) != share {
+                for limiter in self.limiters {
+                    limiter.update(|_| ());
+                }
+            }
+        }
+        if self.flapping.at.is_none() && !self.model.flaps_by_time() {
+            if let Some(up) = self.model.flap_change_after(secs(self.now)) {
+                // Round up, so that at `t` the model agrees it is time.
+                let t = (up * NANOS as f64).ceil() as u64 + 1;
+                self.flapping.at = Some(t);
+                self.at(t.max(self.now), Event::FlapUp);
+            }
+        }
+    }
+
+    /// Refuse the jobs a dependency that went down drops from its queue.
+    pub(super) fn refuse(&mut self, refused: Vec<u64>) {
+        let after = nanos(self.sc.dependency.refuse_latency);
+        for job in refused {
+            if let Some(j) = self.jobs.get_mut(job) {
+                j.outcome = Outcome::Overload;
+                self.at(self.now + after, Event::Done(job));
+            }
+        }
+    }
+
+    /// A flapping dependency may have gone down or come up.
+    pub(super) fn flap_edge(&mut self) {
+        let refused = self.model.flap_tick(secs(self.now));
+        self.refuse(refused);
+        let started = self.model.start_queued(secs(self.now));
+        self.started(started);
+        self.capacity_changed();
+    }
+
+    pub(super) fn arm_flap_edge(&mut self) {
+        if self.model.flaps_by_time() {
+            if let Some(next) = self.model.flap_change_after(secs(self.now)) {
+                let t = (next * NANOS as f64).ceil() as u64 + 1;
+                self.at(
+                    t.max(self.now + 1),
+                    Event::FlapEdge(self.flapping.generation),
+                );
+            }
+        }
+    }
+
+    pub(super) fn phase(&mut self, i: usize) {
+        let phase = &self.sc.dependency.phase[i];
+        self.flapping.at = None;
+        self.flapping.generation = self.flapping.generation.wrapping_add(1);
+        let refused = self.model.apply(phase, secs(self.now));
+        self.refuse(refused);
+        let started = self.model.start_queued(secs(self.now));
+        self.started(started);
+        self.capacity_changed();
+        self.arm_flap_edge();
+    }
+
+    // ----- interactive callers ---------------------------------------
+
+    pub(super) fn send(
+        &mut self,
+        owner: Owner,
+        permit: Permit<'a, Box<dyn Algorithm>, ManualClock>,
+        timeout: u64,
+    ) {
+        if self.in_window() {
+            self.r.sent += 1;
+            if permit.is_probe() {
+                self.r.probes += 1;
+            }
+        }
+        let job = self.jobs.insert(Job {
+            owner,
+            permit: Some(permit),
+            outcome: Outcome::Overload,
+            holds_worker: false,
+            hung: false,
+        });
+        self.at(self.now + timeout, Event::Timeout(job));
+        let accept = self.model.arrive(job, secs(self.now));
+        self.accepted(job, accept);
+    }
+
+    pub(super) fn accepted(&mut self, job: u64, accept: Accept) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        match accept {
+            Accept::Serve { after, outcome } => {
+                j.holds_worker = true;
+                j.outcome = outcome;
+                self.at(self.now + nanos(after), Event::Done(job));
+            }
+            Accept::Queued => {}
+            Accept::Refuse { after } => {
+                j.outcome = Outcome::Overload;
+                self.at(self.now + nanos(after), Event::Done(job));
+            }
+            Accept::Hang => j.hung = true,
+        }
+    }
+
+    pub(super) fn started(&mut self, started: Vec<(u64, Accept)>) {
+        for (job, accept) in started {
+            self.accepted(job, accept);
+        }
+    }
+
+    pub(super) fn done(&mut self, job: u64) {
+        let Some(mut j) = self.jobs.remove(job) else {
+            return;
+        };
+        if j.holds_worker {
+            let started = self.model.finish(secs(self.now));
+            self.started(started);
+            self.capacity_changed();
+        }
+        if let Some(permit) = j.permit.take() {
+            permit.record(j.outcome);
+            self.deliver(j.owner, Ended::Answered(j.outcome));
+        }
+    }
+
+    pub(super) fn timeout(&mut self, job: u64) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        let Some(permit) = j.permit.take() else {
+            return;
+        };
+        let (owner, hung) = (j.owner, j.hung);
+        if hung {
+            self.jobs.remove(job);
+        }
+        permit.overload();
+        if self.in_window() {
+            self.r.timeouts += 1;
+        }
+        self.deliver(owner, Ended::TimedOut);
+    }
+
+    /// An attempt ended.
+    pub(super) fn deliver(&mut self, owner: Owner, ended: Ended) {
+        match owner {
+            Owner::Request(req) => self.request_attempt_ended(req, ended),
+            Owner::Item(c) => self.item_attempt_ended(c, ended),
+            Owner::Probe => self.probe_in_flight = false,
+        }
+    }
+}

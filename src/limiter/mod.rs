@@ -1,4 +1,35 @@
 //! The `Limiter`: one gate in front of one dependency.
+//!
+//! # How a call ends
+//!
+//! A call is admitted (`admit.rs`, or `wait.rs` after a wait in the queue)
+//! with a `Ticket`, its slot counted in flight; it ends in one of these
+//! ways, and each gives the slot back exactly once:
+//!
+//! | the caller | the outcome the policy is told |
+//! | --- | --- |
+//! | records it (`success`, `overload`, `ignore`, `record`) | that outcome |
+//! | runs it with a timeout that runs out (`Permit::run`, `Limiter::call`, the tower layers) | `Overload` |
+//! | drops the permit unrecorded: cancelled, aborted, panicking | the builder's `on_drop` (`Ignore` by default) |
+//! | records an attempt and keeps the slot (`record_attempt`, retries holding one slot) | that attempt's outcome; the call ends later, as above |
+//! | is refused, or cancelled while waiting | nothing: no slot was taken (a slot handed to a waiter that was cancelled goes back through `release_slot`) |
+//!
+//! What the policy learns, `finish.rs` decides, in this order:
+//!
+//! 1. the policy needs no feedback and no observer listens: the slot only;
+//! 2. a success the policy's deferral covers whenever it ends, untimed: the
+//!    slot, and one more success counted without the lock
+//!    (`finish_batched`), handed over in a batch later;
+//! 3. a timed success the deferral covers: held in a per-thread buffer
+//!    (`finish_deferred`), or, before the buffers are set up, told under
+//!    the lock without asking the policy anything (`finish_covered`);
+//! 4. anything else: under the lock, the sample told, what was held handed
+//!    over first, and the gate published again (`finish_locked`).
+//!
+//! A call is never held if it is a probe or not a success, was admitted
+//! with more calls in flight than the deferral allows, took longer than
+//! its `max_latency`, ended after its `until`, or was untimed while the
+//! policy needs latencies.
 
 mod admit;
 mod attempt;

@@ -163,11 +163,9 @@ fn retry(c: &mut Criterion) {
             let start = Instant::now();
             for _ in 0..iters {
                 let answer = limiter
-                    .call(
-                        Duration::from_secs(1),
-                        |_: &Result<(), ()>| Outcome::Success,
-                        || async { Ok(()) },
-                    )
+                    .admission()
+                    .timeout(Duration::from_secs(1))
+                    .call(|_: &Result<(), ()>| Outcome::Success, || async { Ok(()) })
                     .await;
                 black_box(answer.is_ok());
             }
@@ -248,7 +246,7 @@ fn pair<A: Algorithm>(
         b.iter_custom(|iters| {
             let without = common::repeat(iters, || one_call(plain));
             let with = common::repeat(iters, || {
-                if let Ok(p) = black_box(classed.try_acquire_as(class.into())) {
+                if let Ok(p) = black_box(classed.admission().class(class).try_acquire()) {
                     p.success();
                 }
             });

@@ -10,14 +10,23 @@ use std::time::Duration;
 use crate::algorithms::{check, Algorithm};
 use crate::clock::Clock;
 use crate::error::CallError;
-use crate::limiter::{Limiter, Permit, Readiness};
-use crate::priority::Class;
+use std::ops::Deref;
+
+use crate::limiter::{Admission, Limiter, Readiness};
 use crate::retry::{Action, Attempts, Decided, Ended, Verdict};
 
-impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// Run a call under a permit taken with [`Limiter::try_acquire`], give
-    /// each attempt at most `timeout`, and record its outcome as `classify`
-    /// says; if the limiter has a [retry policy](crate::retry) and the
+impl<L, A, C> Admission<L>
+where
+    L: Deref<Target = Limiter<A, C>>,
+    A: Algorithm,
+    C: Clock,
+{
+    /// Run a call under a permit taken with [`Admission::try_acquire`],
+    /// give each attempt at most the admission's
+    /// [`timeout`](Admission::timeout) (else the limiter's
+    /// [`Builder::timeout`](crate::Builder::timeout); with neither, an
+    /// attempt is given as long as it takes), and record its outcome as
+    /// `classify` says; if the limiter has a [retry policy](crate::retry) and the
     /// outcome is a retryable failure, make another attempt (a new future
     /// from `make`) within its bounds.
     ///
@@ -27,7 +36,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// [`Permit::timeout`]), even past the retry's deadline (no retry
     /// follows a probe that ends after it); to choose a
     /// probe's timeout yourself, take the permit with
-    /// [`Limiter::try_acquire`] and use [`Permit::run`].
+    /// [`Admission::try_acquire`] and use [`Permit::run`].
     ///
     /// `classify` returns an [`Outcome`](crate::Outcome) or, to say more to the retry, a
     /// [`Verdict`] (whether an overload is worth retrying, the server's
@@ -69,70 +78,23 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///     Err(HttpError::Status(s)) if *s >= 500 => Outcome::Overload,
     ///     Err(_) => Outcome::Ignore,
     /// };
-    /// let limiter = Limiter::new(Fixed::new(10).unwrap());
-    /// let body = limiter
-    ///     .call(Duration::from_secs(1), classify, || async { Ok("hello") })
-    ///     .await
+    /// let limiter = Limiter::builder(Fixed::new(10).unwrap())
+    ///     .timeout(Duration::from_secs(1))
+    ///     .build()
     ///     .unwrap();
+    /// let body = limiter.admission().call(classify, || async { Ok("hello") }).await.unwrap();
     /// assert_eq!(body, "hello");
     ///
     /// let hung = limiter
-    ///     .call(Duration::from_millis(5), classify, std::future::pending)
+    ///     .admission()
+    ///     .timeout(Duration::from_millis(5))
+    ///     .call(classify, std::future::pending)
     ///     .await;
     /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
     /// # }
     /// ```
     pub async fn call<M, F, T, E, K, V>(
-        &self,
-        timeout: Duration,
-        classify: K,
-        make: M,
-    ) -> Result<T, CallError<E>>
-    where
-        M: FnMut() -> F,
-        F: Future<Output = Result<T, E>>,
-        K: FnMut(&Result<T, E>) -> V,
-        V: Into<Verdict>,
-    {
-        self.run_call(None, timeout, classify, make).await
-    }
-
-    /// [`Limiter::call`] for a call of `class` (see [`crate::priority`]):
-    /// every attempt is admitted as that class.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Limiter::call`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::call`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Limiter::call`].
-    pub async fn call_as<M, F, T, E, K, V>(
-        &self,
-        class: Class,
-        timeout: Duration,
-        classify: K,
-        make: M,
-    ) -> Result<T, CallError<E>>
-    where
-        M: FnMut() -> F,
-        F: Future<Output = Result<T, E>>,
-        K: FnMut(&Result<T, E>) -> V,
-        V: Into<Verdict>,
-    {
-        self.run_call(Some(class), timeout, classify, make).await
-    }
-
-    /// The attempt loop: [`Attempts`] decides, this only waits, sends and
-    /// records.
-    async fn run_call<M, F, T, E, K, V>(
-        &self,
-        class: Option<Class>,
-        timeout: Duration,
+        self,
         mut classify: K,
         mut make: M,
     ) -> Result<T, CallError<E>>
@@ -142,24 +104,39 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         K: FnMut(&Result<T, E>) -> V,
         V: Into<Verdict>,
     {
-        let Some(retry) = self.retry() else {
-            let permit = self.try_acquire_class(class).map_err(CallError::Rejected)?;
-            let timeout = permit.timeout(timeout);
-            return permit
-                .run(timeout, |r| classify(r).into().outcome, make())
-                .await;
-        };
-        if let Err(e) = check::duration("timeout", timeout) {
+        let limiter: &Limiter<A, C> = self.limiter();
+        let admission = Admission::new(limiter).class(self.asked_class());
+        // `Duration::MAX`: no timeout but a probe's.
+        let timeout = self.attempt_timeout();
+        if let Some(Err(e)) = timeout.map(|t| check::duration("timeout", t)) {
             return Err(CallError::InvalidTimeout(e));
         }
+        let timeout = timeout.unwrap_or(Duration::MAX);
+        let Some(retry) = limiter.retry() else {
+            let permit = admission.try_acquire().map_err(CallError::Rejected)?;
+            let timeout = permit.timeout(timeout);
+            return match tokio::time::timeout(timeout, make()).await {
+                Err(_elapsed) => {
+                    permit.overload();
+                    Err(CallError::TimedOut(timeout))
+                }
+                Ok(result) => {
+                    permit.record(classify(&result).into().outcome);
+                    result.map_err(CallError::Failed)
+                }
+            };
+        };
         // The call begins at its first admission (the instant the limiter
         // read for it, if it read one) or refusal.
-        let first = self.try_acquire_class(class);
-        let began = first.as_ref().ok().and_then(Permit::started);
-        let mut attempts =
-            Attempts::new(retry, began.unwrap_or_else(|| self.clock().now()), timeout);
-        let now = || self.clock().now();
-        let shut = || matches!(self.readiness(), Readiness::Shut { .. });
+        let first = admission.try_acquire();
+        let began = first.as_ref().ok().and_then(|permit| permit.started());
+        let mut attempts = Attempts::new(
+            retry,
+            began.unwrap_or_else(|| limiter.clock().now()),
+            timeout,
+        );
+        let now = || limiter.clock().now();
+        let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
         // The permit of the attempt admitted, and the last attempt's result.
         let mut permit = None;
         let mut last = None;
@@ -182,8 +159,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             };
             slot = loop {
                 action = match action {
-                    Action::Acquire => break self.try_acquire_class(class),
-                    Action::Queue { within } => break self.acquire_within_as(within, class).await,
+                    Action::Acquire => break admission.try_acquire(),
+                    Action::Queue { within } => break admission.acquire_within(within).await,
                     Action::Send { timeout } => {
                         let Some(permit) = permit.take() else {
                             unreachable!("an attempt is sent once admitted")
@@ -204,7 +181,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                         attempts.ended(retry, ended, now, shut)
                     }
                     Action::Sleep { wait, decided } => {
-                        self.observe_retry(decided);
+                        limiter.observe_retry(decided);
                         last = None;
                         if !wait.is_zero() {
                             tokio::time::sleep(wait).await;
@@ -219,7 +196,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                     }
                     Action::Answer { decided } => {
                         if let Some(decided) = decided {
-                            self.observe_retry(decided);
+                            limiter.observe_retry(decided);
                         }
                         let Some(result) = last else {
                             unreachable!("an answer follows an attempt")
@@ -230,17 +207,31 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             };
         }
     }
+}
 
-    /// [`Limiter::try_acquire_as`] for a class, [`Limiter::try_acquire`]
-    /// without one.
-    fn try_acquire_class(
-        &self,
-        class: Option<Class>,
-    ) -> Result<Permit<'_, A, C>, crate::Rejection> {
-        match class {
-            Some(class) => self.try_acquire_as(class),
-            None => self.try_acquire(),
-        }
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// [`Admission::call`] with the limiter's settings: its default class,
+    /// its [`Builder::timeout`](crate::Builder::timeout) for each attempt.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Admission::call`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Admission::call`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Admission::call`].
+    pub async fn call<M, F, T, E, K, V>(&self, classify: K, make: M) -> Result<T, CallError<E>>
+    where
+        M: FnMut() -> F,
+        F: Future<Output = Result<T, E>>,
+        K: FnMut(&Result<T, E>) -> V,
+        V: Into<Verdict>,
+    {
+        self.admission().call(classify, make).await
     }
 
     /// Tell the observer, if any, what was `decided` after a failed

@@ -31,7 +31,9 @@
 //!
 //! // ... or let the limiter run the call with a timeout and a classifier.
 //! let answer: Result<u32, _> = limiter
-//!     .call(Duration::from_millis(800), |r: &Result<u32, ()>| match r {
+//!     .admission()
+//!     .timeout(Duration::from_millis(800))
+//!     .call(|r: &Result<u32, ()>| match r {
 //!         Ok(_) => Outcome::Success,
 //!         Err(_) => Outcome::Overload,
 //!     }, || async { Ok(42) })
@@ -77,7 +79,7 @@ pub use clock::QuantaClock;
 pub use clock::{Clock, DefaultClock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
 pub use limiter::{
-    Builder, DynLimiter, Limiter, OwnedPermit, Permit, QueueOrder, Readiness, Sharding,
+    Admission, Builder, DynLimiter, Limiter, OwnedPermit, Permit, QueueOrder, Readiness, Sharding,
     MAX_WAITERS, PARK_PER_SHARD,
 };
 pub use observe::Observer;

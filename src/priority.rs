@@ -4,8 +4,8 @@
 //! A limiter built with [`Builder::priorities`](crate::Builder::priorities)
 //! sorts calls into ordered classes, most critical first: by default
 //! Google SRE's four ([`Priority`]), or named partitions of your own. A call
-//! acquired with a class ([`Limiter::try_acquire_as`](crate::Limiter::try_acquire_as),
-//! [`acquire_as`](crate::Limiter::acquire_as), …) is admitted by these rules:
+//! admitted with a class ([`Admission::class`](crate::Admission::class)) is
+//! admitted by these rules:
 //!
 //! - **Under a concurrency limit**, a call is admitted only while the slots
 //!   kept for more critical classes stay free: each class has a *reserve*,
@@ -48,11 +48,11 @@
 //!     .priorities(Priorities::default().share(Priority::Critical, 0.3)?)
 //!     .build()?;
 //! // Sheddable calls may take the 7 slots not kept for critical ones…
-//! let shed: Vec<_> = (0..7).map(|_| limiter.try_acquire_as(Priority::Sheddable.into())).collect::<Result<_, _>>()?;
-//! let eighth = limiter.try_acquire_as(Priority::Sheddable.into());
+//! let shed: Vec<_> = (0..7).map(|_| limiter.admission().class(Priority::Sheddable).try_acquire()).collect::<Result<_, _>>()?;
+//! let eighth = limiter.admission().class(Priority::Sheddable).try_acquire();
 //! assert_eq!(eighth.unwrap_err().reason(), RejectReason::LimitReached);
 //! // …and critical ones still find room.
-//! let critical = limiter.try_acquire_as(Priority::Critical.into())?;
+//! let critical = limiter.admission().class(Priority::Critical).try_acquire()?;
 //! # drop((shed, critical));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -182,6 +182,14 @@ impl Class {
 impl From<Priority> for Class {
     fn from(priority: Priority) -> Class {
         Class(priority as u8)
+    }
+}
+
+/// So that a [`Priority`] can be given where a class is optional
+/// ([`Admission::class`](crate::Admission::class)).
+impl From<Priority> for Option<Class> {
+    fn from(priority: Priority) -> Option<Class> {
+        Some(Class::from(priority))
     }
 }
 

@@ -140,8 +140,8 @@ fn limiter<A: Algorithm>(
 }
 
 fn admitted<A: Algorithm>(
-    result: Result<Permit<'_, A, ManualClock>, rheostat::Rejection>,
-) -> Result<Permit<'_, A, ManualClock>, RejectReason> {
+    result: Result<Permit<&'_ Limiter<A, ManualClock>>, rheostat::Rejection>,
+) -> Result<Permit<&'_ Limiter<A, ManualClock>>, RejectReason> {
     result.map_err(|r| r.reason())
 }
 

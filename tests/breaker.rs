@@ -283,7 +283,9 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     for _ in 0..4 {
         let r = limiter
-            .call(Duration::from_millis(800), classify, slow)
+            .admission()
+            .timeout(Duration::from_millis(800))
+            .call(classify, slow)
             .await;
         assert!(r.is_ok(), "{r:?}");
     }
@@ -291,7 +293,9 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
     // Once closed, calls get the caller's own timeout again.
     tokio::time::sleep(Duration::from_secs(60)).await;
     let r = limiter
-        .call(Duration::from_millis(800), classify, slow)
+        .admission()
+        .timeout(Duration::from_millis(800))
+        .call(classify, slow)
         .await;
     assert!(matches!(r, Err(CallError::TimedOut(_))), "{r:?}");
     // A probe that outlives the probe timeout is cut off there, and failed.
@@ -299,7 +303,9 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
     trip(&limiter);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let hung = limiter
-        .call(Duration::from_millis(800), classify, std::future::pending)
+        .admission()
+        .timeout(Duration::from_millis(800))
+        .call(classify, std::future::pending)
         .await;
     assert!(
         matches!(hung, Err(CallError::TimedOut(d)) if d == Duration::from_secs(5)),
@@ -331,7 +337,11 @@ async fn by_default_a_probe_is_given_30_s_on_every_path() {
     assert!(r.is_ok(), "{r:?}");
     // `call` does it by itself.
     for _ in 0..3 {
-        let r = limiter.call(ordinary, classify, slow).await;
+        let r = limiter
+            .admission()
+            .timeout(ordinary)
+            .call(classify, slow)
+            .await;
         assert!(r.is_ok(), "{r:?}");
     }
     assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));

@@ -28,21 +28,33 @@ async fn call_records_success_overload_on_timeout_and_the_classifiers_choice() {
     let timeout = Duration::from_millis(800);
     assert_eq!(
         limiter
-            .call(timeout, classify, || async { Ok(7) })
+            .admission()
+            .timeout(timeout)
+            .call(classify, || async { Ok(7) })
             .await
             .unwrap(),
         7
     );
     assert!(matches!(
-        limiter.call(timeout, classify, || async { Err(404) }).await,
+        limiter
+            .admission()
+            .timeout(timeout)
+            .call(classify, || async { Err(404) })
+            .await,
         Err(CallError::Failed(404))
     ));
     assert!(matches!(
-        limiter.call(timeout, classify, || async { Err(503) }).await,
+        limiter
+            .admission()
+            .timeout(timeout)
+            .call(classify, || async { Err(503) })
+            .await,
         Err(CallError::Failed(503))
     ));
     let hang = limiter
-        .call(timeout, classify, std::future::pending::<Result<u32, u16>>)
+        .admission()
+        .timeout(timeout)
+        .call(classify, std::future::pending::<Result<u32, u16>>)
         .await;
     assert!(matches!(hang, Err(CallError::TimedOut(t)) if t == timeout));
     assert_eq!(
@@ -67,7 +79,12 @@ async fn call_refuses_a_zero_or_endless_timeout_with_a_typed_error() {
     let limiter = Limiter::new(Fixed::new(1).unwrap());
     let ok = |_: &Result<(), ()>| Outcome::Success;
     for bad in [Duration::ZERO, Duration::MAX] {
-        match limiter.call(bad, ok, || async { Ok(()) }).await {
+        match limiter
+            .admission()
+            .timeout(bad)
+            .call(ok, || async { Ok(()) })
+            .await
+        {
             Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
             other => panic!("expected InvalidTimeout, got {other:?}"),
         }
@@ -81,8 +98,9 @@ async fn call_on_a_full_limiter_is_rejected_without_running() {
     let _held = limiter.try_acquire().unwrap();
     let ran = std::sync::atomic::AtomicBool::new(false);
     let r = limiter
+        .admission()
+        .timeout(Duration::from_secs(1))
         .call(
-            Duration::from_secs(1),
             |_: &Result<(), ()>| Outcome::Success,
             || async {
                 ran.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -99,11 +117,9 @@ async fn a_zero_or_enormous_call_timeout_is_refused_and_releases_the_slot() {
     let limiter = Limiter::new(Fixed::new(1).unwrap());
     for timeout in [Duration::ZERO, MAX_DURATION * 2, Duration::MAX] {
         let result = limiter
-            .call(
-                timeout,
-                |_: &Result<(), ()>| Outcome::Success,
-                || async { Ok(()) },
-            )
+            .admission()
+            .timeout(timeout)
+            .call(|_: &Result<(), ()>| Outcome::Success, || async { Ok(()) })
             .await;
         match result {
             Err(CallError::InvalidTimeout(e)) => assert_eq!(e.field(), "timeout"),
@@ -121,8 +137,9 @@ async fn a_zero_or_enormous_call_timeout_is_refused_and_releases_the_slot() {
     }
     // The longest allowed timeout is honoured, not overflowed.
     let answer = limiter
+        .admission()
+        .timeout(MAX_DURATION)
         .call(
-            MAX_DURATION,
             |_: &Result<u8, ()>| Outcome::Success,
             || async {
                 tokio::time::sleep(Duration::from_secs(86_400)).await;

@@ -12,6 +12,7 @@
 #[path = "support/decisions.rs"]
 mod decisions;
 use decisions::Decisions;
+use rheostat::Admission;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -716,7 +717,7 @@ async fn a_full_limit_refuses_unless_the_retry_may_wait_once_in_the_queue() {
         .classify(by_status())
         .retry()
         .layer(served(Arc::clone(&sent)));
-    let held = limiter.try_acquire_owned().unwrap();
+    let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         held.success();

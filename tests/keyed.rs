@@ -6,6 +6,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -147,7 +148,7 @@ fn eviction_never_removes_a_limiter_with_a_call_in_flight_or_held_by_a_caller() 
     let clock = ManualClock::new();
     let keyed = limiters(2, &clock);
     let busy = keyed.get("busy").unwrap();
-    let permit = busy.clone().try_acquire_owned().unwrap();
+    let permit = Admission::new(busy.clone()).try_acquire().unwrap();
     drop(busy);
     let held = keyed.get("held").unwrap();
     clock.advance(IDLE * 2);

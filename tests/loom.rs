@@ -22,6 +22,7 @@
     reason = "a model fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -277,7 +278,7 @@ fn a_waiter_enqueued_while_a_slot_frees_is_handed_it() {
     loom::model(|| {
         let counts = Arc::new(Counts::default());
         let limiter = fixed(1, &counts);
-        let held = limiter.try_acquire_owned().unwrap();
+        let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
         let waiter = {
             let limiter = Arc::clone(&limiter);
             // A stranded waiter parks forever: loom reports the deadlock.
@@ -295,7 +296,7 @@ fn a_waiter_enqueued_while_the_limit_is_raised_is_handed_a_slot() {
     loom::model(|| {
         let counts = Arc::new(Counts::default());
         let limiter = fixed(1, &counts);
-        let held = limiter.try_acquire_owned().unwrap();
+        let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
         let waiter = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
@@ -313,7 +314,7 @@ fn a_waiter_cancelled_while_a_slot_is_handed_to_it_gives_the_slot_back() {
     loom::model(|| {
         let counts = Arc::new(Counts::default());
         let limiter = fixed(1, &counts);
-        let held = limiter.try_acquire_owned().unwrap();
+        let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
         let waiter = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || {
@@ -555,7 +556,7 @@ fn a_parked_slot_is_not_used_beyond_a_lowered_limit() {
     loom::model(|| {
         let limiter = parking(2);
         // One call running and one slot parked on this thread's shard.
-        let held = limiter.try_acquire_owned().unwrap();
+        let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
         limiter.try_acquire().unwrap().success();
         let running = Arc::new(AtomicU64::new(1));
         let caller = {
@@ -584,7 +585,7 @@ fn a_parked_slot_is_not_used_beyond_a_lowered_limit() {
 fn a_waiter_enqueued_while_a_slot_is_parked_is_handed_it() {
     loom::model(|| {
         let limiter = parking(1);
-        let held = limiter.try_acquire_owned().unwrap();
+        let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
         let waiter = {
             let limiter = Arc::clone(&limiter);
             // A stranded waiter parks forever: loom reports the deadlock.
@@ -654,13 +655,13 @@ fn calls_of_two_classes_racing_keep_their_counts_exact() {
         let other = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || {
-                if let Ok(p) = limiter.try_acquire_as(Priority::Sheddable.into()) {
+                if let Ok(p) = limiter.admission().class(Priority::Sheddable).try_acquire() {
                     assert!(limiter.in_flight() <= 2);
                     p.success();
                 }
             })
         };
-        if let Ok(p) = limiter.try_acquire_as(Priority::Critical.into()) {
+        if let Ok(p) = limiter.admission().class(Priority::Critical).try_acquire() {
             assert!(limiter.in_flight() <= 2);
             p.success();
         }
@@ -683,9 +684,15 @@ fn a_reserve_grown_while_it_drains_keeps_its_slot() {
         let (critical, sheddable) = (Priority::Critical.into(), Priority::Sheddable.into());
         // A critical call finds the limit full of sheddable ones: a slot is
         // kept for its class.
-        let first = limiter.try_acquire_owned_as(sheddable).unwrap();
-        let second = limiter.try_acquire_owned_as(sheddable).unwrap();
-        assert!(limiter.try_acquire_as(critical).is_err());
+        let first = Admission::new(Arc::clone(&limiter))
+            .class(sheddable)
+            .try_acquire()
+            .unwrap();
+        let second = Admission::new(Arc::clone(&limiter))
+            .class(sheddable)
+            .try_acquire()
+            .unwrap();
+        assert!(limiter.admission().class(critical).try_acquire().is_err());
         second.success();
         // One thread: a sheddable call turned away for the kept slot while
         // no critical call holds one drains the reserve to nothing. The
@@ -695,18 +702,21 @@ fn a_reserve_grown_while_it_drains_keeps_its_slot() {
         let other = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || {
-                assert!(limiter.try_acquire_as(sheddable).is_err());
+                assert!(limiter.admission().class(sheddable).try_acquire().is_err());
             })
         };
-        let held = limiter.try_acquire_owned_as(critical).unwrap();
-        assert!(limiter.try_acquire_as(critical).is_err());
+        let held = Admission::new(Arc::clone(&limiter))
+            .class(critical)
+            .try_acquire()
+            .unwrap();
+        assert!(limiter.admission().class(critical).try_acquire().is_err());
         other.join().unwrap();
         held.success();
         // Whatever the order, the reserve grew last or was never drained:
         // the free slot is kept for the critical class.
         assert_eq!(limiter.in_flight(), 1);
-        assert!(limiter.try_acquire_as(sheddable).is_err());
-        assert!(limiter.try_acquire_as(critical).is_ok());
+        assert!(limiter.admission().class(sheddable).try_acquire().is_err());
+        assert!(limiter.admission().class(critical).try_acquire().is_ok());
         first.success();
     });
 }

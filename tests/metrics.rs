@@ -6,6 +6,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -364,10 +365,14 @@ fn retry_decisions_are_counted_by_outcome_from_the_start() {
             Err(_) => Outcome::Ignore,
         };
         let _ = limiter
-            .call(Duration::from_secs(1), classify, || async { Err(503) })
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(classify, || async { Err(503) })
             .await;
         let _ = limiter
-            .call(Duration::from_secs(1), classify, || async { Err(404) })
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(classify, || async { Err(404) })
             .await;
     });
     let seen = read(&recorder);
@@ -397,8 +402,16 @@ fn admissions_and_rejections_carry_the_class_on_a_limiter_with_priorities() {
             .build()
             .unwrap()
     });
-    let held = limiter.try_acquire_as(Priority::Critical.into()).unwrap();
-    assert!(limiter.try_acquire_as(Priority::Sheddable.into()).is_err());
+    let held = limiter
+        .admission()
+        .class(Priority::Critical)
+        .try_acquire()
+        .unwrap();
+    assert!(limiter
+        .admission()
+        .class(Priority::Sheddable)
+        .try_acquire()
+        .is_err());
     held.success();
     let seen = read(&recorder);
     let admitted = |class| {
@@ -446,7 +459,9 @@ fn every_series_in_real_prometheus_output_has_its_help_line() {
     });
     metrics::with_local_recorder(&recorder, || {
         limiter
-            .try_acquire_as(Priority::Critical.into())
+            .admission()
+            .class(Priority::Critical)
+            .try_acquire()
             .unwrap()
             .success();
     });
@@ -519,9 +534,13 @@ fn every_metric_has_one_label_set_in_real_prometheus_output() {
     });
     // A call of every kind: finished, refused without a class, refused
     // with one.
-    let held = limiter.try_acquire_as(Priority::Critical.into()).unwrap();
+    let held = limiter
+        .admission()
+        .class(Priority::Critical)
+        .try_acquire()
+        .unwrap();
     limiter.try_acquire().unwrap().success();
-    let _ = limiter.try_acquire_as(Priority::Sheddable.into());
+    let _ = limiter.admission().class(Priority::Sheddable).try_acquire();
     held.overload();
     let text = recorder.handle().render();
     let mut sets: BTreeMap<String, std::collections::BTreeSet<Vec<String>>> = BTreeMap::new();
@@ -598,7 +617,9 @@ fn a_first_attempt_refused_is_not_a_rejected_retry_and_a_refused_retry_is() {
         // not a retry.
         let held = limiter.try_acquire().unwrap();
         let refused = limiter
-            .call(Duration::from_secs(1), classify, || async { Err(503) })
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(classify, || async { Err(503) })
             .await;
         assert!(matches!(refused, Err(rheostat::CallError::Rejected(_))));
         drop(held);
@@ -609,11 +630,13 @@ fn a_first_attempt_refused_is_not_a_rejected_retry_and_a_refused_retry_is() {
         let waiter = Arc::clone(&limiter);
         let mut first = true;
         let result = limiter
-            .call(Duration::from_secs(1), classify, || {
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(classify, || {
                 if std::mem::take(&mut first) {
                     let waiter = Arc::clone(&waiter);
                     tokio::spawn(async move {
-                        let _slot = waiter.acquire_owned().await.unwrap();
+                        let _slot = Admission::new(waiter).acquire().await.unwrap();
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                     });
                 }

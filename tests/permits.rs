@@ -7,6 +7,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,7 +58,7 @@ fn owned_permits_move_into_threads() {
     let go = Arc::new(std::sync::Barrier::new(5));
     let handles: Vec<_> = (0..4)
         .map(|_| {
-            let permit = limiter.try_acquire_owned().unwrap();
+            let permit = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
             let go = Arc::clone(&go);
             std::thread::spawn(move || {
                 go.wait();
@@ -83,16 +84,22 @@ fn limiters_permits_and_futures_are_send_and_sync() {
     send_sync(&dynamic);
     let permit = limiter.try_acquire().unwrap();
     send_sync(&permit);
-    let owned = limiter.try_acquire_owned().unwrap();
+    let owned = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     send_sync(&owned);
     send(&limiter.acquire());
-    send(&limiter.acquire_timeout(Duration::from_secs(1)));
-    send(&Arc::clone(&limiter).acquire_owned());
-    send(&limiter.call(
-        Duration::from_secs(1),
-        |_: &Result<(), ()>| Outcome::Success,
-        || async { Ok(()) },
-    ));
+    send(
+        &limiter
+            .admission()
+            .max_wait(Duration::from_secs(1))
+            .acquire(),
+    );
+    send(&Admission::new(Arc::clone(&limiter)).acquire());
+    send(
+        &limiter
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(|_: &Result<(), ()>| Outcome::Success, || async { Ok(()) }),
+    );
 }
 
 #[test]
@@ -177,11 +184,11 @@ fn a_probe_s_first_recorded_attempt_answers_for_it_and_its_retries_are_ordinary(
 #[test]
 fn a_permit_moved_to_another_thread_is_released_there() {
     let limiter = Arc::new(Limiter::new(Fixed::new(3).unwrap()));
-    let owned = limiter.try_acquire_owned().unwrap();
+    let owned = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     std::thread::spawn(move || drop(owned)).join().unwrap();
     assert_eq!(limiter.in_flight(), 0);
 
-    let recorded = limiter.try_acquire_owned().unwrap();
+    let recorded = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     std::thread::spawn(move || recorded.overload())
         .join()
         .unwrap();
@@ -195,7 +202,7 @@ fn a_permit_moved_to_another_thread_is_released_there() {
     assert_eq!(limiter.in_flight(), 0);
 
     // And a thread that panics while holding one still gives it back.
-    let doomed = limiter.try_acquire_owned().unwrap();
+    let doomed = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     let panicked = std::thread::spawn(move || {
         let _held = doomed;
         panic!("the call blew up");
@@ -208,11 +215,11 @@ fn a_permit_moved_to_another_thread_is_released_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_moved_to_another_task_is_released_there_even_if_aborted() {
     let limiter = Arc::new(Limiter::new(Fixed::new(2).unwrap()));
-    let permit = limiter.try_acquire_owned().unwrap();
+    let permit = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     tokio::spawn(async move { permit.success() }).await.unwrap();
     assert_eq!(limiter.in_flight(), 0);
 
-    let permit = limiter.try_acquire_owned().unwrap();
+    let permit = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     let task = tokio::spawn(async move {
         let _held = permit;
         std::future::pending::<()>().await;
@@ -224,9 +231,9 @@ async fn a_permit_moved_to_another_task_is_released_there_even_if_aborted() {
 
     let queued = {
         let limiter = Arc::clone(&limiter);
-        let _a = limiter.try_acquire_owned().unwrap();
-        let _b = limiter.try_acquire_owned().unwrap();
-        let waiter = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+        let _a = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
+        let _b = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
+        let waiter = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
         tokio::task::yield_now().await;
         waiter
     };

@@ -6,6 +6,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,24 +32,37 @@ fn classed(limit: u32, priorities: Priorities) -> Limiter<Fixed> {
 fn a_class_that_finds_the_limit_full_gets_room_kept_for_it() {
     let limiter = classed(10, Priorities::default());
     let shed: Vec<_> = (0..10)
-        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .map(|_| {
+            limiter
+                .admission()
+                .class(Priority::Sheddable)
+                .try_acquire()
+                .unwrap()
+        })
         .collect();
     // Full: a critical call is refused, and a slot is kept for it from now on.
     assert_eq!(
-        limiter.try_acquire_as(CRITICAL).unwrap_err().reason(),
+        limiter
+            .admission()
+            .class(CRITICAL)
+            .try_acquire()
+            .unwrap_err()
+            .reason(),
         RejectReason::LimitReached
     );
     let mut shed = shed.into_iter();
     shed.next().unwrap().success();
     assert_eq!(
         limiter
-            .try_acquire_as(Priority::Sheddable.into())
+            .admission()
+            .class(Priority::Sheddable)
+            .try_acquire()
             .unwrap_err()
             .reason(),
         RejectReason::LimitReached,
         "the freed slot is kept for the critical class"
     );
-    let critical = limiter.try_acquire_as(CRITICAL).unwrap();
+    let critical = limiter.admission().class(CRITICAL).try_acquire().unwrap();
     assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 9]);
     drop((critical, shed));
     assert_eq!(limiter.in_flight(), 0);
@@ -59,18 +73,24 @@ fn a_class_that_finds_the_limit_full_gets_room_kept_for_it() {
 fn room_a_class_does_not_use_is_lent_back_to_the_classes_below() {
     let limiter = classed(4, Priorities::default());
     let shed: Vec<_> = (0..4)
-        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .map(|_| {
+            limiter
+                .admission()
+                .class(Priority::Sheddable)
+                .try_acquire()
+                .unwrap()
+        })
         .collect();
     for _ in 0..3 {
         // Three critical refusals keep up to three slots for it.
-        assert!(limiter.try_acquire_as(CRITICAL).is_err());
+        assert!(limiter.admission().class(CRITICAL).try_acquire().is_err());
     }
     drop(shed);
     // Nothing critical in flight: each sheddable call turned away for its
     // sake gives one kept slot back, until sheddable calls fit again.
     let mut admitted = Vec::new();
     for _ in 0..20 {
-        if let Ok(p) = limiter.try_acquire_as(Priority::Sheddable.into()) {
+        if let Ok(p) = limiter.admission().class(Priority::Sheddable).try_acquire() {
             admitted.push(p);
         }
     }
@@ -86,14 +106,27 @@ fn a_configured_share_is_kept_from_the_start() {
             .unwrap(),
     );
     let shed: Vec<_> = (0..7)
-        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .map(|_| {
+            limiter
+                .admission()
+                .class(Priority::Sheddable)
+                .try_acquire()
+                .unwrap()
+        })
         .collect();
-    assert!(limiter.try_acquire_as(Priority::Sheddable.into()).is_err());
+    assert!(limiter
+        .admission()
+        .class(Priority::Sheddable)
+        .try_acquire()
+        .is_err());
     // The critical class may also take what is not kept for anyone else.
     let critical: Vec<_> = (0..3)
-        .map(|_| limiter.try_acquire_as(CRITICAL).unwrap())
+        .map(|_| limiter.admission().class(CRITICAL).try_acquire().unwrap())
         .collect();
-    assert!(limiter.try_acquire_as(CRITICAL).is_err(), "the limit holds");
+    assert!(
+        limiter.admission().class(CRITICAL).try_acquire().is_err(),
+        "the limit holds"
+    );
     drop((shed, critical));
 }
 
@@ -104,9 +137,13 @@ fn a_call_without_a_class_is_of_the_default_class_and_a_limiter_without_classes_
     assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
     drop(p);
     let plain = Limiter::new(Fixed::new(1).unwrap());
-    let p = plain.try_acquire_as(Priority::Sheddable.into()).unwrap();
+    let p = plain
+        .admission()
+        .class(Priority::Sheddable)
+        .try_acquire()
+        .unwrap();
     assert!(plain.in_flight_by_class().is_empty());
-    assert!(plain.try_acquire_as(CRITICAL).is_err());
+    assert!(plain.admission().class(CRITICAL).try_acquire().is_err());
     drop(p);
 }
 
@@ -120,10 +157,10 @@ fn named_partitions_are_found_by_name_and_bad_ones_are_refused_by_field() {
     assert_eq!(limiter.class("nope"), None);
     let prefetch = limiter.class("prefetch").unwrap();
     let held: Vec<_> = (0..3)
-        .map(|_| limiter.try_acquire_as(prefetch).unwrap())
+        .map(|_| limiter.admission().class(prefetch).try_acquire().unwrap())
         .collect();
     assert!(
-        limiter.try_acquire_as(prefetch).is_err(),
+        limiter.admission().class(prefetch).try_acquire().is_err(),
         "7 of 10 kept above it"
     );
     drop(held);
@@ -170,7 +207,7 @@ fn an_admit_fraction_is_spent_on_the_most_critical_class_first() {
         } else {
             Priority::Sheddable.into()
         };
-        if let Ok(p) = limiter.try_acquire_as(class) {
+        if let Ok(p) = limiter.admission().class(class).try_acquire() {
             if class == CRITICAL {
                 critical += 1;
             } else {
@@ -196,7 +233,7 @@ async fn the_queue_serves_the_most_critical_waiter_first() {
             .build()
             .unwrap(),
     );
-    let held = limiter.try_acquire_as(CRITICAL).unwrap();
+    let held = limiter.admission().class(CRITICAL).try_acquire().unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for (name, class) in [
@@ -206,7 +243,7 @@ async fn the_queue_serves_the_most_critical_waiter_first() {
     ] {
         let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
         tasks.push(tokio::spawn(async move {
-            let permit = limiter.acquire_as(class.into()).await.unwrap();
+            let permit = limiter.admission().class(class).acquire().await.unwrap();
             order.lock().unwrap().push(name);
             tokio::time::sleep(Duration::from_millis(5)).await;
             permit.success();
@@ -260,10 +297,10 @@ proptest! {
         for op in ops {
             // Probe the state: if a class is admitted, every class above it is.
             for low in (1u8..4).rev() {
-                if let Ok(p) = limiter.try_acquire_as(Class::new(low)) {
+                if let Ok(p) = limiter.admission().class(Class::new(low)).try_acquire() {
                     drop(p);
                     for high in 0..low {
-                        let admitted = limiter.try_acquire_as(Class::new(high));
+                        let admitted = limiter.admission().class(Class::new(high)).try_acquire();
                         prop_assert!(admitted.is_ok(), "class {high} refused where {low} was admitted: {:?}", limiter.in_flight_by_class());
                         drop(admitted);
                     }
@@ -272,7 +309,7 @@ proptest! {
             }
             match op {
                 Op::Acquire(c) => {
-                    if let Ok(p) = limiter.try_acquire_as(Class::new(c)) {
+                    if let Ok(p) = limiter.admission().class(Class::new(c)).try_acquire() {
                         held.push((c, p));
                     }
                 }
@@ -304,10 +341,17 @@ async fn a_waiter_of_a_lower_class_is_served_once_the_class_above_it_has_its_roo
             .unwrap(),
     );
     let held: Vec<_> = (0..2).map(|_| limiter.try_acquire().unwrap()).collect();
-    let sheddable = tokio::spawn(Arc::clone(&limiter).acquire_owned_as(Priority::Sheddable.into()));
+    let sheddable = tokio::spawn(
+        Admission::new(Arc::clone(&limiter))
+            .class(Priority::Sheddable)
+            .acquire(),
+    );
     tokio::task::yield_now().await;
-    let critical =
-        tokio::spawn(Arc::clone(&limiter).acquire_owned_as(Priority::CriticalPlus.into()));
+    let critical = tokio::spawn(
+        Admission::new(Arc::clone(&limiter))
+            .class(Priority::CriticalPlus)
+            .acquire(),
+    );
     tokio::task::yield_now().await;
     drop(held);
     // The critical call's one refusal keeps one slot for it, which it then
@@ -328,10 +372,14 @@ async fn a_refusal_in_the_queue_names_the_class_of_the_call_refused() {
         .build()
         .unwrap();
     let _held = limiter.try_acquire().unwrap();
-    let waiting = limiter.acquire_as(Priority::Sheddable.into());
+    let waiting = limiter.admission().class(Priority::Sheddable).acquire();
     let full = async {
         tokio::task::yield_now().await;
-        limiter.acquire_as(Priority::SheddablePlus.into()).await
+        limiter
+            .admission()
+            .class(Priority::SheddablePlus)
+            .acquire()
+            .await
     };
     let (waited, full) = tokio::join!(waiting, full);
     let (waited, full) = (waited.unwrap_err(), full.unwrap_err());
@@ -356,14 +404,24 @@ fn a_call_held_back_by_a_reserve_tells_the_policy_the_limit_was_full() {
         .build()
         .unwrap();
     let shed: Vec<_> = (0..4)
-        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .map(|_| {
+            limiter
+                .admission()
+                .class(Priority::Sheddable)
+                .try_acquire()
+                .unwrap()
+        })
         .collect();
     // A critical call finds the limit full: one slot is kept for it.
-    assert!(limiter.try_acquire_as(CRITICAL).is_err());
+    assert!(limiter.admission().class(CRITICAL).try_acquire().is_err());
     drop(shed);
-    let p = limiter.try_acquire_as(Priority::Sheddable.into()).unwrap();
+    let p = limiter
+        .admission()
+        .class(Priority::Sheddable)
+        .try_acquire()
+        .unwrap();
     p.success();
-    let p = limiter.try_acquire_as(CRITICAL).unwrap();
+    let p = limiter.admission().class(CRITICAL).try_acquire().unwrap();
     p.success();
     let samples = policy.samples.lock().unwrap().clone();
     let met: Vec<u32> = samples.iter().rev().take(2).map(|s| s.in_flight).collect();
@@ -383,7 +441,7 @@ fn a_call_that_keeps_its_slot_across_attempts_keeps_its_class() {
         .priorities(Priorities::default())
         .build()
         .unwrap();
-    let mut permit = limiter.try_acquire_as(CRITICAL).unwrap();
+    let mut permit = limiter.admission().class(CRITICAL).try_acquire().unwrap();
     permit.record_attempt(Outcome::Overload);
     assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
     permit.success();
@@ -405,20 +463,34 @@ async fn a_waiting_class_is_not_starved_beside_free_slots_no_class_above_uses() 
             .unwrap(),
     );
     let shed: Vec<_> = (0..11)
-        .map(|_| limiter.try_acquire_as(Priority::Sheddable.into()).unwrap())
+        .map(|_| {
+            limiter
+                .admission()
+                .class(Priority::Sheddable)
+                .try_acquire()
+                .unwrap()
+        })
         .collect();
     for _ in 0..11 {
-        assert!(limiter.try_acquire_as(CRITICAL).is_err(), "full");
+        assert!(
+            limiter.admission().class(CRITICAL).try_acquire().is_err(),
+            "full"
+        );
     }
     drop(shed);
     let critical: Vec<_> = (0..3)
-        .map(|_| limiter.try_acquire_as(CRITICAL).unwrap())
+        .map(|_| limiter.admission().class(CRITICAL).try_acquire().unwrap())
         .collect();
     // Eight slots free, no critical call waiting: sheddable waiters get
     // in within a few of them, not after seconds of timeouts.
     let mut served = 0;
     for _ in 0..20 {
-        if let Ok(p) = limiter.acquire_as(Priority::Sheddable.into()).await {
+        if let Ok(p) = limiter
+            .admission()
+            .class(Priority::Sheddable)
+            .acquire()
+            .await
+        {
             served += 1;
             p.success();
         }
@@ -494,7 +566,7 @@ proptest! {
             for step in steps {
                 match step {
                     Step::Try(c) => {
-                        if let Ok(p) = limiter.try_acquire_as(Class::new(c)) {
+                        if let Ok(p) = limiter.admission().class(Class::new(c)).try_acquire() {
                             held.push(p);
                         }
                     }
@@ -502,7 +574,7 @@ proptest! {
                         let mut waits = 0;
                         let permit = loop {
                             waits += 1;
-                            match limiter.acquire_as(Class::new(c)).await {
+                            match limiter.admission().class(Class::new(c)).acquire().await {
                                 Ok(p) => break p,
                                 Err(r) => {
                                     prop_assert_eq!(r.reason(), RejectReason::TimedOut);

@@ -5,6 +5,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,7 +80,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 enum Held<'a> {
-    Borrowed(rheostat::Permit<'a, Counted, ManualClock>),
+    Borrowed(rheostat::Permit<&'a Limiter<Counted, ManualClock>>),
     Owned(rheostat::OwnedPermit<Counted, ManualClock>),
 }
 
@@ -145,7 +146,11 @@ fn run(ops: Vec<Op>, aimd: bool, sharding: Sharding) -> Result<(), TestCaseError
                 let result = if matches!(op, Op::Acquire(_)) {
                     on(elsewhere, || limiter.try_acquire().map(Held::Borrowed))
                 } else {
-                    on(elsewhere, || limiter.try_acquire_owned().map(Held::Owned))
+                    on(elsewhere, || {
+                        Admission::new(Arc::clone(&limiter))
+                            .try_acquire()
+                            .map(Held::Owned)
+                    })
                 };
                 match result {
                     Ok(p) => {

@@ -8,6 +8,7 @@
 #[path = "support/decisions.rs"]
 mod decisions;
 use decisions::Decisions;
+use rheostat::Admission;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,7 +55,9 @@ async fn a_failing_call_is_retried_until_it_succeeds_within_its_attempts() {
     });
     let tries = AtomicU32::new(0);
     let answer = limiter
-        .call(Duration::from_secs(1), by_status, || async {
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async {
             match tries.fetch_add(1, Ordering::Relaxed) {
                 0 | 1 => Err(503),
                 n => Ok(n),
@@ -67,7 +70,9 @@ async fn a_failing_call_is_retried_until_it_succeeds_within_its_attempts() {
     // Always failing: three attempts, then the last failure is returned.
     let tries = AtomicU32::new(0);
     let answer = limiter
-        .call(Duration::from_secs(1), by_status, || async {
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err::<u32, u16>(503)
         })
@@ -90,7 +95,9 @@ async fn a_client_error_or_a_verdict_against_retrying_is_not_retried() {
     let (decisions, limiter) = limiter_with(RetryConfig::default());
     let tries = AtomicU32::new(0);
     let answer = limiter
-        .call(Duration::from_secs(1), by_status, || async {
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err::<u32, u16>(404)
         })
@@ -100,8 +107,9 @@ async fn a_client_error_or_a_verdict_against_retrying_is_not_retried() {
     assert_eq!(decisions.take(), [RetryOutcome::NotRetryable]);
 
     let answer = limiter
+        .admission()
+        .timeout(Duration::from_secs(1))
         .call(
-            Duration::from_secs(1),
             |_: &Result<u32, u16>| Verdict::from(Outcome::Overload).not_retryable(),
             || async {
                 tries.fetch_add(1, Ordering::Relaxed);
@@ -134,7 +142,9 @@ async fn a_failure_that_opens_the_breaker_ends_the_retries() {
         .unwrap();
     let tries = AtomicU32::new(0);
     let answer = limiter
-        .call(Duration::from_secs(1), by_status, || async {
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err::<u32, u16>(503)
         })
@@ -152,7 +162,9 @@ async fn a_failure_that_opens_the_breaker_ends_the_retries() {
 
     // Open: refused at once, never retried, the dependency never called.
     let answer = limiter
-        .call(Duration::from_secs(1), by_status, || async {
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Ok(1)
         })
@@ -172,7 +184,9 @@ async fn a_full_limit_refuses_unless_the_retry_may_wait_once_in_the_queue() {
     let limiter = Arc::new(limiter);
     let held: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
     let answer = limiter
-        .call(Duration::from_secs(1), by_status, || async { Ok(1) })
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async { Ok(1) })
         .await;
     assert!(
         matches!(answer, Err(CallError::Rejected(r)) if r.reason() == RejectReason::LimitReached)
@@ -192,14 +206,16 @@ async fn a_full_limit_refuses_unless_the_retry_may_wait_once_in_the_queue() {
             .build()
             .unwrap(),
     );
-    let held = waiting.try_acquire_owned().unwrap();
+    let held = Admission::new(Arc::clone(&waiting)).try_acquire().unwrap();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         held.success();
     });
     let t0 = tokio::time::Instant::now();
     let answer = waiting
-        .call(Duration::from_secs(1), by_status, || async { Ok(7) })
+        .admission()
+        .timeout(Duration::from_secs(1))
+        .call(by_status, || async { Ok(7) })
         .await;
     assert_eq!(answer.unwrap(), 7);
     assert!(t0.elapsed() >= Duration::from_millis(300));
@@ -214,8 +230,9 @@ async fn a_retry_after_is_a_floor_on_the_wait_and_the_deadline_stops_what_cannot
     });
     let starts = Mutex::new(Vec::new());
     let answer = limiter
+        .admission()
+        .timeout(Duration::from_millis(500))
         .call(
-            Duration::from_millis(500),
             |r: &Result<u32, u16>| match r {
                 Ok(_) => Verdict::from(Outcome::Success),
                 Err(_) => Verdict::from(Outcome::Overload).retry_after(Duration::from_secs(2)),
@@ -251,11 +268,9 @@ async fn the_last_attempt_is_cut_to_end_by_the_deadline() {
     });
     let t0 = tokio::time::Instant::now();
     let answer = limiter
-        .call(
-            Duration::from_secs(9),
-            by_status,
-            std::future::pending::<Result<u32, u16>>,
-        )
+        .admission()
+        .timeout(Duration::from_secs(9))
+        .call(by_status, std::future::pending::<Result<u32, u16>>)
         .await;
     // 400 ms, 400 ms, then the 200 ms left.
     assert!(matches!(answer, Err(CallError::TimedOut(t)) if t == Duration::from_millis(200)));
@@ -284,7 +299,9 @@ async fn a_retry_with_less_than_a_millisecond_before_the_deadline_is_not_sent() 
     });
     let sent = AtomicU32::new(0);
     let answer = limiter
-        .call(Duration::from_secs(9), by_status, || {
+        .admission()
+        .timeout(Duration::from_secs(9))
+        .call(by_status, || {
             sent.fetch_add(1, Ordering::Relaxed);
             std::future::pending::<Result<u32, u16>>()
         })
@@ -312,7 +329,9 @@ async fn the_budget_stops_retries_and_says_so_once_each_time_it_runs_dry() {
     let tries = AtomicU32::new(0);
     for _ in 0..4 {
         let _ = limiter
-            .call(Duration::from_secs(1), by_status, || async {
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(by_status, || async {
                 tries.fetch_add(1, Ordering::Relaxed);
                 Err::<u32, u16>(503)
             })
@@ -334,9 +353,9 @@ async fn the_budget_stops_retries_and_says_so_once_each_time_it_runs_dry() {
     tokio::time::advance(Duration::from_secs(11)).await;
     for _ in 0..4 {
         let _ = limiter
-            .call(Duration::from_secs(1), by_status, || async {
-                Err::<u32, u16>(503)
-            })
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(by_status, || async { Err::<u32, u16>(503) })
             .await;
     }
     assert_eq!(decisions.dry.load(Ordering::Relaxed), 2);
@@ -352,10 +371,13 @@ async fn a_call_dropped_during_its_backoff_or_its_attempt_holds_nothing() {
         ..RetryConfig::default()
     });
     for cut in [Duration::from_millis(50), Duration::from_millis(150)] {
-        let call = limiter.call(Duration::from_secs(1), by_status, || async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            Err::<u32, u16>(503)
-        });
+        let call = limiter
+            .admission()
+            .timeout(Duration::from_secs(1))
+            .call(by_status, || async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err::<u32, u16>(503)
+            });
         assert!(tokio::time::timeout(cut, call).await.is_err());
         assert_eq!(limiter.in_flight(), 0, "cut at {cut:?}");
     }
@@ -570,7 +592,7 @@ proptest! {
                 let t0 = tokio::time::Instant::now();
                 let next = AtomicU32::new(0);
                 let _ = limiter
-                    .call(Duration::from_secs(60), by_status, || {
+                    .admission().timeout(Duration::from_secs(60)).call(by_status, || {
                         let act = script[next.fetch_add(1, Ordering::Relaxed) as usize % script.len()];
                         log.lock().unwrap().push((tokio::time::Instant::now(), act));
                         async move {

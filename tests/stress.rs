@@ -526,7 +526,7 @@ impl World {
     }
 
     /// Finish a call under a borrowed permit: a random outcome, or dropped.
-    async fn finish(&self, rng: &mut Rng, permit: Permit<'_, Checked>) {
+    async fn finish(&self, rng: &mut Rng, permit: Permit<&'_ Limiter<Checked>>) {
         Self::work(rng).await;
         if rng.chance(10) {
             drop(permit);
@@ -578,7 +578,7 @@ impl World {
                 } else {
                     rng.micros(1000)
                 };
-                match limiter.acquire_timeout(wait).await {
+                match limiter.admission().max_wait(wait).acquire().await {
                     Ok(permit) => {
                         let a = Admission::end(&self.checker, start);
                         self.admitted(a, permit.in_flight_at_start(), permit.is_probe());
@@ -617,8 +617,7 @@ impl World {
             70..=79 => {
                 let outcome = self.outcome(rng);
                 let took = rng.micros(1000);
-                let call = limiter.call(
-                    Duration::from_secs(1),
+                let call = limiter.admission().timeout(Duration::from_secs(1)).call(
                     |_: &Result<(), ()>| outcome,
                     move || async move {
                         tokio::time::sleep(took).await;
@@ -635,8 +634,7 @@ impl World {
             80..=89 => {
                 let panics = rng.chance(50);
                 let took = rng.micros(300);
-                let call = limiter.call(
-                    Duration::from_secs(1),
+                let call = limiter.admission().timeout(Duration::from_secs(1)).call(
                     |_: &Result<(), ()>| Outcome::Success,
                     move || async move {
                         tokio::time::sleep(took).await;
@@ -670,7 +668,7 @@ impl World {
                 };
                 let task = tokio::spawn(async move {
                     let start = Admission::start(&checker);
-                    let permit = match limiter.acquire_owned().await {
+                    let permit = match rheostat::Admission::new(limiter).acquire().await {
                         Ok(permit) => permit,
                         Err(r) => return world.rejected(&r),
                     };

@@ -142,11 +142,9 @@ fn budget_log(rounds: usize, calls: usize, pause: Duration) -> Vec<String> {
             for _ in 0..rounds {
                 for _ in 0..calls {
                     let _ = limiter
-                        .call(
-                            Duration::from_secs(1),
-                            |_: &Result<(), ()>| Outcome::Overload,
-                            || async { Err(()) },
-                        )
+                        .admission()
+                        .timeout(Duration::from_secs(1))
+                        .call(|_: &Result<(), ()>| Outcome::Overload, || async { Err(()) })
                         .await;
                 }
                 tokio::time::sleep(pause).await;

@@ -6,6 +6,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
+use rheostat::Admission;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ async fn settle() {
 async fn a_waiter_is_woken_when_a_slot_frees() {
     let limiter = limiter(1, QueueOrder::Fifo, 8);
     let held = limiter.try_acquire().unwrap();
-    let waiter = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let waiter = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     assert!(!waiter.is_finished());
     held.success();
@@ -51,7 +52,9 @@ async fn a_waiter_past_its_deadline_gets_a_timeout() {
     let _held = limiter.try_acquire().unwrap();
     let started = tokio::time::Instant::now();
     let refused = limiter
-        .acquire_timeout(Duration::from_millis(250))
+        .admission()
+        .max_wait(Duration::from_millis(250))
+        .acquire()
         .await
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::TimedOut);
@@ -84,7 +87,7 @@ async fn serve_order(order: QueueOrder) -> Vec<usize> {
         let limiter = Arc::clone(&limiter);
         let tx = tx.clone();
         tokio::spawn(async move {
-            let permit = limiter.acquire_owned().await.unwrap();
+            let permit = Admission::new(limiter).acquire().await.unwrap();
             tx.send(id).unwrap();
             tokio::time::sleep(Duration::from_millis(10)).await;
             permit.success();
@@ -113,8 +116,8 @@ async fn lifo_serves_the_newest_waiter_first() {
 async fn a_full_queue_rejects_at_once() {
     let limiter = limiter(1, QueueOrder::Fifo, 2);
     let _held = limiter.try_acquire().unwrap();
-    let _w1 = tokio::spawn(Arc::clone(&limiter).acquire_owned());
-    let _w2 = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let _w1 = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
+    let _w2 = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     let started = tokio::time::Instant::now();
     let refused = limiter.acquire().await.unwrap_err();
@@ -136,9 +139,9 @@ async fn a_queue_of_zero_never_waits() {
 async fn a_dropped_acquire_leaves_the_queue_and_strands_no_one() {
     let limiter = limiter(1, QueueOrder::Fifo, 8);
     let held = limiter.try_acquire().unwrap();
-    let first = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let first = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
-    let second = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let second = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
@@ -174,7 +177,7 @@ async fn a_slot_handed_to_a_cancelled_waiter_goes_back() {
 async fn a_dropped_permit_wakes_the_next_waiter() {
     let limiter = limiter(1, QueueOrder::Fifo, 8);
     let held = limiter.try_acquire().unwrap();
-    let waiter = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let waiter = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     drop(held);
     assert!(waiter.await.unwrap().is_ok());
@@ -184,7 +187,7 @@ async fn a_dropped_permit_wakes_the_next_waiter() {
 async fn raising_the_limit_wakes_waiters() {
     let limiter = limiter(1, QueueOrder::Fifo, 8);
     let _held = limiter.try_acquire().unwrap();
-    let waiter = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let waiter = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     limiter.update(|f| f.set_limit(2)).unwrap();
     assert!(waiter.await.unwrap().is_ok());
@@ -209,7 +212,7 @@ async fn waiters_are_refused_at_once_when_the_gate_shuts() {
     }
     let limiter = Arc::new(Limiter::with_clock(Switch::default(), TokioClock));
     let held = limiter.try_acquire().unwrap();
-    let waiter = tokio::spawn(Arc::clone(&limiter).acquire_owned());
+    let waiter = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     limiter.update(|s| s.0 = true);
     held.success();
@@ -226,7 +229,7 @@ async fn many_waiters_and_releases_conserve_slots() {
         let limiter = Arc::clone(&limiter);
         tasks.push(tokio::spawn(async move {
             let wait = Duration::from_millis(5 + i % 40);
-            match limiter.acquire_timeout(wait).await {
+            match limiter.admission().max_wait(wait).acquire().await {
                 Ok(permit) => {
                     assert!(limiter.in_flight() <= 3);
                     tokio::time::sleep(Duration::from_millis(1 + i % 7)).await;
@@ -249,11 +252,21 @@ async fn many_waiters_and_releases_conserve_slots() {
 #[tokio::test(start_paused = true)]
 async fn a_zero_wait_never_waits_and_a_maximal_one_waits_without_overflow() {
     let limiter = Limiter::new(Fixed::new(1).unwrap());
-    let held = limiter.acquire_timeout(Duration::ZERO).await.unwrap();
-    let refused = limiter.acquire_timeout(Duration::ZERO).await.unwrap_err();
+    let held = limiter
+        .admission()
+        .max_wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap();
+    let refused = limiter
+        .admission()
+        .max_wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::LimitReached);
 
-    let waiting = limiter.acquire_timeout(Duration::MAX);
+    let waiting = limiter.admission().max_wait(Duration::MAX).acquire();
     let release = async {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         held.success();

@@ -34,7 +34,7 @@
 //!   Tokio's paused-time timer ticks, Vector's 1 s timeout and Fibonacci
 //!   retries. Vector's controller is driven as Vector drives it (its
 //!   semaphore, a report per attempt); every other row goes through a real
-//!   `rheostat::Limiter` (`try_acquire_owned`, then `success()` /
+//!   `rheostat::Limiter` (an owned `Admission`'s `try_acquire`, then `success()` /
 //!   `overload()`). Every row runs in two modes: (a) one slot per request
 //!   held across its retries, each failed attempt reported as it ends
 //!   (`record_attempt`, and `start_attempt` as the retry goes out), as

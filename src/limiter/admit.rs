@@ -71,17 +71,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(Ticket::new(start, in_flight, false, self.generation()))
     }
 
-    /// [`Limiter::try_acquire`] with the admission time always read, for
-    /// callers that measure latency themselves (the tower layer's
-    /// classifier).
-    #[cfg_attr(
-        not(feature = "tower"),
-        allow(dead_code, reason = "used by the tower layer")
-    )]
-    pub(crate) fn try_acquire_timed(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        self.permit(self.admit(self.clock.now(), true, false))
-    }
-
     /// A probe gate: every admission is counted by the policy under its lock.
     #[cold]
     pub(super) fn admit_probe(
@@ -163,11 +152,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(crate) fn observe_admit(&self, ticket: &Ticket) {
         if let Some(observer) = &self.observer {
-            if ticket.class() == classes::NO_CLASS {
-                observer.admitted(ticket.in_flight(), ticket.probe());
-            } else {
-                let class = crate::priority::Class::new(ticket.class());
-                observer.admitted_as(class, ticket.in_flight(), ticket.probe());
+            match ticket.class() {
+                None => observer.admitted(ticket.in_flight(), ticket.probe()),
+                Some(class) => observer.admitted_as(class, ticket.in_flight(), ticket.probe()),
             }
         }
     }
@@ -188,7 +175,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Take a probe slot for the limiter's own active probe.
-    pub(crate) fn try_acquire_probe(&self) -> Result<Permit<'_, A, C>, Rejection> {
+    pub(crate) fn try_acquire_probe(&self) -> Result<Permit<&Self>, Rejection> {
         let now = self.clock.now();
         match self.admit(now, false, true) {
             Ok(ticket) if ticket.probe() => Ok(Permit::new(self, ticket)),

@@ -27,13 +27,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .start
             .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
         let transitions = self.learn(ticket, outcome, latency, now);
-        *ticket = Ticket::new(
-            ticket.start.map(|_| now),
-            ticket.in_flight(),
-            false,
-            ticket.generation(),
-        )
-        .with_class(ticket.class(), ticket.counted());
+        ticket.next_attempt(now);
         self.report(transitions);
     }
 

@@ -16,9 +16,6 @@ use std::time::Instant;
 use super::*;
 use crate::priority::{Class, Priorities};
 
-/// A ticket's class when the limiter has none.
-pub(crate) const NO_CLASS: u8 = u8::MAX;
-
 /// A slot of reserve, in the units it is kept in: it grows a slot at a
 /// time and drains a [`STEP`]th of a slot at a time while its class uses
 /// under three quarters of it, so that it settles where refusals of its
@@ -332,99 +329,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .map_or_else(Vec::new, |c| c.held(self.in_flight()))
     }
 
-    /// [`Limiter::try_acquire`] for a call of `class` (see
-    /// [`crate::priority`]); a limiter without priorities ignores the class.
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::try_acquire`]; [`RejectReason::LimitReached`] also when
-    /// the slots left are kept for more critical classes.
-    #[inline]
-    pub fn try_acquire_as(&self, class: Class) -> Result<Permit<'_, A, C>, Rejection> {
-        match &self.classes {
-            None => self.try_acquire(),
-            Some(classes) => {
-                let c = classes.clamp(class);
-                self.permit(self.admit_as(c, true, None))
-            }
-        }
-    }
-
-    /// [`Limiter::try_acquire_as`], with a permit that owns a handle to the
-    /// limiter.
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::try_acquire_as`].
-    pub fn try_acquire_owned_as(
-        self: &Arc<Self>,
-        class: Class,
-    ) -> Result<OwnedPermit<A, C>, Rejection> {
-        let ticket = self.try_acquire_as(class)?.detach();
-        Ok(OwnedPermit::new(Arc::clone(self), ticket))
-    }
-
-    /// [`Limiter::try_acquire_as`] with the admission time always read, for
-    /// callers that measure latency themselves (the tower layer's
-    /// classifier): a call of `class`, or of the default class if `None`. A
-    /// limiter without priorities admits as
-    /// [`Limiter::try_acquire_timed`] does, at the same cost.
-    #[cfg_attr(
-        not(feature = "tower"),
-        allow(dead_code, reason = "used by the tower layer")
-    )]
-    #[inline]
-    pub(crate) fn try_acquire_timed_as(
-        &self,
-        class: Option<Class>,
-    ) -> Result<Permit<'_, A, C>, Rejection> {
-        let Some(classes) = &self.classes else {
-            return self.try_acquire_timed();
-        };
-        let c = class.map_or(classes.default_class(), |class| classes.clamp(class));
-        self.permit(self.admit_as(c, true, Some(self.clock.now())))
-    }
-
-    /// [`Limiter::acquire`] for a call of `class`: the queue serves the most
-    /// critical waiter first.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe, as [`Limiter::acquire`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::acquire`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Limiter::acquire`].
-    pub async fn acquire_as(&self, class: Class) -> Result<Permit<'_, A, C>, Rejection> {
-        let c = self.classes.as_ref().map(|classes| classes.clamp(class));
-        self.wait_for_slot_as(self.options.max_wait(), c).await
-    }
-
-    /// [`Limiter::acquire_as`], with an owned permit for spawned tasks.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe, as [`Limiter::acquire`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::acquire`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Limiter::acquire`].
-    pub async fn acquire_owned_as(
-        self: Arc<Self>,
-        class: Class,
-    ) -> Result<OwnedPermit<A, C>, Rejection> {
-        let ticket = self.acquire_as(class).await?.detach();
-        Ok(OwnedPermit::new(self, ticket))
-    }
-
     /// Admit a call of class `c` (a limiter with classes), reading the
     /// clock at `now` if given. `draw`: whether it takes its chance against
     /// the admit probability (a waiter being handed a slot already did).
@@ -478,7 +382,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // it read the kept slots as a caller that needs no more, and held
         // its limit low (mixed-criticality: 0.80 of the bound, against 0.96).
         let met = in_flight.saturating_add(need).min(limit);
-        Ok(Ticket::new(start, met, false, self.generation()).with_class(c, counted))
+        Ok(Ticket::new(start, met, false, self.generation()).with_class(Class(c), counted))
     }
 
     /// [`Limiter::admit_as`] under a gate that needs the time first: a shut
@@ -498,7 +402,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .admit(now, draw, false)
             .map_err(|r| r.with_class(Class(c)))?;
         let counted = classes.took(c);
-        Ok(ticket.with_class(c, counted))
+        Ok(ticket.with_class(Class(c), counted))
     }
 
     /// A call of class `c` takes its chance under a gate that admits
@@ -541,10 +445,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// A waiter of class `class` timed out: if slots were free under the
     /// limit, the classes above kept them for nothing (see
     /// [`Classes::starved`]).
-    pub(crate) fn starved(&self, class: Option<u8>) {
-        if let (Some(classes), Some(c)) = (&self.classes, class) {
+    pub(crate) fn starved(&self, class: Option<Class>) {
+        if let (Some(classes), Some(class)) = (&self.classes, class) {
             if self.in_flight() < self.gate().limit {
-                classes.starved(c);
+                classes.starved(class.0);
             }
         }
     }
@@ -553,10 +457,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// count, if its class counted it, goes back.
     #[inline]
     pub(crate) fn release_class(&self, ticket: &Ticket) {
-        if ticket.counted() {
-            if let Some(classes) = &self.classes {
-                classes.released(ticket.class());
-            }
+        if let (Some(class), Some(classes)) = (ticket.counted_class(), &self.classes) {
+            classes.released(class.0);
         }
     }
 }

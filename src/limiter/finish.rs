@@ -276,13 +276,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[cold]
     pub(super) fn serve_waiters(&self) {
         let now = self.clock.now();
-        self.waiters.serve(|class| {
-            if class == classes::NO_CLASS {
-                self.admit(now, false, false)
-            } else {
-                self.admit_as(class, false, Some(now))
-            }
-        });
+        self.waiters
+            .serve(|class| self.admit_waiting(now, false, class));
     }
 
     pub(crate) fn on_drop_outcome(&self) -> Outcome {

@@ -31,6 +31,7 @@
 //! its `max_latency`, ended after its `until`, or was untimed while the
 //! policy needs latencies.
 
+mod admission;
 mod admit;
 mod attempt;
 mod builder;
@@ -48,7 +49,7 @@ mod wait;
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
@@ -68,6 +69,7 @@ use published::Held;
 use shards::{slots_of, Parked, Shards, ONE_BATCHED, SLOTS};
 use wait::WaitQueue;
 
+pub use admission::Admission;
 pub use builder::Builder;
 #[cfg(feature = "metrics")]
 pub(crate) use builder::Named;
@@ -318,7 +320,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.refresh(now);
     }
 
-    /// Take a slot now or fail at once with the reason.
+    /// Take a slot now or fail at once with the reason: an
+    /// [`Admission`] with the limiter's settings. To admit a call of a
+    /// class, or to hold the permit in a spawned task, use
+    /// [`Limiter::admission`] or [`Admission::new`].
     ///
     /// # Errors
     ///
@@ -340,43 +345,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn try_acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        if let Some(classes) = &self.classes {
-            return self.permit(self.admit_as(classes.default_class(), true, None));
-        }
-        self.permit(self.admit_fast(self.feedback() == Feedback::Timed))
+    pub fn try_acquire(&self) -> Result<Permit<&Self>, Rejection> {
+        Admission::new(self).try_acquire()
     }
 
-    /// The permit for an admission, or the rejection, counted.
-    #[inline]
-    fn permit(&self, admitted: Result<Ticket, Rejection>) -> Result<Permit<'_, A, C>, Rejection> {
-        match admitted {
-            Ok(ticket) => Ok(Permit::new(self, ticket)),
-            Err(rejection) => {
-                self.count_rejection(&rejection);
-                Err(rejection)
-            }
-        }
-    }
-
-    /// [`Limiter::try_acquire`], with a permit that owns a handle to the
-    /// limiter, for spawned tasks.
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::try_acquire`].
-    pub fn try_acquire_owned(self: &Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
-        self.try_acquire()
-            .map(|permit| permit.into_owned(Arc::clone(self)))
-    }
-
-    /// Take a slot, waiting in the queue up to the configured maximum wait if
-    /// the limit is reached.
-    ///
-    /// A throttled call and an open gate are refused at once, never queued:
-    /// waiting would hold the caller's worker for a dependency that has said
-    /// it cannot serve. (A bulk consumer that wants to pause instead uses the
-    /// breaker's readiness wait.)
+    /// Take a slot, waiting in the queue up to the configured
+    /// [`Builder::max_wait`] if the limit is reached: an [`Admission`]
+    /// with the limiter's settings (see [`Admission::acquire`]).
     ///
     /// # Cancel safety
     ///
@@ -385,31 +360,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// # Errors
     ///
-    /// [`RejectReason::QueueFull`] at once if the queue is full,
-    /// [`RejectReason::TimedOut`] if no slot came free in time, or any
-    /// rejection of [`Limiter::try_acquire`] other than the limit.
+    /// As [`Admission::acquire`].
     ///
     /// # Panics
     ///
     /// If a maximum wait is configured and this is polled outside a Tokio
     /// runtime with the time driver enabled (as `tokio::time::sleep` does).
-    pub async fn acquire(&self) -> Result<Permit<'_, A, C>, Rejection> {
-        self.wait_for_slot(self.options.max_wait()).await
-    }
-
-    /// [`Limiter::acquire`], waiting at most `max_wait` (0: do not wait).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe, as [`Limiter::acquire`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::acquire`].
-    ///
-    /// # Panics
-    ///
-    /// If polled outside a Tokio runtime with the time driver enabled.
     ///
     /// # Examples
     ///
@@ -421,71 +377,24 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// let limiter = Limiter::new(Fixed::new(1)?);
     /// let held = limiter.acquire().await?;
-    /// let waited = limiter.acquire_timeout(Duration::from_millis(10)).await;
+    /// let waited = limiter.admission().max_wait(Duration::from_millis(10)).acquire().await;
     /// assert_eq!(waited.unwrap_err().reason(), RejectReason::TimedOut);
     /// held.success();
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_timeout(&self, max_wait: Duration) -> Result<Permit<'_, A, C>, Rejection> {
-        self.wait_for_slot(Some(max_wait)).await
+    pub async fn acquire(&self) -> Result<Permit<&Self>, Rejection> {
+        Admission::new(self).acquire().await
     }
 
-    /// [`Limiter::acquire`], with an owned permit for spawned tasks.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe, as [`Limiter::acquire`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::acquire`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Limiter::acquire`].
-    pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedPermit<A, C>, Rejection> {
-        let ticket = self.wait_for_slot(self.options.max_wait()).await?.detach();
-        Ok(OwnedPermit::new(self, ticket))
-    }
-
-    /// [`Limiter::acquire_timeout`], with an owned permit for spawned tasks.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe, as [`Limiter::acquire`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::acquire`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Limiter::acquire_timeout`].
-    pub async fn acquire_timeout_owned(
-        self: Arc<Self>,
-        max_wait: Duration,
-    ) -> Result<OwnedPermit<A, C>, Rejection> {
-        let ticket = self.wait_for_slot(Some(max_wait)).await?.detach();
-        Ok(OwnedPermit::new(self, ticket))
-    }
-
-    /// [`Limiter::acquire`] for a call of `class` (the default class if
-    /// `None`), waiting no longer than `left` either.
-    pub(crate) async fn acquire_within_as(
-        &self,
-        left: Option<Duration>,
-        class: Option<crate::priority::Class>,
-    ) -> Result<Permit<'_, A, C>, Rejection> {
-        let wait = match (self.options.max_wait(), left) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let c = self.classes.as_ref().map(|classes| match class {
-            Some(class) => classes.clamp(class),
-            None => classes.default_class(),
-        });
-        self.wait_for_slot_as(wait, c).await
+    /// An [`Admission`] to this limiter, for a permit borrowed from it: set
+    /// the call's class, wait or timeout, then
+    /// [`try_acquire`](Admission::try_acquire),
+    /// [`acquire`](Admission::acquire) or [`call`](Admission::call). (For
+    /// a permit that owns a handle, `Admission::new(Arc::clone(&limiter))`.)
+    #[inline]
+    pub fn admission(&self) -> Admission<&Self> {
+        Admission::new(self)
     }
 
     pub(crate) fn observer(&self) -> Option<&dyn Observer> {

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use crate::algorithms::{check, Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
 use crate::limiter::Limiter;
+use crate::priority::Class;
 
 /// What the limiter knows about one admitted call: 24 bytes without
 /// padding, so that a permit moves in whole words (with a class byte of its
@@ -24,8 +26,8 @@ pub(crate) struct Ticket {
     flight: u32,
     /// The limiter's transition generation when the call was admitted (the
     /// low 23 bits, see [`GENERATION`]), whether its class counts it
-    /// ([`COUNTED`]) and its class (the top 8 bits, `NO_CLASS` without one;
-    /// see [`crate::priority`]).
+    /// ([`COUNTED`]) and its class (the top 8 bits, [`NO_CLASS`] without
+    /// one; see [`crate::priority`]).
     tag: u32,
 }
 
@@ -41,6 +43,11 @@ pub(crate) const GENERATION: u32 = (1 << 23) - 1;
 /// its end gives the count back (the least critical class counts none).
 const COUNTED: u32 = 1 << 23;
 
+/// The class byte of a ticket without a class: how `None` is packed into
+/// [`Ticket::tag`], never seen outside it ([`Ticket::class`] answers
+/// `None`).
+const NO_CLASS: u32 = 0xFF;
+
 impl Ticket {
     #[inline]
     pub(crate) fn new(
@@ -52,31 +59,35 @@ impl Ticket {
         Ticket {
             start,
             flight: in_flight.min(!PROBE) | if probe { PROBE } else { 0 },
-            tag: (generation & GENERATION) | u32::from(super::classes::NO_CLASS) << 24,
+            tag: (generation & GENERATION) | NO_CLASS << 24,
         }
     }
 
     /// The same ticket, for a call of class `class`, counted by its class
     /// if `counted`.
     #[inline]
-    pub(crate) fn with_class(mut self, class: u8, counted: bool) -> Self {
+    pub(crate) fn with_class(mut self, class: Class, counted: bool) -> Self {
         self.tag =
-            (self.tag & GENERATION) | u32::from(class) << 24 | if counted { COUNTED } else { 0 };
+            (self.tag & GENERATION) | u32::from(class.0) << 24 | if counted { COUNTED } else { 0 };
         self
     }
 
-    /// Whether its class counts it.
+    /// Its class, if its limiter has classes.
     #[inline]
-    pub(crate) fn counted(&self) -> bool {
-        self.tag & COUNTED != 0
-    }
-
-    /// Its class, or `NO_CLASS`.
-    #[inline]
-    pub(crate) fn class(&self) -> u8 {
+    pub(crate) fn class(&self) -> Option<Class> {
         #[allow(clippy::cast_possible_truncation, reason = "the top 8 bits")]
         let class = (self.tag >> 24) as u8;
-        class
+        (u32::from(class) != NO_CLASS).then_some(Class(class))
+    }
+
+    /// Its class, if its class counts it (so that its end gives the count
+    /// back).
+    #[inline]
+    pub(crate) fn counted_class(&self) -> Option<Class> {
+        if self.tag & COUNTED == 0 {
+            return None;
+        }
+        self.class()
     }
 
     /// The limiter's generation (modulo 2^23) when it was admitted.
@@ -96,9 +107,22 @@ impl Ticket {
     pub(crate) fn probe(&self) -> bool {
         self.flight & PROBE != 0
     }
+
+    /// The same call's next attempt, sent at `now` (if it is timed): no
+    /// longer a probe, whatever the first attempt was.
+    #[inline]
+    pub(crate) fn next_attempt(&mut self, now: Instant) {
+        self.start = self.start.map(|_| now);
+        self.flight &= !PROBE;
+    }
 }
 
-/// A slot held by one call, borrowed from its [`Limiter`].
+/// A slot held by one call, released exactly once.
+///
+/// `L` is how the permit holds its [`Limiter`]: `&Limiter` for a permit
+/// borrowed from it ([`Limiter::try_acquire`]), `Arc<Limiter>` for one that
+/// can move into a spawned task ([`OwnedPermit`], from an
+/// [`Admission`](crate::Admission) of an `Arc`).
 ///
 /// Record how the call ended with [`success`](Permit::success),
 /// [`overload`](Permit::overload) or [`ignore`](Permit::ignore), which consume
@@ -106,281 +130,261 @@ impl Ticket {
 /// cancelled future, a panic) releases the slot and is reported as the
 /// limiter's drop outcome, [`Outcome::Ignore`] unless configured otherwise.
 #[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct Permit<'a, A = Box<dyn Algorithm>, C = DefaultClock> {
-    limiter: &'a Limiter<A, C>,
+pub struct Permit<L> {
+    limiter: L,
     ticket: Option<Ticket>,
-    release: Release<A, C>,
+    release: Release<L>,
 }
 
-/// A slot held by one call, owning a handle to its [`Limiter`], so it can move
-/// into a spawned task. Behaves as [`Permit`].
-#[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct OwnedPermit<A = Box<dyn Algorithm>, C = DefaultClock> {
-    limiter: Arc<Limiter<A, C>>,
-    ticket: Option<Ticket>,
-    release: Release<A, C>,
-}
+/// A permit owning a handle to its [`Limiter`], so it can move into a
+/// spawned task.
+pub type OwnedPermit<A = Box<dyn Algorithm>, C = DefaultClock> = Permit<Arc<Limiter<A, C>>>;
 
 /// How a permit dropped without a record gives its slot back: chosen when
 /// the permit is made, where the limiter's bounds hold, so that the permit
-/// types (and their `Drop`) need none.
-type Release<A, C> = fn(&Limiter<A, C>, &Ticket);
+/// type (and its `Drop`) needs none.
+type Release<L> = fn(&L, &Ticket);
 
-fn release<A: Algorithm, C: Clock>(limiter: &Limiter<A, C>, ticket: &Ticket) {
+fn release<L, A, C>(limiter: &L, ticket: &Ticket)
+where
+    L: Deref<Target = Limiter<A, C>>,
+    A: Algorithm,
+    C: Clock,
+{
     limiter.finish(ticket, limiter.on_drop_outcome());
 }
 
-impl<'a, A: Algorithm, C: Clock> Permit<'a, A, C> {
-    pub(crate) fn new(limiter: &'a Limiter<A, C>, ticket: Ticket) -> Self {
+impl<L, A, C> Permit<L>
+where
+    L: Deref<Target = Limiter<A, C>>,
+    A: Algorithm,
+    C: Clock,
+{
+    /// The permit for a call admitted with `ticket` by `limiter` (told to
+    /// its observer, if any).
+    #[inline]
+    pub(crate) fn new(limiter: L, ticket: Ticket) -> Self {
         limiter.observe_admit(&ticket);
         Permit {
             limiter,
             ticket: Some(ticket),
-            release: release::<A, C>,
-        }
-    }
-
-    /// Give up the ticket without releasing the slot (it moves elsewhere).
-    pub(crate) fn detach(mut self) -> Ticket {
-        match self.ticket.take() {
-            Some(ticket) => ticket,
-            None => unreachable!("a live permit always holds its ticket"),
-        }
-    }
-
-    /// The same permit, owning a handle to the limiter. `limiter` must be
-    /// the limiter this permit came from.
-    pub(crate) fn into_owned(self, limiter: Arc<Limiter<A, C>>) -> OwnedPermit<A, C> {
-        OwnedPermit::new(limiter, self.detach())
-    }
-}
-
-impl<A: Algorithm, C: Clock> OwnedPermit<A, C> {
-    pub(crate) fn new(limiter: Arc<Limiter<A, C>>, ticket: Ticket) -> Self {
-        OwnedPermit {
-            limiter,
-            ticket: Some(ticket),
-            release: release::<A, C>,
+            release: release::<L, A, C>,
         }
     }
 
     /// The limiter this permit came from.
-    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
+    pub fn limiter(&self) -> &L {
         &self.limiter
+    }
+
+    /// The dependency answered: record a success (a policy may still
+    /// count it as slow) and release the slot.
+    #[inline]
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// The dependency is unhealthy (a timeout, a 5xx, a refused
+    /// connection): record an overload and release the slot.
+    pub fn overload(self) {
+        self.record(Outcome::Overload);
+    }
+
+    /// Not evidence about the dependency (a 4xx, a declined card):
+    /// release the slot and teach the policy nothing.
+    pub fn ignore(self) {
+        self.record(Outcome::Ignore);
+    }
+
+    /// Record `outcome` and release the slot.
+    #[inline]
+    pub fn record(mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.take() {
+            self.limiter.finish(&ticket, outcome);
+        }
+    }
+
+    /// One attempt of this call ended with `outcome`, and the call
+    /// will try again under the same slot (a retry loop inside the
+    /// permit): the policy learns from the attempt now, instead of
+    /// hearing only how the whole call ended, and the slot stays
+    /// held. An attempt is timed from the permit's admission, the
+    /// previous [`record_attempt`](Self::record_attempt) or the
+    /// latest [`start_attempt`](Self::start_attempt); call
+    /// `start_attempt` when the retry goes out, so a backoff between
+    /// attempts is not read as latency. The final
+    /// [`record`](Self::record) (or [`success`](Self::success), …)
+    /// reports the last attempt and releases the slot.
+    ///
+    /// A probe's first recorded attempt answers for the probe; the
+    /// attempts after it are ordinary calls. Metrics observers count
+    /// calls, not attempts: they hear only the final record.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::algorithms::{Aimd, AimdConfig, Outcome};
+    /// use rheostat::{Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Aimd::new(AimdConfig::default())?, clock.clone());
+    /// let mut permit = limiter.try_acquire()?;
+    /// // The first attempt is turned away after 100 ms…
+    /// clock.advance(Duration::from_millis(100));
+    /// permit.record_attempt(Outcome::Overload);
+    /// // …a one-second backoff, and the retry goes out…
+    /// clock.advance(Duration::from_secs(1));
+    /// permit.start_attempt();
+    /// // …and succeeds in 100 ms: one slot held throughout, two
+    /// // attempts learnt from, neither timed with the backoff.
+    /// clock.advance(Duration::from_millis(100));
+    /// permit.success();
+    /// assert_eq!(limiter.in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record_attempt(&mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.as_mut() {
+            self.limiter.attempt_ended(ticket, outcome);
+        }
+    }
+
+    /// Another attempt of this call goes out now: time it from
+    /// here. See [`record_attempt`](Self::record_attempt).
+    pub fn start_attempt(&mut self) {
+        if let Some(ticket) = self.ticket.as_mut() {
+            self.limiter.restart(ticket);
+        }
+    }
+
+    /// Whether this call was admitted as a trial call while a breaker
+    /// is half-open. A probe should be given the [probe
+    /// timeout](Limiter::probe_timeout): see
+    /// [`timeout`](Self::timeout).
+    pub fn is_probe(&self) -> bool {
+        self.ticket.is_some_and(|t| t.probe())
+    }
+
+    /// The attempt timeout to give this call: the limiter's [probe
+    /// timeout](Limiter::probe_timeout) for a probe (a breaker's
+    /// `probe_timeout`, 30 s by default), `ordinary` otherwise. This
+    /// is what [`Limiter::call`] and the tower layer give a call; use
+    /// it when you run the call yourself. Reading the probe timeout
+    /// takes the policy's lock briefly, and only for a probe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+    /// use rheostat::{Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = Breaker::new(BreakerConfig::default())?;
+    /// let limiter = Limiter::with_clock(breaker, clock.clone());
+    /// let ordinary = Duration::from_millis(800);
+    /// let permit = limiter.try_acquire()?;
+    /// assert_eq!(permit.timeout(ordinary), ordinary);
+    /// permit.success();
+    ///
+    /// // Ten failures in a row open it; after the 5 s cooldown the
+    /// // next call is a probe, given the breaker's 30 s.
+    /// for _ in 0..10 {
+    ///     limiter.try_acquire()?.overload();
+    /// }
+    /// clock.advance(Duration::from_secs(5));
+    /// let probe = limiter.try_acquire()?;
+    /// assert!(probe.is_probe());
+    /// assert_eq!(probe.timeout(ordinary), Duration::from_secs(30));
+    /// probe.success();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timeout(&self, ordinary: Duration) -> Duration {
+        if self.is_probe() {
+            self.limiter.probe_timeout().unwrap_or(ordinary)
+        } else {
+            ordinary
+        }
+    }
+
+    /// When the call was admitted, by the limiter's clock; `None`
+    /// if the limiter did not read the clock for it (its policy
+    /// does not time calls and no observer is set).
+    pub fn started(&self) -> Option<Instant> {
+        self.ticket.and_then(|t| t.start)
+    }
+
+    /// Calls in flight when this one was admitted, itself included
+    /// (with slots parked per core, those parked on other cores too:
+    /// see [`Sharding`](crate::Sharding)).
+    pub fn in_flight_at_start(&self) -> u32 {
+        self.ticket.map_or(0, |t| t.in_flight())
+    }
+
+    /// Run `call` under this permit, give it at most `timeout`, and
+    /// record its outcome as `classify` says; a call that runs out of
+    /// time is recorded as [`Outcome::Overload`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the permit, which records the
+    /// limiter's drop outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::TimedOut`], [`CallError::Failed`] with the call's
+    /// error, or [`CallError::InvalidTimeout`] for a zero or
+    /// over-a-year timeout (the permit is then released as ignored).
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    pub async fn run<F, T, E, K>(
+        self,
+        timeout: Duration,
+        classify: K,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        if let Err(e) = check::duration("timeout", timeout) {
+            self.ignore();
+            return Err(CallError::InvalidTimeout(e));
+        }
+        match tokio::time::timeout(timeout, call).await {
+            Err(_elapsed) => {
+                self.overload();
+                Err(CallError::TimedOut(timeout))
+            }
+            Ok(result) => {
+                self.record(classify(&result));
+                result.map_err(CallError::Failed)
+            }
+        }
     }
 }
 
-macro_rules! permit_methods {
-    ($ty:ident $(<$lt:lifetime>)?) => {
-        impl<$($lt,)? A: Algorithm, C: Clock> $ty<$($lt,)? A, C> {
-            /// The dependency answered: record a success (a policy may still
-            /// count it as slow) and release the slot.
-            #[inline]
-            pub fn success(self) {
-                self.record(Outcome::Success);
-            }
-
-            /// The dependency is unhealthy (a timeout, a 5xx, a refused
-            /// connection): record an overload and release the slot.
-            pub fn overload(self) {
-                self.record(Outcome::Overload);
-            }
-
-            /// Not evidence about the dependency (a 4xx, a declined card):
-            /// release the slot and teach the policy nothing.
-            pub fn ignore(self) {
-                self.record(Outcome::Ignore);
-            }
-
-            /// Record `outcome` and release the slot.
-            #[inline]
-            pub fn record(mut self, outcome: Outcome) {
-                if let Some(ticket) = self.ticket.take() {
-                    self.limiter.finish(&ticket, outcome);
-                }
-            }
-
-            /// One attempt of this call ended with `outcome`, and the call
-            /// will try again under the same slot (a retry loop inside the
-            /// permit): the policy learns from the attempt now, instead of
-            /// hearing only how the whole call ended, and the slot stays
-            /// held. An attempt is timed from the permit's admission, the
-            /// previous [`record_attempt`](Self::record_attempt) or the
-            /// latest [`start_attempt`](Self::start_attempt); call
-            /// `start_attempt` when the retry goes out, so a backoff between
-            /// attempts is not read as latency. The final
-            /// [`record`](Self::record) (or [`success`](Self::success), …)
-            /// reports the last attempt and releases the slot.
-            ///
-            /// A probe's first recorded attempt answers for the probe; the
-            /// attempts after it are ordinary calls. Metrics observers count
-            /// calls, not attempts: they hear only the final record.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use std::time::Duration;
-            /// use rheostat::algorithms::{Aimd, AimdConfig, Outcome};
-            /// use rheostat::{Limiter, ManualClock};
-            ///
-            /// let clock = ManualClock::new();
-            /// let limiter = Limiter::with_clock(Aimd::new(AimdConfig::default())?, clock.clone());
-            /// let mut permit = limiter.try_acquire()?;
-            /// // The first attempt is turned away after 100 ms…
-            /// clock.advance(Duration::from_millis(100));
-            /// permit.record_attempt(Outcome::Overload);
-            /// // …a one-second backoff, and the retry goes out…
-            /// clock.advance(Duration::from_secs(1));
-            /// permit.start_attempt();
-            /// // …and succeeds in 100 ms: one slot held throughout, two
-            /// // attempts learnt from, neither timed with the backoff.
-            /// clock.advance(Duration::from_millis(100));
-            /// permit.success();
-            /// assert_eq!(limiter.in_flight(), 0);
-            /// # Ok::<(), Box<dyn std::error::Error>>(())
-            /// ```
-            pub fn record_attempt(&mut self, outcome: Outcome) {
-                if let Some(ticket) = self.ticket.as_mut() {
-                    self.limiter.attempt_ended(ticket, outcome);
-                }
-            }
-
-            /// Another attempt of this call goes out now: time it from
-            /// here. See [`record_attempt`](Self::record_attempt).
-            pub fn start_attempt(&mut self) {
-                if let Some(ticket) = self.ticket.as_mut() {
-                    self.limiter.restart(ticket);
-                }
-            }
-
-            /// Whether this call was admitted as a trial call while a breaker
-            /// is half-open. A probe should be given the [probe
-            /// timeout](Limiter::probe_timeout): see
-            /// [`timeout`](Self::timeout).
-            pub fn is_probe(&self) -> bool {
-                self.ticket.is_some_and(|t| t.probe())
-            }
-
-            /// The attempt timeout to give this call: the limiter's [probe
-            /// timeout](Limiter::probe_timeout) for a probe (a breaker's
-            /// `probe_timeout`, 30 s by default), `ordinary` otherwise. This
-            /// is what [`Limiter::call`] and the tower layer give a call; use
-            /// it when you run the call yourself. Reading the probe timeout
-            /// takes the policy's lock briefly, and only for a probe.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use std::time::Duration;
-            /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
-            /// use rheostat::{Limiter, ManualClock};
-            ///
-            /// let clock = ManualClock::new();
-            /// let breaker = Breaker::new(BreakerConfig::default())?;
-            /// let limiter = Limiter::with_clock(breaker, clock.clone());
-            /// let ordinary = Duration::from_millis(800);
-            /// let permit = limiter.try_acquire()?;
-            /// assert_eq!(permit.timeout(ordinary), ordinary);
-            /// permit.success();
-            ///
-            /// // Ten failures in a row open it; after the 5 s cooldown the
-            /// // next call is a probe, given the breaker's 30 s.
-            /// for _ in 0..10 {
-            ///     limiter.try_acquire()?.overload();
-            /// }
-            /// clock.advance(Duration::from_secs(5));
-            /// let probe = limiter.try_acquire()?;
-            /// assert!(probe.is_probe());
-            /// assert_eq!(probe.timeout(ordinary), Duration::from_secs(30));
-            /// probe.success();
-            /// # Ok::<(), Box<dyn std::error::Error>>(())
-            /// ```
-            pub fn timeout(&self, ordinary: Duration) -> Duration {
-                if self.is_probe() {
-                    self.limiter.probe_timeout().unwrap_or(ordinary)
-                } else {
-                    ordinary
-                }
-            }
-
-            /// When the call was admitted, by the limiter's clock; `None`
-            /// if the limiter did not read the clock for it (its policy
-            /// does not time calls and no observer is set).
-            pub fn started(&self) -> Option<Instant> {
-                self.ticket.and_then(|t| t.start)
-            }
-
-            /// Calls in flight when this one was admitted, itself included
-            /// (with slots parked per core, those parked on other cores too:
-            /// see [`Sharding`](crate::Sharding)).
-            pub fn in_flight_at_start(&self) -> u32 {
-                self.ticket.map_or(0, |t| t.in_flight())
-            }
-
-            /// Run `call` under this permit, give it at most `timeout`, and
-            /// record its outcome as `classify` says; a call that runs out of
-            /// time is recorded as [`Outcome::Overload`].
-            ///
-            /// # Cancel safety
-            ///
-            /// Dropping the future drops the permit, which records the
-            /// limiter's drop outcome.
-            ///
-            /// # Errors
-            ///
-            /// [`CallError::TimedOut`], [`CallError::Failed`] with the call's
-            /// error, or [`CallError::InvalidTimeout`] for a zero or
-            /// over-a-year timeout (the permit is then released as ignored).
-            ///
-            /// # Panics
-            ///
-            /// If polled outside a Tokio runtime with the time driver enabled.
-            pub async fn run<F, T, E, K>(
-                self,
-                timeout: Duration,
-                classify: K,
-                call: F,
-            ) -> Result<T, CallError<E>>
-            where
-                F: Future<Output = Result<T, E>>,
-                K: FnOnce(&Result<T, E>) -> Outcome,
-            {
-                if let Err(e) = check::duration("timeout", timeout) {
-                    self.ignore();
-                    return Err(CallError::InvalidTimeout(e));
-                }
-                match tokio::time::timeout(timeout, call).await {
-                    Err(_elapsed) => {
-                        self.overload();
-                        Err(CallError::TimedOut(timeout))
-                    }
-                    Ok(result) => {
-                        self.record(classify(&result));
-                        result.map_err(CallError::Failed)
-                    }
-                }
-            }
+impl<L> Drop for Permit<L> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            (self.release)(&self.limiter, &ticket);
         }
-
-        impl<$($lt,)? A, C> Drop for $ty<$($lt,)? A, C> {
-            fn drop(&mut self) {
-                if let Some(ticket) = self.ticket.take() {
-                    (self.release)(&self.limiter, &ticket);
-                }
-            }
-        }
-
-        impl<$($lt,)? A: Algorithm, C: Clock> fmt::Debug for $ty<$($lt,)? A, C> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($ty))
-                    .field("limiter", &self.limiter.name())
-                    .field("probe", &self.is_probe())
-                    .field("in_flight_at_start", &self.in_flight_at_start())
-                    .finish()
-            }
-        }
-    };
+    }
 }
 
-permit_methods!(Permit<'a>);
-permit_methods!(OwnedPermit);
+impl<L, A, C> fmt::Debug for Permit<L>
+where
+    L: Deref<Target = Limiter<A, C>>,
+    A: Algorithm,
+    C: Clock,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("limiter", &self.limiter.name())
+            .field("probe", &self.is_probe())
+            .field("in_flight_at_start", &self.in_flight_at_start())
+            .finish()
+    }
+}

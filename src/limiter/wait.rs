@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
-use crate::limiter::permit::{Permit, Ticket};
+use crate::limiter::permit::Ticket;
 use crate::limiter::Limiter;
+use crate::priority::Class;
 use crate::sync::{Arc, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError};
 
 /// The order in which waiters are served.
@@ -40,8 +41,8 @@ pub enum QueueOrder {
 }
 
 pub(crate) struct WaitQueue {
-    /// Each waiter with its class (`NO_CLASS` for a limiter without).
-    queue: Mutex<VecDeque<(u8, Arc<Waiter>)>>,
+    /// Each waiter with its class (`None` for a limiter without).
+    queue: Mutex<VecDeque<(Option<Class>, Arc<Waiter>)>>,
     len: AtomicUsize,
     order: QueueOrder,
     /// Whether waiters have classes: the most critical is served first.
@@ -81,7 +82,7 @@ impl WaitQueue {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<(u8, Arc<Waiter>)>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<(Option<Class>, Arc<Waiter>)>> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -95,7 +96,7 @@ impl WaitQueue {
     /// first, in queue order within it), while `admit` grants them, told
     /// each waiter's class. A shut gate refuses every waiter at once:
     /// waiting on an open breaker only holds the caller's worker.
-    pub(crate) fn serve(&self, mut admit: impl FnMut(u8) -> Result<Ticket, Rejection>) {
+    pub(crate) fn serve(&self, mut admit: impl FnMut(Option<Class>) -> Result<Ticket, Rejection>) {
         let mut queue = self.lock();
         while let Some(at) = self.next(&queue) {
             let (class, waiter) = (queue[at].0, Arc::clone(&queue[at].1));
@@ -115,7 +116,7 @@ impl WaitQueue {
     }
 
     /// Where the next waiter to serve stands.
-    fn next(&self, queue: &VecDeque<(u8, Arc<Waiter>)>) -> Option<usize> {
+    fn next(&self, queue: &VecDeque<(Option<Class>, Arc<Waiter>)>) -> Option<usize> {
         if queue.is_empty() {
             return None;
         }
@@ -137,7 +138,7 @@ impl WaitQueue {
         }
     }
 
-    fn pop(&self, queue: &mut VecDeque<(u8, Arc<Waiter>)>, at: usize) {
+    fn pop(&self, queue: &mut VecDeque<(Option<Class>, Arc<Waiter>)>, at: usize) {
         queue.remove(at);
         self.len.fetch_sub(1, Ordering::SeqCst);
     }
@@ -216,31 +217,33 @@ impl<A, C> Drop for Leave<'_, A, C> {
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    pub(crate) async fn wait_for_slot(
-        &self,
-        max_wait: Option<Duration>,
-    ) -> Result<Permit<'_, A, C>, Rejection> {
-        let class = self.classes.as_ref().map(|c| c.default_class());
-        self.wait_for_slot_as(max_wait, class).await
+    /// The class a call asking for `class` is admitted as: `class` (the
+    /// last if past it), the default class if `None`; `None` for a limiter
+    /// without classes.
+    #[inline]
+    pub(crate) fn class_of(&self, class: Option<Class>) -> Option<Class> {
+        self.classes.as_ref().map(|classes| {
+            Class(class.map_or(classes.default_class(), |class| classes.clamp(class)))
+        })
     }
 
-    /// Admit a call of `class` (`None`: a limiter without classes) at `now`.
-    fn admit_waiting(
+    /// Admit a call of `class` (as [`Limiter::class_of`] gives it) at `now`.
+    pub(crate) fn admit_waiting(
         &self,
         now: Instant,
         draw: bool,
-        class: Option<u8>,
+        class: Option<Class>,
     ) -> Result<Ticket, Rejection> {
         match class {
-            Some(c) => self.admit_as(c, draw, Some(now)),
+            Some(class) => self.admit_as(class.0, draw, Some(now)),
             None => self.admit(now, draw, false),
         }
     }
 
     /// `rejection`, of a call of `class` if it has one.
-    fn classed(&self, rejection: Rejection, class: Option<u8>) -> Rejection {
+    fn classed(&self, rejection: Rejection, class: Option<Class>) -> Rejection {
         match class {
-            Some(c) => rejection.with_class(crate::priority::Class::new(c)),
+            Some(class) => rejection.with_class(class),
             None => rejection,
         }
     }
@@ -251,15 +254,18 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.release_slot();
     }
 
-    pub(crate) async fn wait_for_slot_as(
+    /// Admit a call asking for `class`, waiting in the queue at most
+    /// `max_wait` (`None`: no limit) if the limit is reached.
+    pub(crate) async fn wait_for_slot(
         &self,
         max_wait: Option<Duration>,
-        class: Option<u8>,
-    ) -> Result<Permit<'_, A, C>, Rejection> {
+        class: Option<Class>,
+    ) -> Result<Ticket, Rejection> {
+        let class = self.class_of(class);
         let now = self.clock().now();
         let first = self.admit_waiting(now, true, class);
         match first {
-            Ok(ticket) => return Ok(Permit::new(self, ticket)),
+            Ok(ticket) => return Ok(ticket),
             Err(rejection) if rejection.reason() != RejectReason::LimitReached => {
                 self.count_rejection(&rejection);
                 return Err(rejection);
@@ -294,7 +300,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             match self.admit_waiting(self.clock().now(), false, class) {
                 Ok(ticket) => {
                     self.waiters.len.fetch_sub(1, Ordering::SeqCst);
-                    return Ok(Permit::new(self, ticket));
+                    return Ok(ticket);
                 }
                 Err(rejection) if rejection.reason() != RejectReason::LimitReached => {
                     self.waiters.len.fetch_sub(1, Ordering::SeqCst);
@@ -302,10 +308,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                     self.count_rejection(&rejection);
                     return Err(rejection);
                 }
-                Err(_) => queue.push_back((
-                    class.unwrap_or(super::classes::NO_CLASS),
-                    Arc::clone(&waiter),
-                )),
+                Err(_) => queue.push_back((class, Arc::clone(&waiter))),
             }
         }
 
@@ -332,12 +335,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         };
         leave.armed = false;
         drop(leave);
-        match result {
-            Ok(ticket) => Ok(Permit::new(self, ticket)),
-            Err(rejection) => {
-                self.count_rejection(&rejection);
-                Err(rejection)
-            }
+        if let Err(rejection) = &result {
+            self.count_rejection(rejection);
         }
+        result
     }
 }

@@ -53,12 +53,13 @@
 //!         backoff: rheostat::retry::Backoff { base: Duration::from_millis(1), cap: Duration::from_millis(5) },
 //!         ..RetryConfig::default()
 //!     })
+//!     .timeout(Duration::from_secs(1))
 //!     .build()?;
 //!
 //! // Fails twice, then answers: the third attempt is the last the default allows.
 //! let tries = AtomicU32::new(0);
 //! let answer = limiter
-//!     .call(Duration::from_secs(1), |r: &Result<u32, String>| match r {
+//!     .call(|r: &Result<u32, String>| match r {
 //!         Ok(_) => Outcome::Success,
 //!         Err(_) => Outcome::Overload,
 //!     }, || async {

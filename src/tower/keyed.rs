@@ -15,6 +15,7 @@ use super::future::ResponseFuture;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
 use crate::keyed::KeyedLimiters;
+use crate::limiter::Admission;
 
 /// Wraps a service in a [`KeyedRheostat`], which admits each request
 /// through the limiter of the request's key: `key` maps a request to it
@@ -199,8 +200,8 @@ where
             Ok(limiter) => limiter,
             Err(error) => return ResponseFuture::no_limiter(error, self.classifier.clone()),
         };
-        let permit = match limiter.try_acquire_timed_as(None) {
-            Ok(permit) => permit.into_owned(Arc::clone(&limiter)),
+        let permit = match Admission::new(Arc::clone(&limiter)).timed().try_acquire() {
+            Ok(permit) => permit,
             Err(rejection) => {
                 return ResponseFuture::rejected(rejection, self.classifier.clone());
             }

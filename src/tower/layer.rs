@@ -155,7 +155,7 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     ///
     /// // Two sheddable calls hold two slots; the two left are kept for
     /// // critical ones.
-    /// let shed = || limiter.try_acquire_as(Priority::Sheddable.into());
+    /// let shed = || limiter.admission().class(Priority::Sheddable).try_acquire();
     /// let busy = (shed()?, shed()?);
     /// let prefetch = http::Request::get("/").header("x-priority", "sheddable").body(())?;
     /// match client.clone().oneshot(prefetch).await {

@@ -15,8 +15,7 @@ use super::future::{ClassResponseFuture, ResponseFuture};
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{CallError, Rejection};
-use crate::limiter::Limiter;
-use crate::limiter::OwnedPermit;
+use crate::limiter::{Admission, Limiter, OwnedPermit};
 use crate::priority::Class;
 
 /// Waiting for a slot in the limiter's queue.
@@ -38,10 +37,7 @@ pub(crate) fn start_acquire<A: Algorithm + 'static, C: Clock>(
     within: Option<Duration>,
     class: Option<Class>,
 ) -> Acquire<A, C> {
-    Box::pin(async move {
-        let permit = limiter.acquire_within_as(within, class).await?;
-        Ok(permit.into_owned(Arc::clone(&limiter)))
-    })
+    Box::pin(Admission::new(limiter).class(class).acquire_within(within))
 }
 
 /// A service that admits each request through a [`Limiter`], holds the
@@ -148,10 +144,10 @@ impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     ) -> Result<OwnedPermit<A, C>, Rejection> {
         match self.reserved.take() {
             Some(slot) => slot,
-            None => self
-                .limiter
-                .try_acquire_timed_as(class)
-                .map(|permit| permit.into_owned(Arc::clone(&self.limiter))),
+            None => Admission::new(Arc::clone(&self.limiter))
+                .class(class)
+                .timed()
+                .try_acquire(),
         }
     }
 }

@@ -6,9 +6,8 @@
 use super::*;
 
 /// A caller's wait for a slot in its limiter's queue.
-pub(super) type Waiting<'a> = Pin<
-    Box<dyn Future<Output = Result<Permit<'a, Box<dyn Algorithm>, ManualClock>, Rejection>> + 'a>,
->;
+pub(super) type Waiting<'a> =
+    Pin<Box<dyn Future<Output = Result<Permit<&'a Lim>, Rejection>> + 'a>>;
 
 /// Wakes a waiting caller: notes its request, to be polled after the event
 /// at hand.
@@ -56,15 +55,12 @@ impl<'a> World<'a> {
         }
         let limiters: &'a [Lim] = self.limiters;
         let limiter = &limiters[instance as usize];
-        let as_class = class.and_then(|c| self.acquire_as.get(usize::from(c)).copied());
-        let acquired = match (traffic.wait, as_class) {
-            (None, Some(as_class)) => limiter.try_acquire_as(as_class),
-            (None, None) => limiter.try_acquire(),
-            (Some(wait), _) => {
-                let future: Waiting<'a> = match as_class {
-                    Some(as_class) => Box::pin(limiter.acquire_as(as_class)),
-                    None => Box::pin(limiter.acquire()),
-                };
+        let as_class = class.and_then(|c| self.admit_as.get(usize::from(c)).copied());
+        let admission = limiter.admission().class(as_class);
+        let acquired = match traffic.wait {
+            None => admission.try_acquire(),
+            Some(wait) => {
+                let future: Waiting<'a> = Box::pin(admission.acquire());
                 let waker = Waker::from(Arc::new(Woken {
                     req,
                     woken: Arc::clone(&self.woken),
@@ -129,11 +125,7 @@ impl<'a> World<'a> {
     }
 
     /// An attempt of `req` was admitted or refused by its limiter.
-    pub(super) fn acquired(
-        &mut self,
-        req: u64,
-        acquired: Result<Permit<'a, Box<dyn Algorithm>, ManualClock>, Rejection>,
-    ) {
+    pub(super) fn acquired(&mut self, req: u64, acquired: Result<Permit<&'a Lim>, Rejection>) {
         let Some(traffic) = &self.sc.traffic else {
             return;
         };

@@ -17,7 +17,7 @@ pub(super) struct Flapping {
 
 pub(super) struct Job<'a> {
     pub(super) owner: Owner,
-    pub(super) permit: Option<Permit<'a, Box<dyn Algorithm>, ManualClock>>,
+    pub(super) permit: Option<Permit<&'a Lim>>,
     pub(super) outcome: Outcome,
     pub(super) holds_worker: bool,
     pub(super) hung: bool,
@@ -94,12 +94,7 @@ impl<'a> World<'a> {
 
     // ----- interactive callers ---------------------------------------
 
-    pub(super) fn send(
-        &mut self,
-        owner: Owner,
-        permit: Permit<'a, Box<dyn Algorithm>, ManualClock>,
-        timeout: u64,
-    ) {
+    pub(super) fn send(&mut self, owner: Owner, permit: Permit<&'a Lim>, timeout: u64) {
         if self.in_window() {
             self.r.sent += 1;
             if permit.is_probe() {

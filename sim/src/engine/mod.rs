@@ -125,7 +125,7 @@ struct World<'a> {
     class_draw: Pcg64Mcg,
     /// The limiter's class of each of the scenario's traffic classes, for
     /// a row with priorities; empty for the others, which acquire without.
-    acquire_as: Vec<Class>,
+    admit_as: Vec<Class>,
     reference: Option<(u64, u64)>,
     /// Callers waiting in their limiter's queue, by request.
     waits: BTreeMap<u64, (Waiting<'a>, Waker)>,
@@ -221,7 +221,7 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
         arrivals: Pcg64Mcg::new(u128::from(seed) << 1 | 1),
         healthy: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0x9E37_79B9)) << 1 | 1),
         class_draw: Pcg64Mcg::new(u128::from(seed.wrapping_mul(0xC1A5_5E5D)) << 1 | 1),
-        acquire_as: match traffic {
+        admit_as: match traffic {
             Some(t) if setup.priorities.is_some() => {
                 t.classes.iter().map(|c| Class::from(c.priority)).collect()
             }

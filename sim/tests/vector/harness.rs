@@ -36,6 +36,7 @@
 //!   slot back (as an overload); its retry, once its backoff is over, waits
 //!   for a slot in line with fresh requests, oldest first.
 
+use rheostat::Admission;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -203,7 +204,7 @@ impl Gatekeeper for ThroughLimiter {
     type Slot = OwnedPermit<Box<dyn Algorithm>, ManualClock>;
 
     fn try_take(&mut self, now: Instant) -> Result<Self::Slot, Option<Instant>> {
-        match self.limiter.try_acquire_owned() {
+        match Admission::new(Arc::clone(&self.limiter)).try_acquire() {
             Ok(permit) => Ok(permit),
             Err(rejection) => {
                 let waits_for_a_release = rejection.reason() == RejectReason::LimitReached

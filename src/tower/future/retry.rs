@@ -15,7 +15,7 @@ use tower_service::Service;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
-use crate::limiter::{Limiter, OwnedPermit, Readiness};
+use crate::limiter::{Admission, Limiter, OwnedPermit, Readiness};
 use crate::priority::Class;
 use crate::retry::{Action, Attempts, Ended, Verdict};
 use crate::tower::classify::Classify;
@@ -297,9 +297,10 @@ where
             };
             match action {
                 Action::Acquire => {
-                    let next = match limiter.try_acquire_timed_as(*this.class) {
+                    let admission = Admission::new(Arc::clone(this.limiter));
+                    let next = match admission.class(*this.class).timed().try_acquire() {
                         Ok(permit) => {
-                            *this.permit = Some(permit.into_owned(Arc::clone(this.limiter)));
+                            *this.permit = Some(permit);
                             Attempt::Admitted
                         }
                         Err(rejection) => Attempt::Refused { rejection },

@@ -93,7 +93,7 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 ///    [`classify_request`](Self::classify_request) function, and into the
 ///    least critical class if not (see [Classes](#classes));
 /// 2. asks the limiter for a slot, waiting in its queue (as
-///    [`Limiter::acquire_owned`], bounded by the limiter's
+///    [`Admission::acquire`](crate::Admission::acquire), bounded by the limiter's
 ///    [`max_wait`](crate::Builder::max_wait) and queue length) if the limit
 ///    is reached, or failing at once after [`fail_fast`](Self::fail_fast);
 ///    a throttled request, a full queue, a wait that ran out and an open

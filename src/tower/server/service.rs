@@ -11,7 +11,7 @@ use super::future::{ShedFuture, State};
 use super::layer::Settings;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
-use crate::limiter::Limiter;
+use crate::limiter::{Admission, Limiter};
 use crate::tower::class::{ClassifyRequest, DefaultClass};
 use crate::tower::service::StartAcquire;
 
@@ -82,10 +82,9 @@ where
                 settings,
             );
         }
-        let admitted = match class {
-            None => self.limiter.try_acquire_owned(),
-            Some(class) => self.limiter.try_acquire_owned_as(class),
-        };
+        let admitted = Admission::new(Arc::clone(&self.limiter))
+            .class(class)
+            .try_acquire();
         match admitted {
             Ok(permit) => ShedFuture::new(
                 State::Called {

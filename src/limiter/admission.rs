@@ -1,0 +1,245 @@
+//! [`Admission`]: what one call asks of its limiter, as data.
+
+use std::fmt;
+use std::ops::Deref;
+use std::time::Duration;
+
+use super::*;
+use crate::priority::Class;
+
+/// One call's request for a slot: which limiter, and what varies from call
+/// to call — its [class](crate::priority), how long it may wait, and the
+/// timeout [`call`](Admission::call) gives its attempts. Each is optional;
+/// left out, the limiter's own setting applies.
+///
+/// `L` is how the permit will hold the limiter: `&Limiter` for a permit
+/// borrowed from it, `Arc<Limiter>` for one that can move into a spawned
+/// task ([`OwnedPermit`]). So there are three ways to admit a call — fail
+/// fast ([`try_acquire`](Admission::try_acquire)), wait
+/// ([`acquire`](Admission::acquire)), run it ([`call`](Admission::call))
+/// — whatever the class, the wait or the handle.
+/// [`Limiter::try_acquire`], [`Limiter::acquire`] and [`Limiter::call`]
+/// are these with nothing set.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use rheostat::priority::{Priorities, Priority};
+/// use rheostat::{algorithms::Fixed, Admission, Limiter, RejectReason};
+///
+/// let limiter = Arc::new(
+///     Limiter::builder(Fixed::new(2)?)
+///         .priorities(Priorities::default())
+///         .build()?,
+/// );
+///
+/// // Borrowed, of a class, failing fast.
+/// let batch = limiter.admission().class(Priority::Sheddable).try_acquire()?;
+///
+/// // Owned (for a spawned task), waiting at most 10 ms.
+/// let owned = Admission::new(Arc::clone(&limiter))
+///     .class(Priority::Critical)
+///     .max_wait(Duration::from_millis(10))
+///     .acquire()
+///     .await?;
+/// let task = tokio::spawn(async move { owned.success() });
+///
+/// // Both slots are taken until the task ends: a third call waits for one.
+/// let third = limiter.admission().max_wait(Duration::from_millis(50)).acquire();
+/// task.await?;
+/// third.await?.success();
+/// batch.success();
+/// # let _ = RejectReason::LimitReached;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "an admission does nothing until it is tried, awaited or called"]
+#[derive(Clone, Copy)]
+pub struct Admission<L> {
+    limiter: L,
+    class: Option<Class>,
+    max_wait: Option<Duration>,
+    timeout: Option<Duration>,
+    /// Read the clock at admission whatever the policy needs (a caller
+    /// that measures latency itself: the tower layers' classifier).
+    timed: bool,
+}
+
+impl<L, A, C> Admission<L>
+where
+    L: Deref<Target = Limiter<A, C>>,
+    A: Algorithm,
+    C: Clock,
+{
+    /// An admission to `limiter` (a `&Limiter` or an `Arc<Limiter>`),
+    /// with the limiter's settings.
+    #[inline]
+    pub fn new(limiter: L) -> Self {
+        Admission {
+            limiter,
+            class: None,
+            max_wait: None,
+            timeout: None,
+            timed: false,
+        }
+    }
+
+    /// Admit the call as `class` (a [`Class`], a
+    /// [`Priority`](crate::priority::Priority), or `None` for the
+    /// limiter's default class). A limiter without
+    /// [priorities](Builder::priorities) ignores it; a class past the last
+    /// is the last.
+    #[inline]
+    pub fn class(mut self, class: impl Into<Option<Class>>) -> Self {
+        self.class = class.into();
+        self
+    }
+
+    /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire)
+    /// (0: do not wait), in place of the limiter's
+    /// [`Builder::max_wait`].
+    #[inline]
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// Give each attempt of [`call`](Admission::call) at most `timeout`, in
+    /// place of the limiter's [`Builder::timeout`].
+    #[inline]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Read the clock at admission even if the policy does not time calls.
+    #[cfg_attr(
+        not(feature = "tower"),
+        allow(dead_code, reason = "used by the tower layers")
+    )]
+    #[inline]
+    pub(crate) fn timed(mut self) -> Self {
+        self.timed = true;
+        self
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &L {
+        &self.limiter
+    }
+
+    /// The class asked for, if any.
+    pub(crate) fn asked_class(&self) -> Option<Class> {
+        self.class
+    }
+
+    /// The attempt timeout: the one set here, else the limiter's.
+    pub(crate) fn attempt_timeout(&self) -> Option<Duration> {
+        self.timeout.or_else(|| self.limiter.attempt_timeout())
+    }
+
+    /// The longest wait for a slot: the one set here, else the limiter's
+    /// (`None`: no limit); no longer than `left` either, if given.
+    pub(crate) fn wait_within(&self, left: Option<Duration>) -> Option<Duration> {
+        match (
+            self.max_wait.or_else(|| self.limiter.options.max_wait()),
+            left,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Take a slot now or fail at once with the reason.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`] (also
+    /// when the slots left are kept for more critical classes),
+    /// [`RejectReason::Throttled`] or [`RejectReason::Open`] (with the time
+    /// until the next probe, where known).
+    #[inline]
+    pub fn try_acquire(self) -> Result<Permit<L>, Rejection> {
+        let ticket = self.limiter.admit_now(self.class, self.timed)?;
+        Ok(Permit::new(self.limiter, ticket))
+    }
+
+    /// Take a slot, waiting in the queue if the limit is reached: at most
+    /// the [`max_wait`](Admission::max_wait) set here, else the limiter's
+    /// [`Builder::max_wait`] (by default, no limit). With classes, the
+    /// queue serves the most critical waiter first.
+    ///
+    /// A throttled call and an open gate are refused at once, never queued:
+    /// waiting would hold the caller's worker for a dependency that has said
+    /// it cannot serve. (A bulk consumer that wants to pause instead uses the
+    /// breaker's readiness wait.)
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropping the future leaves the queue; a slot handed to it
+    /// in the meantime goes back to the limiter and to the next waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::QueueFull`] at once if the queue is full,
+    /// [`RejectReason::TimedOut`] if no slot came free in time, or any
+    /// rejection of [`try_acquire`](Admission::try_acquire) other than the
+    /// limit.
+    ///
+    /// # Panics
+    ///
+    /// If a maximum wait applies and this is polled outside a Tokio
+    /// runtime with the time driver enabled (as `tokio::time::sleep` does).
+    pub async fn acquire(self) -> Result<Permit<L>, Rejection> {
+        self.acquire_within(None).await
+    }
+
+    /// [`Admission::acquire`], waiting no longer than `left` either.
+    pub(crate) async fn acquire_within(
+        self,
+        left: Option<Duration>,
+    ) -> Result<Permit<L>, Rejection> {
+        let wait = self.wait_within(left);
+        let ticket = self.limiter.wait_for_slot(wait, self.class).await?;
+        Ok(Permit::new(self.limiter, ticket))
+    }
+}
+
+impl<L, A, C> fmt::Debug for Admission<L>
+where
+    L: Deref<Target = Limiter<A, C>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admission")
+            .field("limiter", &self.limiter.options.name)
+            .field("class", &self.class)
+            .field("max_wait", &self.max_wait)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// Admit a call of `class` (the default class if `None`) now, failing
+    /// fast, reading the clock if the policy times calls or `timed`; a
+    /// refusal is counted.
+    #[inline]
+    pub(crate) fn admit_now(&self, class: Option<Class>, timed: bool) -> Result<Ticket, Rejection> {
+        let admitted = match &self.classes {
+            Some(classes) => {
+                let c = class.map_or(classes.default_class(), |class| classes.clamp(class));
+                self.admit_as(c, true, timed.then(|| self.clock.now()))
+            }
+            None if timed => self.admit(self.clock.now(), true, false),
+            None => self.admit_fast(self.feedback() == Feedback::Timed),
+        };
+        if let Err(rejection) = &admitted {
+            self.count_rejection(rejection);
+        }
+        admitted
+    }
+}

@@ -117,7 +117,7 @@ impl fmt::Display for Rejection {
 impl std::error::Error for Rejection {}
 
 /// Why a keyed set of limiters could not hand out one for a key
-/// (`rheostat::keyed::KeyedLimiters::get`, with the `config` feature).
+/// ([`KeyedLimiters::get`](crate::keyed::KeyedLimiters::get)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyedError {
@@ -127,8 +127,8 @@ pub enum KeyedError {
         /// The cap on keys.
         max_keys: usize,
     },
-    /// The limiter could not be built (an option set by
-    /// `KeyedBuilder::configure` is out of range).
+    /// The limiter could not be built: the keyed set's factory refused the
+    /// key, or an option of the builder it made is out of range.
     Config(ConfigError),
 }
 

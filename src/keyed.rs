@@ -1,10 +1,12 @@
-//! One limiter per key — per dependency, route, tenant or model — created
-//! from configuration on first use.
+//! One limiter per key — per dependency, route, tenant or model — made by a
+//! factory on first use.
 //!
-//! [`KeyedLimiters`] hands out an `Arc<DynLimiter<C>>` per key, building it the
-//! first time the key is asked for from the key's own [`LimiterConfig`] or
-//! the default, and named after the key. The number of keys is capped; limiters left idle are evicted to make
-//! room, but never one that is in use or whose breaker is not closed:
+//! [`KeyedLimiters`] hands out an `Arc<DynLimiter<C>>` per key, building it
+//! the first time the key is asked for from the [`Builder`] its factory
+//! makes for the key: a closure from the key to a builder, which picks the
+//! policy, names the limiter, and attaches what it observes with. The
+//! number of keys is capped; limiters left idle are evicted to make room,
+//! but never one that is in use or whose breaker is not closed:
 //!
 //! - a limiter is **idle** when nobody holds it (no `Arc` handed out is still
 //!   alive, so no call, permit or service is using it), no call is in
@@ -34,32 +36,43 @@
 //! the server knows (a configured route, an authenticated tenant) where
 //! you can, not by a value the client writes.
 //!
-//! Metrics, with `KeyedBuilder::metrics` (the `metrics` feature), are
-//! labelled by configuration, not by key: a key configured by name has
-//! series labelled with it, and every key made from the default shares the
-//! label `limiter="default"`, its counters and in-flight summed. A series
-//! cannot be removed once published, so this keeps the number of series
-//! bounded by the names in the configuration while keys chosen by clients
-//! come and are evicted (the `metrics` module lists the series).
+//! Metrics are the factory's to attach, and a series cannot be removed
+//! once published: a factory that gives each key `Builder::metrics`
+//! labels its series with the key, and they stay after the key is evicted.
+//! To keep the number of series bounded whatever keys clients send, let
+//! the keys share one set of series, labelled by what the factory chose
+//! rather than by the key (`Builder::metrics_summed` with the `metrics`
+//! feature; the `config` feature's `KeyedConfig::metrics` labels a key
+//! configured by name with its name and every other key
+//! `limiter="default"`). The `metrics` module lists the series.
+//!
+//! With the `config` feature, `KeyedConfig` is a factory read from a
+//! configuration: a default and a configuration per key.
 //!
 //! # Examples
 //!
 //! ```
 //! use std::time::Duration;
-//! use rheostat::algorithms::AimdConfig;
-//! use rheostat::config::{LimiterConfig, PolicyConfig};
+//! use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed};
 //! use rheostat::keyed::KeyedLimiters;
+//! use rheostat::Limiter;
 //!
-//! let models = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
-//!     .key("gpt-large".to_owned(), LimiterConfig::new(PolicyConfig::Fixed { limit: 4 }))
-//!     .max_keys(100)
-//!     .idle_timeout(Duration::from_secs(600))
-//!     .build()?;
+//! // A fixed limit for the large model, AIMD for every other.
+//! let models = KeyedLimiters::builder(|model: &String| {
+//!     let policy: Box<dyn Algorithm> = match model.as_str() {
+//!         "gpt-large" => Box::new(Fixed::new(4)?),
+//!         _ => Box::new(Aimd::new(AimdConfig::default())?),
+//!     };
+//!     Ok(Limiter::builder(policy).name(model.clone()))
+//! })
+//! .max_keys(100)
+//! .idle_timeout(Duration::from_secs(600))
+//! .build()?;
 //!
 //! let large = models.get("gpt-large")?;
 //! assert_eq!(large.gate().limit, 4);
 //! assert_eq!(large.name(), "gpt-large");
-//! let small = models.get("gpt-small")?; // the default: AIMD
+//! let small = models.get("gpt-small")?;
 //! assert_eq!(small.snapshot().policy, "aimd");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -73,11 +86,10 @@ use std::time::{Duration, Instant};
 
 use crate::algorithms::{check, Algorithm, BreakerState, ConfigError};
 use crate::clock::{Clock, DefaultClock};
-use crate::config::{LimiterConfig, LimitersConfig};
 use crate::limiter::{Builder, DynLimiter};
 
-// Defined with the core errors: `CallError::NoLimiter` carries it whatever
-// the features, and the core does not import this module.
+// Defined with the core errors: `CallError::NoLimiter` carries it, and the
+// core does not import this module.
 pub use crate::error::KeyedError;
 
 /// The keys a [`KeyedLimiters`] holds at most, unless told otherwise.
@@ -87,13 +99,8 @@ pub const DEFAULT_MAX_KEYS: usize = 10_000;
 /// told otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
-type Configure<K> =
-    Box<dyn Fn(&K, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
-
-/// Attaches an adapter (metrics) to a limiter about to be built, told
-/// whether its key has a configuration of its own.
-pub(crate) type Instrument =
-    Box<dyn Fn(bool, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync>;
+/// The factory: the builder of a key's limiter.
+type Make<K> = Box<dyn Fn(&K) -> Result<Builder<Box<dyn Algorithm>>, ConfigError> + Send + Sync>;
 
 /// One limiter per key, created on first use; see the [module
 /// documentation](self).
@@ -102,10 +109,7 @@ pub(crate) type Instrument =
 /// been idle: with a [`ManualClock`](crate::ManualClock), keyed limiters run
 /// in virtual time.
 pub struct KeyedLimiters<K, C = DefaultClock> {
-    default: LimiterConfig,
-    overrides: HashMap<K, LimiterConfig>,
-    configure: Option<Configure<K>>,
-    instrument: Option<Instrument>,
+    make: Make<K>,
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
@@ -120,27 +124,44 @@ struct Entry<C> {
 /// Builds a [`KeyedLimiters`]; see [`KeyedLimiters::builder`].
 #[must_use]
 pub struct KeyedBuilder<K, C = DefaultClock> {
-    default: LimiterConfig,
-    overrides: HashMap<K, LimiterConfig>,
-    configure: Option<Configure<K>>,
-    instrument: Option<Instrument>,
+    make: Make<K>,
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
 }
 
-impl<K> KeyedLimiters<K, DefaultClock>
-where
-    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
-{
-    /// Start building: keys without a configuration of their own get a
-    /// limiter made from `default`.
-    pub fn builder(default: LimiterConfig) -> KeyedBuilder<K, DefaultClock> {
+impl<K> KeyedLimiters<K, DefaultClock> {
+    /// Start building: the limiter of a key is built, the first time the
+    /// key is asked for, from the [`Builder`] `make` returns for it.
+    ///
+    /// `make` picks the policy and the options, names the limiter (after
+    /// the key, say: a builder not named is `"default"`) and attaches its
+    /// observers; the keyed set gives the builder its [clock](KeyedBuilder::clock)
+    /// and builds it. It runs under the lock of the keyed set's map, once
+    /// per new key: keep it short, and never ask the same set for a key
+    /// from it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rheostat::algorithms::{Algorithm, Fixed};
+    /// use rheostat::keyed::KeyedLimiters;
+    /// use rheostat::Limiter;
+    ///
+    /// let tenants = KeyedLimiters::builder(|tenant: &u64| {
+    ///     let policy: Box<dyn Algorithm> = Box::new(Fixed::new(8)?);
+    ///     Ok(Limiter::builder(policy).name(tenant.to_string()))
+    /// })
+    /// .build()?;
+    /// assert_eq!(tenants.get(&42)?.name(), "42");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder<F>(make: F) -> KeyedBuilder<K, DefaultClock>
+    where
+        F: Fn(&K) -> Result<Builder<Box<dyn Algorithm>>, ConfigError> + Send + Sync + 'static,
+    {
         KeyedBuilder {
-            default,
-            overrides: HashMap::new(),
-            configure: None,
-            instrument: None,
+            make: Box::new(make),
             max_keys: DEFAULT_MAX_KEYS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             clock: DefaultClock::default(),
@@ -148,61 +169,7 @@ where
     }
 }
 
-impl KeyedBuilder<String, DefaultClock> {
-    /// Start building from a file: its `default` for unlisted keys, its
-    /// `limiters` by name.
-    ///
-    /// # Errors
-    ///
-    /// With field `default` if the file has none.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use rheostat::config::LimitersConfig;
-    /// use rheostat::keyed::KeyedBuilder;
-    ///
-    /// let file = LimitersConfig::from_toml(r#"
-    ///     [default.policy]
-    ///     policy = "aimd"
-    ///     [limiters.search.policy]
-    ///     policy = "fixed"
-    ///     limit = 3
-    /// "#)?;
-    /// let routes = KeyedBuilder::from_config(&file)?.build()?;
-    /// assert_eq!(routes.get("search")?.gate().limit, 3);
-    /// assert_eq!(routes.get("/checkout")?.snapshot().policy, "aimd");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_config(file: &LimitersConfig) -> Result<Self, ConfigError> {
-        let Some(default) = file.default.clone() else {
-            return Err(ConfigError::new(
-                "default",
-                "nothing",
-                "a default limiter for keys not listed",
-            ));
-        };
-        let mut builder = KeyedLimiters::builder(default);
-        builder.overrides = file
-            .limiters
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Ok(builder)
-    }
-}
-
-impl<K, C> KeyedBuilder<K, C>
-where
-    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
-    C: Clock,
-{
-    /// Give `key` its own configuration instead of the default.
-    pub fn key(mut self, key: K, config: LimiterConfig) -> Self {
-        self.overrides.insert(key, config);
-        self
-    }
-
+impl<K, C: Clock> KeyedBuilder<K, C> {
     /// Hold at most `max_keys` limiters (default [`DEFAULT_MAX_KEYS`]).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
@@ -216,70 +183,24 @@ where
         self
     }
 
-    /// Adjust each limiter's [`Builder`] before it is built, given its key:
-    /// attach an observer, set an option. It is already named after the key
-    /// and has the options of its configuration. For metrics, prefer
-    /// `KeyedBuilder::metrics` (the `metrics` feature): a `.metrics()` here
-    /// labels each key's series with the key, and they stay published after
-    /// the key is evicted.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rheostat::algorithms::AimdConfig;
-    /// use rheostat::config::LimiterConfig;
-    /// use rheostat::keyed::KeyedLimiters;
-    ///
-    /// let tenants = KeyedLimiters::<u64>::builder(LimiterConfig::new(AimdConfig::default()))
-    ///     .configure(|_tenant, limiter| limiter.max_wait(Duration::from_millis(50)))
-    ///     .build()?;
-    /// assert_eq!(tenants.get(&42)?.name(), "42");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn configure(
-        mut self,
-        configure: impl Fn(&K, Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>>
-            + Send
-            + Sync
-            + 'static,
-    ) -> Self {
-        self.configure = Some(Box::new(configure));
-        self
-    }
-
-    /// Attach `instrument` to every limiter before it is built, ahead of
-    /// [`KeyedBuilder::configure`] (`KeyedBuilder::metrics` does).
-    #[cfg_attr(
-        not(feature = "metrics"),
-        allow(dead_code, reason = "used by the metrics adapter")
-    )]
-    pub(crate) fn instrument(mut self, instrument: Instrument) -> Self {
-        self.instrument = Some(instrument);
-        self
-    }
-
     /// Read time from `clock` instead of the system clock: each limiter's
-    /// clock, and the one idle time is told by.
+    /// clock (over the one its builder had), and the one idle time is told
+    /// by.
     pub fn clock<D: Clock + Clone>(self, clock: D) -> KeyedBuilder<K, D> {
         KeyedBuilder {
-            default: self.default,
-            overrides: self.overrides,
-            configure: self.configure,
-            instrument: self.instrument,
+            make: self.make,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
             clock,
         }
     }
 
-    /// Check every configuration and build.
+    /// Check the options and build. Each key's limiter is built, and its
+    /// options checked, when the key is first asked for.
     ///
     /// # Errors
     ///
-    /// `keyed.max_keys` of 0, `keyed.idle_timeout` zero or over a year, or a
-    /// field of the default or of a key's configuration (named
-    /// `default.policy.backoff`, `<key>.policy.backoff`).
+    /// `keyed.max_keys` of 0, `keyed.idle_timeout` zero or over a year.
     pub fn build(self) -> Result<KeyedLimiters<K, C>, ConfigError> {
         if self.max_keys == 0 {
             return Err(ConfigError::new(
@@ -289,15 +210,8 @@ where
             ));
         }
         check::duration("keyed.idle_timeout", self.idle_timeout)?;
-        self.default.validate().map_err(|e| e.within("default"))?;
-        for (key, config) in &self.overrides {
-            config.validate().map_err(|e| e.within(&key.to_string()))?;
-        }
         Ok(KeyedLimiters {
-            default: self.default,
-            overrides: self.overrides,
-            configure: self.configure,
-            instrument: self.instrument,
+            make: self.make,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
             clock: self.clock,
@@ -308,7 +222,7 @@ where
 
 impl<K, C> KeyedLimiters<K, C>
 where
-    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+    K: Eq + Hash + Clone,
     C: Clock + Clone,
 {
     /// The limiter for `key`, built on first use.
@@ -317,7 +231,7 @@ where
     ///
     /// [`KeyedError::Full`] if `key` is new and, after evicting idle
     /// limiters, the cap is still reached; [`KeyedError::Config`] if the
-    /// limiter cannot be built.
+    /// factory refuses the key, or the builder it returns cannot build.
     pub fn get<Q>(&self, key: &Q) -> Result<Arc<DynLimiter<C>>, KeyedError>
     where
         K: Borrow<Q>,
@@ -334,16 +248,8 @@ where
                 max_keys: self.max_keys,
             });
         }
-        let own = self.overrides.get(key);
         let key = key.to_owned();
-        let mut builder = own.unwrap_or(&self.default).builder(key.to_string())?;
-        if let Some(instrument) = &self.instrument {
-            builder = instrument(own.is_some(), builder);
-        }
-        if let Some(configure) = &self.configure {
-            builder = configure(&key, builder);
-        }
-        let limiter = Arc::new(builder.clock(self.clock.clone()).build()?);
+        let limiter = Arc::new((self.make)(&key)?.clock(self.clock.clone()).build()?);
         entries.insert(
             key,
             Entry {
@@ -461,10 +367,9 @@ impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiters<K, C> {
 impl<K, C: fmt::Debug> fmt::Debug for KeyedBuilder<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBuilder")
-            .field("default", &self.default)
-            .field("overrides", &self.overrides.len())
             .field("max_keys", &self.max_keys)
             .field("idle_timeout", &self.idle_timeout)
+            .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }

@@ -57,7 +57,6 @@ mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod error;
-#[cfg(feature = "config")]
 pub mod keyed;
 mod limiter;
 #[cfg(feature = "metrics")]

@@ -51,21 +51,19 @@
 //!
 //! The `metrics` facade cannot remove a series, so a series labelled with a
 //! key outlives the key's limiter when it is evicted, and keys chosen by
-//! clients (hosts, routes) would become label values without bound.
-//! [`KeyedBuilder::metrics`](crate::keyed::KeyedBuilder::metrics) therefore
-//! labels by configuration, not by key: a key configured by name (a file's
-//! `[limiters.NAME]`, [`KeyedBuilder::key`](crate::keyed::KeyedBuilder::key))
-//! has the series above with `limiter=<key>`; every key made from the
-//! default shares `limiter="default"` (or the label given to
-//! [`KeyedBuilder::metrics_labelled`](crate::keyed::KeyedBuilder::metrics_labelled)),
-//! with `rheostat_in_flight`, the counters and the histogram summed over
-//! those keys, and without `rheostat_limit`, `rheostat_admit_probability`
-//! and `rheostat_breaker_state`, which mean nothing summed. The series are
-//! then bounded by the names in the configuration, however many keys come
-//! and go. (Attaching [`Builder::metrics`] to each key through
-//! [`KeyedBuilder::configure`](crate::keyed::KeyedBuilder::configure)
-//! labels each key by itself instead, and its series stay after it is
-//! evicted.)
+//! clients (hosts, routes) would become label values without bound. A
+//! [keyed set](crate::keyed)'s factory therefore labels by what it chose,
+//! not by the key: the keys it makes alike share one [`SummedMetrics`]
+//! ([`Builder::metrics_summed`]), a single set of the series above with
+//! `rheostat_in_flight`, the counters and the histogram summed over those
+//! keys, and without `rheostat_limit`, `rheostat_admit_probability` and
+//! `rheostat_breaker_state`, which mean nothing summed. The series are
+//! then bounded by the factory's choices (with the `config` feature,
+//! `KeyedConfig::metrics` labels a key configured by name `limiter=<key>`
+//! and every key made from the default `limiter="default"`: bounded by the
+//! names in the configuration), however many keys come and go. (A factory
+//! that gives each key [`Builder::metrics`] labels each key by itself
+//! instead, and its series stay after it is evicted.)
 //!
 //! The histogram's buckets are the recorder's to choose; for
 //! `metrics-exporter-prometheus`, buckets around a call's timeout serve
@@ -98,7 +96,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ::metrics::{Counter, Gauge, Histogram, SharedString, Unit};
@@ -115,8 +113,8 @@ use crate::retry::RetryOutcome;
 /// documentation](self) for the metrics and their labels.
 pub struct MetricsObserver {
     limiter: SharedString,
-    /// Shared by every limiter made from a keyed set's default: in-flight
-    /// moves by increments, and there are no per-limiter gauges.
+    /// Shared by the limiters of a [`SummedMetrics`]: in-flight moves by
+    /// increments, and there are no per-limiter gauges.
     summed: bool,
     limit: Gauge,
     in_flight: Gauge,
@@ -162,17 +160,10 @@ impl MetricsObserver {
         Self::with(shared_string(limiter.into()), false)
     }
 
-    /// The observer that every limiter a [`KeyedLimiters`] makes from its
-    /// default shares, labelled `limiter=<limiter>`: counters, the latency
-    /// histogram and in-flight summed over them, and no gauge of a
-    /// limiter's own (limit, admit probability, breaker state), which
-    /// would mean nothing summed.
-    ///
-    /// [`KeyedLimiters`]: crate::keyed::KeyedLimiters
-    #[cfg_attr(
-        not(feature = "config"),
-        allow(dead_code, reason = "used by keyed limiters")
-    )]
+    /// The observer that the limiters of a [`SummedMetrics`] share,
+    /// labelled `limiter=<limiter>`: counters, the latency histogram and
+    /// in-flight summed over them, and no gauge of a limiter's own (limit,
+    /// admit probability, breaker state), which would mean nothing summed.
     fn summed(limiter: Cow<'static, str>) -> Self {
         Self::with(shared_string(limiter), true)
     }
@@ -355,7 +346,7 @@ fn describe() {
 
 impl MetricsObserver {
     /// In-flight after an admission (`+1`) or a finished call (`-1`): the
-    /// limiter's count, or a step of the sum over a keyed set's default.
+    /// limiter's count, or a step of the sum over a [`SummedMetrics`].
     fn move_in_flight(&self, in_flight: u32, step: f64) {
         if self.summed {
             self.in_flight.increment(step);
@@ -459,98 +450,68 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             Box::new(observer)
         }))
     }
+
+    /// Feed `shared`'s series, labelled with its label whatever this
+    /// limiter's name, beside any other observer: with the other limiters
+    /// given it, summed (see [`SummedMetrics`]).
+    ///
+    /// What this limiter adds to them (its retry decisions, its classes) is
+    /// registered by [`Builder::build`], with the recorder installed then.
+    #[must_use]
+    pub fn metrics_summed(self, shared: &SummedMetrics) -> Self {
+        let shared = Arc::clone(&shared.0);
+        self.observe_named(Box::new(move |named| {
+            shared.register(named);
+            Box::new(shared)
+        }))
+    }
+}
+
+/// One set of series that many limiters feed together, labelled
+/// `limiter=<label>` whatever their names: in-flight, the calls, the
+/// rejections, the retries and the latency histogram summed over them, and
+/// none of a limiter's own gauges (`rheostat_limit`,
+/// `rheostat_admit_probability`, `rheostat_breaker_state`), which mean
+/// nothing summed. Given to each limiter a [keyed set](crate::keyed) makes
+/// for keys that clients choose, it keeps the number of series fixed
+/// however many keys come and are evicted. Clones share the series.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::algorithms::{Algorithm, Fixed};
+/// use rheostat::keyed::KeyedLimiters;
+/// use rheostat::metrics::SummedMetrics;
+/// use rheostat::Limiter;
+///
+/// // Every tenant's calls in the series labelled `limiter="tenants"`.
+/// let series = SummedMetrics::new("tenants");
+/// let tenants = KeyedLimiters::builder(move |tenant: &u64| {
+///     let policy: Box<dyn Algorithm> = Box::new(Fixed::new(8)?);
+///     Ok(Limiter::builder(policy)
+///         .name(tenant.to_string())
+///         .metrics_summed(&series))
+/// })
+/// .build()?;
+/// tenants.get(&42)?.try_acquire()?.success();
+/// tenants.get(&43)?.try_acquire()?.success();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SummedMetrics(Arc<MetricsObserver>);
+
+impl SummedMetrics {
+    /// The series labelled `limiter=<label>`, each handle registered now,
+    /// with the recorder installed now (those of retries and classes when
+    /// the first limiter that has them is built).
+    pub fn new(label: impl Into<Cow<'static, str>>) -> Self {
+        SummedMetrics(Arc::new(MetricsObserver::summed(label.into())))
+    }
 }
 
 fn shared_string(s: Cow<'static, str>) -> SharedString {
     match s {
         Cow::Borrowed(s) => SharedString::const_str(s),
         Cow::Owned(s) => SharedString::from(s),
-    }
-}
-
-// `KeyedBuilder::metrics`, with the `config` feature that keyed limiters
-// need.
-#[cfg(feature = "config")]
-mod keyed {
-    use std::borrow::Cow;
-    use std::fmt;
-    use std::hash::Hash;
-    use std::sync::Arc;
-
-    use super::MetricsObserver;
-    use crate::clock::Clock;
-    use crate::keyed::KeyedBuilder;
-
-    impl<K, C> KeyedBuilder<K, C>
-    where
-        K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
-        C: Clock,
-    {
-        /// Record the keyed limiters' metrics through the `metrics` facade
-        /// with a bounded number of series, whatever keys callers send: a key
-        /// with a configuration of its own ([`KeyedBuilder::key`], a file's
-        /// `[limiters.NAME]`) is labelled `limiter=<key>`, as
-        /// [`Builder::metrics`](crate::Builder::metrics) labels it; every key made from the default
-        /// shares the label `limiter="default"` (see
-        /// [`KeyedBuilder::metrics_labelled`]), whose counters, latencies and
-        /// in-flight are summed over those keys, and which has no gauge of a
-        /// limiter's own. See [`crate::metrics`].
-        ///
-        /// The shared series are registered now, with the recorder installed
-        /// now: install it first (those of retries and classes, when the
-        /// first key made from the default is built). A configured key's
-        /// are registered when its limiter is built.
-        ///
-        /// # Examples
-        ///
-        /// ```
-        /// use rheostat::config::{LimiterConfig, PolicyConfig};
-        /// use rheostat::keyed::KeyedLimiters;
-        ///
-        /// let hosts = KeyedLimiters::<String>::builder(LimiterConfig::new(PolicyConfig::Fixed { limit: 8 }))
-        ///     .key("payments.example".to_owned(), LimiterConfig::new(PolicyConfig::Fixed { limit: 2 }))
-        ///     .metrics()
-        ///     .build()?;
-        /// // Labelled `limiter="payments.example"`.
-        /// hosts.get("payments.example")?.try_acquire()?.success();
-        /// // Both labelled `limiter="default"`.
-        /// hosts.get("a.example")?.try_acquire()?.success();
-        /// hosts.get("b.example")?.try_acquire()?.success();
-        /// # Ok::<(), Box<dyn std::error::Error>>(())
-        /// ```
-        pub fn metrics(self) -> Self {
-            self.metrics_labelled("default")
-        }
-
-        /// As [`KeyedBuilder::metrics`], with the keys made from the default
-        /// labelled `limiter=<label>` (pick a label that no configured key
-        /// has, or their series mix).
-        ///
-        /// # Examples
-        ///
-        /// ```
-        /// use rheostat::algorithms::AimdConfig;
-        /// use rheostat::config::LimiterConfig;
-        /// use rheostat::keyed::KeyedLimiters;
-        ///
-        /// let tenants = KeyedLimiters::<u64>::builder(LimiterConfig::new(AimdConfig::default()))
-        ///     .metrics_labelled("tenants")
-        ///     .build()?;
-        /// tenants.get(&42)?.try_acquire()?.success(); // labelled `limiter="tenants"`
-        /// # Ok::<(), Box<dyn std::error::Error>>(())
-        /// ```
-        pub fn metrics_labelled(self, label: impl Into<Cow<'static, str>>) -> Self {
-            let shared = Arc::new(MetricsObserver::summed(label.into()));
-            self.instrument(Box::new(move |configured, builder| {
-                if configured {
-                    return builder.metrics();
-                }
-                let shared = Arc::clone(&shared);
-                builder.observe_named(Box::new(move |named| {
-                    shared.register(named);
-                    Box::new(shared)
-                }))
-            }))
-        }
     }
 }

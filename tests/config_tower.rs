@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rheostat::config::LimitersConfig;
-use rheostat::keyed::KeyedBuilder;
 use rheostat::tower::{KeyedLayer, ResultClassifier, RheostatLayer};
 use rheostat::{CallError, RejectReason, TokioClock};
 use tower::{service_fn, Layer, Service, ServiceExt};
@@ -112,7 +111,8 @@ async fn a_timeout_set_in_code_wins_over_the_files() {
 async fn a_keyed_layer_gives_each_key_its_own_files_timeout() {
     let file = LimitersConfig::from_toml(FILE).unwrap();
     let limiters = Arc::new(
-        KeyedBuilder::<String>::from_config(&file)
+        file.keyed()
+            .builder()
             .unwrap()
             .clock(TokioClock)
             .build()

@@ -1,5 +1,6 @@
-//! Keyed limiters: created on first use, capped, idle ones evicted, busy or
-//! open ones kept.
+//! Keyed limiters: created by their factory on first use, capped, idle
+//! ones evicted, busy or open ones kept. Built from a factory closure, with
+//! no feature; from configuration (`KeyedConfig`) with `config`.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,27 +13,31 @@ use std::thread;
 use std::time::Duration;
 
 use rheostat::algorithms::breaker::{BreakerConfig, Cooldown};
-use rheostat::algorithms::{AimdConfig, BreakerState};
-use rheostat::config::{LimiterConfig, PolicyConfig};
+use rheostat::algorithms::{Algorithm, Breaker, BreakerState, Fixed};
 use rheostat::keyed::{KeyedError, KeyedLimiters};
-use rheostat::ManualClock;
+use rheostat::{Limiter, ManualClock};
 
 const IDLE: Duration = Duration::from_secs(60);
 
+/// A breaker with an hour's cooldown for `ledger`, a fixed limit of 2 for
+/// every other key, each named after its key.
 fn limiters(max_keys: usize, clock: &ManualClock) -> KeyedLimiters<String, ManualClock> {
-    KeyedLimiters::builder(LimiterConfig::new(PolicyConfig::Fixed { limit: 2 }))
-        .key(
-            "ledger".to_owned(),
-            LimiterConfig::new(BreakerConfig {
+    KeyedLimiters::builder(|key: &String| {
+        let policy: Box<dyn Algorithm> = if key == "ledger" {
+            Box::new(Breaker::new(BreakerConfig {
                 cooldown: Cooldown::Fixed(Duration::from_secs(3600)),
                 ..BreakerConfig::recommended()
-            }),
-        )
-        .max_keys(max_keys)
-        .idle_timeout(IDLE)
-        .clock(clock.clone())
-        .build()
-        .unwrap()
+            })?)
+        } else {
+            Box::new(Fixed::new(2)?)
+        };
+        Ok(Limiter::builder(policy).name(key.clone()))
+    })
+    .max_keys(max_keys)
+    .idle_timeout(IDLE)
+    .clock(clock.clone())
+    .build()
+    .unwrap()
 }
 
 #[test]
@@ -188,9 +193,39 @@ fn eviction_never_removes_an_open_breaker() {
     assert!(!keyed.contains("other"));
 }
 
+/// What the factory refuses, and a builder it makes that cannot build, end
+/// in `KeyedError::Config` and take no room.
+#[test]
+fn a_key_the_factory_cannot_make_a_limiter_for_is_a_config_error_and_takes_no_room() {
+    let keyed = KeyedLimiters::builder(|tenant: &String| {
+        // A limit of 0 and a wait of 0 are both out of range.
+        let limit = if tenant == "no-limit" { 0 } else { 4 };
+        let wait = if tenant == "no-wait" { 0 } else { 50 };
+        let policy: Box<dyn Algorithm> = Box::new(Fixed::new(limit)?);
+        Ok(Limiter::builder(policy).max_wait(Duration::from_millis(wait)))
+    })
+    .build()
+    .unwrap();
+    match keyed.get("no-limit").unwrap_err() {
+        KeyedError::Config(e) => assert_eq!(e.field(), "fixed.limit"),
+        other => panic!("{other:?}"),
+    }
+    match keyed.get("no-wait").unwrap_err() {
+        KeyedError::Config(e) => assert_eq!(e.field(), "limiter.max_wait"),
+        other => panic!("{other:?}"),
+    }
+    assert!(keyed.is_empty());
+    assert_eq!(keyed.get("alice").unwrap().gate().limit, 4);
+    assert_eq!(keyed.len(), 1);
+}
+
+#[cfg(feature = "config")]
 #[test]
 fn bad_configuration_is_refused_when_built_naming_the_key() {
-    let err = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
+    use rheostat::algorithms::AimdConfig;
+    use rheostat::config::{KeyedConfig, LimiterConfig};
+
+    let err = KeyedConfig::<String>::new(LimiterConfig::new(AimdConfig::default()))
         .key(
             "payments".to_owned(),
             LimiterConfig::new(AimdConfig {
@@ -201,7 +236,9 @@ fn bad_configuration_is_refused_when_built_naming_the_key() {
         .build()
         .unwrap_err();
     assert_eq!(err.field(), "payments.policy.backoff");
-    let err = KeyedLimiters::<String>::builder(LimiterConfig::new(AimdConfig::default()))
+    let err = KeyedConfig::<String>::new(LimiterConfig::new(AimdConfig::default()))
+        .builder()
+        .unwrap()
         .max_keys(0)
         .build()
         .unwrap_err();

@@ -677,6 +677,61 @@ fn a_policy_without_a_limit_reads_unlimited_in_its_snapshot_and_inf_in_its_gauge
     assert!(format!("{:?}", fixed.snapshot()).contains("limit: 8"));
 }
 
+/// A keyed set built from a factory closure, with no configuration, keeps
+/// the promise too: keys sharing one `SummedMetrics` feed its series,
+/// labelled as it is, and no key becomes a label value.
+#[test]
+fn keys_sharing_summed_metrics_feed_one_set_of_series_labelled_by_it() {
+    use std::collections::BTreeSet;
+
+    use rheostat::algorithms::Algorithm;
+    use rheostat::keyed::KeyedLimiters;
+    use rheostat::metrics::SummedMetrics;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let tenants = metrics::with_local_recorder(&recorder, || {
+        let series = SummedMetrics::new("tenants");
+        KeyedLimiters::builder(move |tenant: &u64| {
+            let policy: Box<dyn Algorithm> = Box::new(Fixed::new(8)?);
+            Ok(Limiter::builder(policy)
+                .name(format!("tenant-{tenant}"))
+                .metrics_summed(&series))
+        })
+        .build()
+        .unwrap()
+    });
+    let held = Admission::new(tenants.get(&0).unwrap())
+        .try_acquire()
+        .unwrap();
+    for tenant in 1..=50 {
+        tenants
+            .get(&tenant)
+            .unwrap()
+            .try_acquire()
+            .unwrap()
+            .success();
+    }
+    let text = recorder.handle().render();
+    let labels: BTreeSet<String> = series(&text)
+        .into_iter()
+        .flat_map(|(_, labels)| labels)
+        .filter(|(k, _)| k == "limiter")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(labels, ["tenants".to_owned()].into(), "{text}");
+    assert!(!text.contains("tenant-"), "{text}");
+    assert!(
+        text.contains("rheostat_calls_total{limiter=\"tenants\",outcome=\"success\"} 50"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rheostat_in_flight{limiter=\"tenants\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("rheostat_limit{"), "{text}");
+    held.success();
+}
+
 /// Keyed limiters: series by configured name, never by key.
 #[cfg(feature = "config")]
 mod keyed {
@@ -684,7 +739,7 @@ mod keyed {
     use std::time::Duration;
 
     use rheostat::config::LimitersConfig;
-    use rheostat::keyed::{KeyedBuilder, KeyedLimiters};
+    use rheostat::keyed::KeyedLimiters;
     use rheostat::ManualClock;
 
     use super::series;
@@ -699,12 +754,15 @@ mod keyed {
     "#;
 
     fn hosts(clock: &ManualClock) -> KeyedLimiters<String, ManualClock> {
-        KeyedBuilder::from_config(&LimitersConfig::from_toml(FILE).unwrap())
+        LimitersConfig::from_toml(FILE)
+            .unwrap()
+            .keyed()
+            .metrics()
+            .builder()
             .unwrap()
             .max_keys(1_000)
             .idle_timeout(Duration::from_secs(1))
             .clock(clock.clone())
-            .metrics()
             .build()
             .unwrap()
     }

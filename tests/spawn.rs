@@ -22,7 +22,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rheostat::algorithms::{Algorithm, Fixed};
 use rheostat::config::LimitersConfig;
-use rheostat::keyed::KeyedBuilder;
 use rheostat::tower::{HttpClassifier, RheostatLayer};
 use rheostat::{CallError, DynLimiter, Limiter};
 use tower::{Layer, ServiceExt};
@@ -92,7 +91,7 @@ async fn over_a_limiter_from_a_file() {
 #[tokio::test]
 async fn over_a_keyed_limiter() {
     let file = LimitersConfig::from_toml(FILE).unwrap();
-    let keyed = KeyedBuilder::from_config(&file).unwrap().build().unwrap();
+    let keyed = file.keyed().build().unwrap();
     spawn_one(keyed.get("payments").unwrap(), false).await;
     spawn_one(keyed.get("search").unwrap(), true).await;
 }
@@ -117,7 +116,7 @@ async fn the_keyed_layer() {
     use rheostat::tower::KeyedLayer;
 
     let file = LimitersConfig::from_toml(FILE).unwrap();
-    let hosts = Arc::new(KeyedBuilder::from_config(&file).unwrap().build().unwrap());
+    let hosts = Arc::new(file.keyed().build().unwrap());
     let by_host = |r: &Request<Empty<Bytes>>| r.uri().host().unwrap_or_default().to_owned();
     let service = KeyedLayer::new(Arc::clone(&hosts), by_host)
         .classify(HttpClassifier::new())

@@ -431,7 +431,7 @@ async fn the_classifier_is_told_the_latency_even_when_the_policy_ignores_it() {
 #[tokio::test]
 async fn the_keyed_layer_admits_each_request_through_its_host_s_limiter() {
     use rheostat::config::LimitersConfig;
-    use rheostat::keyed::{KeyedBuilder, KeyedError};
+    use rheostat::keyed::KeyedError;
     use rheostat::tower::KeyedLayer;
 
     let file = LimitersConfig::from_toml(
@@ -445,13 +445,7 @@ async fn the_keyed_layer_admits_each_request_through_its_host_s_limiter() {
         "#,
     )
     .unwrap();
-    let hosts = Arc::new(
-        KeyedBuilder::from_config(&file)
-            .unwrap()
-            .max_keys(2)
-            .build()
-            .unwrap(),
-    );
+    let hosts = Arc::new(file.keyed().builder().unwrap().max_keys(2).build().unwrap());
     // Each call waits until released, so permits stay held.
     let (release, released) = tokio::sync::watch::channel(false);
     let inner = service_fn(move |_: http::Request<()>| {

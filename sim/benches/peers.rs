@@ -105,8 +105,7 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Throttle,
     ThrottleConfig, Vegas, VegasConfig,
 };
-use rheostat::config::{LimiterConfig, PolicyConfig};
-use rheostat::keyed::KeyedLimiters;
+use rheostat::config::{KeyedConfig, LimiterConfig, PolicyConfig};
 use rheostat::{Limiter, Sharding};
 use tower::Service;
 
@@ -915,7 +914,9 @@ fn memory() -> (Vec<Footprint>, Vec<(&'static str, isize)>) {
 
     const KEYS: u64 = 100_000;
     let keyed = |config: LimiterConfig| {
-        let keyed = KeyedLimiters::<u64>::builder(config)
+        let keyed = KeyedConfig::<u64>::new(config)
+            .builder()
+            .expect("valid")
             .max_keys(KEYS as usize)
             .build()
             .expect("valid");

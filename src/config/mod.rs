@@ -4,7 +4,8 @@
 //! for a breaker is an edit to a file, not to code. [`LimiterConfig`] adds
 //! the limiter's own options (queue, waits, drop outcome), and
 //! [`LimitersConfig`] is a whole file: one limiter per dependency, plus a
-//! default for [keyed limiters](crate::keyed).
+//! default for [keyed limiters](crate::keyed), which [`KeyedConfig`] makes
+//! from it.
 //!
 //! ```toml
 //! [limiters.payments]
@@ -79,6 +80,7 @@
 
 mod file;
 mod gather;
+mod keyed;
 mod limiter;
 mod locate;
 mod parse;
@@ -89,6 +91,7 @@ mod wording;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};
 pub use gather::MAX_ERRORS;
+pub use keyed::KeyedConfig;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;

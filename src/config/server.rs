@@ -5,9 +5,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::ConfigError;
+#[cfg(feature = "http")]
+use crate::{algorithms::Algorithm, clock::Clock, tower::ShedLayer};
 
-/// How a server sheds its own load through a limiter (the tower feature's
-/// `ShedLayer`): the `server` table of a limiter in a file.
+/// How a server sheds its own load through a limiter (the `http` feature's
+/// `ShedLayer`, which `ServerConfig::apply` sets up): the `server` table
+/// of a limiter in a file.
 ///
 /// A limiter with a `server` table waits newest first (`queue = "lifo"`)
 /// and at most 100 ms (`max_wait`) unless its table says otherwise: the
@@ -77,5 +80,43 @@ impl ServerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// `layer` answering refusals as this table says: its status, its
+    /// `Retry-After`, and whether a request may wait.
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerConfig::validate`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rheostat::config::LimitersConfig;
+    /// use rheostat::tower::ShedLayer;
+    ///
+    /// let file = LimitersConfig::from_toml(r#"
+    ///     [limiters.api.policy]
+    ///     policy = "gradient"
+    ///     [limiters.api.server]
+    ///     status = 429
+    /// "#)?;
+    /// let limiter = Arc::new(file.build("api")?);
+    /// let server = file.limiters["api"].server.as_ref().unwrap();
+    /// let layer = server.apply(ShedLayer::new(limiter))?;
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "http")]
+    pub fn apply<A: Algorithm, C: Clock, P>(
+        &self,
+        layer: ShedLayer<A, C, P>,
+    ) -> Result<ShedLayer<A, C, P>, ConfigError> {
+        self.validate()?;
+        let status = http::StatusCode::from_u16(self.status)
+            .map_err(|_| ConfigError::new("server.status", self.status, "a 4xx or 5xx status"))?;
+        let layer = layer.status(status)?.retry_after(self.retry_after);
+        Ok(if self.wait { layer } else { layer.fail_fast() })
     }
 }

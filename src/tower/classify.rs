@@ -128,7 +128,7 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
 }
 
 /// No classifier yet: what [`RheostatLayer::new`](super::RheostatLayer::new),
-/// `KeyedLayer::new` (the `config` feature) and `RetryPolicy::new` (the
+/// [`KeyedLayer::new`](super::KeyedLayer::new) and `RetryPolicy::new` (the
 /// `tower-retry` feature) start with.
 ///
 /// It classifies nothing (it implements no [`Classify`]), so a service made

@@ -20,8 +20,7 @@ use crate::limiter::Admission;
 /// Wraps a service in a [`KeyedRheostat`], which admits each request
 /// through the limiter of the request's key: `key` maps a request to it
 /// (its host, its route), and [`KeyedLimiters`] hands out that key's
-/// limiter, made from its configuration (or the default) the first time
-/// the key is seen.
+/// limiter, made by its factory the first time the key is seen.
 ///
 /// It fails fast (there is no slot to wait for before the request, and so
 /// its key, is known): `poll_ready` is the inner service's readiness, and a
@@ -38,19 +37,21 @@ use crate::limiter::Admission;
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use rheostat::config::LimitersConfig;
-/// use rheostat::keyed::KeyedBuilder;
+/// use rheostat::algorithms::{Algorithm, Fixed};
+/// use rheostat::keyed::KeyedLimiters;
 /// use rheostat::tower::{HttpClassifier, KeyedLayer};
+/// use rheostat::Limiter;
 /// use tower::{service_fn, Layer, ServiceExt};
 ///
-/// let file = LimitersConfig::from_toml(r#"
-///     [default.policy]
-///     policy = "aimd"
-///     [limiters."api.payments.example".policy]
-///     policy = "fixed"
-///     limit = 8
-/// "#)?;
-/// let hosts = Arc::new(KeyedBuilder::from_config(&file)?.build()?);
+/// // Eight calls at a time to the payments API, 32 to any other host.
+/// let hosts = Arc::new(
+///     KeyedLimiters::builder(|host: &String| {
+///         let limit = if host == "api.payments.example" { 8 } else { 32 };
+///         let policy: Box<dyn Algorithm> = Box::new(Fixed::new(limit)?);
+///         Ok(Limiter::builder(policy).name(host.clone()))
+///     })
+///     .build()?,
+/// );
 /// let by_host = |request: &http::Request<()>| request.uri().host().unwrap_or("").to_owned();
 /// let client = KeyedLayer::new(Arc::clone(&hosts), by_host)
 ///     .classify(HttpClassifier::new())
@@ -183,7 +184,7 @@ where
     S: Service<Req>,
     F: Fn(&Req) -> Key,
     K: Classify<S::Response, S::Error> + Clone,
-    Key: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+    Key: Eq + Hash + Clone,
     C: Clock + Clone,
 {
     type Response = S::Response;

@@ -3,9 +3,9 @@
 //!
 //! [`RheostatLayer`] wraps a service in a [`Rheostat`], whose calls return a
 //! [`future::ResponseFuture`] (or, [retrying](#retries), in a
-//! [`RheostatRetry`]). (With the `config` feature, `KeyedLayer`
-//! picks the limiter per request instead, by a key taken from the request,
-//! from `KeyedLimiters`.) For each request
+//! [`RheostatRetry`]). ([`KeyedLayer`] picks the limiter per request
+//! instead, by a key taken from the request, from
+//! [`KeyedLimiters`](crate::keyed::KeyedLimiters).) For each request
 //! the service:
 //!
 //! 1. asks the limiter for a slot — failing fast with
@@ -188,7 +188,6 @@
 mod class;
 mod classify;
 pub mod future;
-#[cfg(feature = "config")]
 mod keyed;
 mod layer;
 #[cfg(feature = "tower-retry")]
@@ -202,7 +201,6 @@ pub use class::{ByRequest, ClassifyRequest, DefaultClass, LowerOnly};
 #[cfg(feature = "http")]
 pub use classify::HttpClassifier;
 pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
-#[cfg(feature = "config")]
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
 #[cfg(feature = "tower-retry")]

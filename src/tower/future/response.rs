@@ -56,7 +56,6 @@ pin_project! {
 #[derive(Debug)]
 enum Refusal {
     Rejected(Rejection),
-    #[cfg(feature = "config")]
     NoLimiter(crate::keyed::KeyedError),
 }
 
@@ -85,7 +84,6 @@ impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
     }
 
     /// No limiter could be had for the request's key.
-    #[cfg(feature = "config")]
     pub(crate) fn no_limiter(error: crate::keyed::KeyedError, classifier: K) -> Self {
         Self::refused(Refusal::NoLimiter(error), classifier)
     }
@@ -120,7 +118,6 @@ where
                 return Poll::Ready(Err(
                     match refusal.take().expect("polled after completion") {
                         Refusal::Rejected(rejection) => CallError::Rejected(rejection),
-                        #[cfg(feature = "config")]
                         Refusal::NoLimiter(error) => CallError::NoLimiter(error),
                     },
                 ));

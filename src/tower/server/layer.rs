@@ -411,43 +411,6 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
         Ok(self)
     }
 
-    /// The layer a limiter's [`ServerConfig`](crate::config::ServerConfig)
-    /// (its `server` table in a file) describes, over `limiter`.
-    ///
-    /// # Errors
-    ///
-    /// As [`ServerConfig::validate`](crate::config::ServerConfig::validate).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use rheostat::config::LimitersConfig;
-    /// use rheostat::tower::ShedLayer;
-    ///
-    /// let file = LimitersConfig::from_toml(r#"
-    ///     [limiters.api.policy]
-    ///     policy = "gradient"
-    ///     [limiters.api.server]
-    ///     status = 429
-    /// "#)?;
-    /// let limiter = Arc::new(file.build("api")?);
-    /// let layer = ShedLayer::new(limiter).configured(file.limiters["api"].server.as_ref().unwrap())?;
-    /// # drop(layer);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[cfg(feature = "config")]
-    pub fn configured(self, config: &crate::config::ServerConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
-        let status = StatusCode::from_u16(config.status)
-            .map_err(|_| ConfigError::new("server.status", config.status, "a 4xx or 5xx status"))?;
-        let mut layer = self.status(status)?.retry_after(config.retry_after);
-        if !config.wait {
-            layer = layer.fail_fast();
-        }
-        Ok(layer)
-    }
-
     /// The `Retry-After` of a refusal whose rejection does not say how long
     /// to wait (default 1 s), sent in whole seconds, rounded up.
     #[must_use]

@@ -164,8 +164,10 @@ where
     /// until the next probe, where known).
     #[inline]
     pub fn try_acquire(self) -> Result<Permit<L>, Rejection> {
-        let ticket = self.limiter.admit_now(self.class, self.timed)?;
-        Ok(Permit::new(self.limiter, ticket))
+        match self.limiter.admit_now(self.class, self.timed) {
+            Ok(ticket) => Ok(Permit::new(self.limiter, ticket)),
+            Err(rejection) => Err(rejection),
+        }
     }
 
     /// Take a slot, waiting in the queue if the limit is reached: at most
@@ -227,7 +229,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Admit a call of `class` (the default class if `None`) now, failing
     /// fast, reading the clock if the policy times calls or `timed`; a
     /// refusal is counted.
-    #[inline]
+    ///
+    /// Always inlined, as [`Limiter::admit_as`] is: out of line, its ticket
+    /// is returned through memory.
+    #[inline(always)]
     pub(crate) fn admit_now(&self, class: Option<Class>, timed: bool) -> Result<Ticket, Rejection> {
         let admitted = match &self.classes {
             Some(classes) => {
@@ -237,9 +242,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             None if timed => self.admit(self.clock.now(), true, false),
             None => self.admit_fast(self.feedback() == Feedback::Timed),
         };
-        if let Err(rejection) = &admitted {
-            self.count_rejection(rejection);
-        }
-        admitted
+        admitted.map_err(|rejection| {
+            self.count_rejection(&rejection);
+            rejection
+        })
     }
 }

@@ -49,7 +49,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// (its retry-after), a probe. A wake-up the policy asked for that has
     /// come due is applied right after the admission, as if the call had
     /// arrived just before it.
-    #[inline]
+    ///
+    /// Always inlined, so that the ticket of an admitted call stays in
+    /// registers (see [`Limiter::admit_as`]).
+    #[inline(always)]
     pub(super) fn admit_fast(&self, timed: bool) -> Result<Ticket, Rejection> {
         let gate = self.gate.load();
         if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {

@@ -346,7 +346,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<&Self>, Rejection> {
-        Admission::new(self).try_acquire()
+        // `Admission::new(self).try_acquire()`, without making one.
+        match self.admit_now(None, false) {
+            Ok(ticket) => Ok(Permit::new(self, ticket)),
+            Err(rejection) => Err(rejection),
+        }
     }
 
     /// Take a slot, waiting in the queue up to the configured

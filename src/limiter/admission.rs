@@ -242,9 +242,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             None if timed => self.admit(self.clock.now(), true, false),
             None => self.admit_fast(self.feedback() == Feedback::Timed),
         };
-        admitted.map_err(|rejection| {
-            self.count_rejection(&rejection);
-            rejection
-        })
+        if let Err(rejection) = &admitted {
+            self.count_rejection(rejection);
+        }
+        admitted
     }
 }

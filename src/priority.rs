@@ -33,6 +33,9 @@
 //!   dependency the breaker says is down. A half-open breaker's probes go to
 //!   whichever calls come first.
 //!
+//! The reserves and the split of the admit fraction follow pure rules, with
+//! the reasons for each, in [`algorithms::classes`](crate::algorithms::classes).
+//!
 //! A call acquired without a class ([`Limiter::try_acquire`](crate::Limiter::try_acquire))
 //! on such a limiter counts as the default class ([`Priority::Critical`]
 //! with the default classes, the first otherwise). A limiter without

@@ -8,6 +8,10 @@
 //! refuses. A runtime (the `rheostat` crate) enforces the gate on the hot
 //! path and feeds every finished call back as a [`Sample`].
 //!
+//! Beside the policies, [`classes`] holds the rules by which a runtime
+//! treats classes of calls: the slots kept for the more critical ones, and
+//! an admit fraction spent on them first.
+//!
 //! Nothing here reads a clock, spawns a task or takes a lock: every
 //! time-dependent method takes `now`, and time-driven changes are announced
 //! in [`Published::wake_at`] and applied with
@@ -40,6 +44,7 @@ mod algorithm;
 pub mod breaker;
 pub mod buckets;
 pub mod check;
+pub mod classes;
 mod error;
 pub mod fixed;
 mod gate;

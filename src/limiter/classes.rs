@@ -2,6 +2,12 @@
 //! for each class, the admit fraction spent on the most critical first, and
 //! the calls each class holds.
 //!
+//! Every decision is the pure rule's ([`crate::algorithms::classes`]): what
+//! a call must leave free, when a reserve grows or drains and by how much,
+//! how an admit fraction is split. This file keeps only the numbers that
+//! rule reads, in atomics so that admission takes no lock, and applies the
+//! rule to them (a growth or a drain inside a compare-and-swap loop).
+//!
 //! Invariant: in any one state (calls in flight, what each class holds,
 //! the reserves, the gate), a class is admitted whenever a less critical
 //! class would be: the slots a class must leave free are those kept for
@@ -14,18 +20,8 @@
 use std::time::Instant;
 
 use super::*;
+use crate::algorithms::classes::{self as rule, Kept};
 use crate::priority::{Class, Priorities};
-
-/// A slot of reserve, in the units it is kept in: it grows a slot at a
-/// time and drains a [`STEP`]th of a slot at a time while its class uses
-/// under three quarters of it, so that it settles where refusals of its
-/// class are rare (the class is refused about once for every [`STEP`] of
-/// its calls that end with room to spare).
-const STEP: u64 = 64;
-
-/// Arrivals at which a class's count halves every class's: the split of
-/// the admit fraction follows the last few thousand calls.
-const DECAY_AT: u64 = 8192;
 
 pub(crate) struct Classes {
     config: Priorities,
@@ -44,30 +40,23 @@ pub(crate) struct Classes {
     reserved: AtomicU32,
 }
 
-/// One class's accounting.
+/// One class's accounting: the numbers the rule reads, as atomics.
 struct ClassState {
-    /// Calls it holds; not counted for the least critical class, which
-    /// holds the calls in flight the others do not (nothing is kept for it,
-    /// and no class below it asks what it holds, so its calls need no
-    /// count of their own: a call of that class costs no more atomic steps
-    /// than a call on a limiter without classes).
+    /// Calls it holds; not counted for the least critical class
+    /// ([`rule::counted`]), which holds the calls in flight the others do
+    /// not: a call of that class costs no more atomic steps than a call on
+    /// a limiter without classes.
     held: AtomicU32,
-    /// Its share of the limit, in 2^-24ths.
+    /// Its share of the limit, in 2^-24ths ([`rule::share`]).
     share: u32,
     /// Slots kept for it against less critical classes, beyond its share,
-    /// in [`STEP`]ths of a slot: one slot more when a call of the class
-    /// finds the limit full while a less critical class holds slots; a
-    /// [`STEP`]th of a slot less each time one of its calls ends while it
-    /// uses under three quarters of what is kept for it; a whole slot less
-    /// each time it turns away a less critical call while it uses nothing.
+    /// in [`rule::STEP`]ths of a slot: moved only by [`rule::grown`] and
+    /// [`rule::drained`].
     reserve: AtomicU64,
     /// Its recent calls that met a gate admitting a fraction of calls
-    /// (every class's halved together now and then).
+    /// (every class's halved together now and then: [`rule::decays`]).
     arrivals: AtomicU64,
 }
-
-/// A share's fixed point: 2^24ths.
-const SHARE_ONE: f64 = 16_777_216.0;
 
 impl Classes {
     pub(crate) fn new(config: Priorities) -> Self {
@@ -85,14 +74,7 @@ impl Classes {
                 .iter()
                 .map(|c| ClassState {
                     held: AtomicU32::new(0),
-                    // Rounded down here and the slots it keeps rounded up
-                    // in `need`: 0.3 of 10 keeps 3, not 4.
-                    #[allow(
-                        clippy::cast_possible_truncation,
-                        clippy::cast_sign_loss,
-                        reason = "a share in [0, 1] times 2^24"
-                    )]
-                    share: (c.share * SHARE_ONE) as u32,
+                    share: rule::share(c.share),
                     reserve: AtomicU64::new(0),
                     arrivals: AtomicU64::new(0),
                 })
@@ -115,22 +97,20 @@ impl Classes {
         self.default
     }
 
-    /// The slots a call of class `c` must leave free under `limit`: what is
-    /// kept for each more critical class (its share of the limit, rounded
-    /// up, or its reserve, whichever is more) and not in use.
+    /// The slots a call of class `c` must leave free under `limit`
+    /// ([`rule::need`]), reading only the classes above it that keep
+    /// anything.
     #[inline]
     pub(crate) fn need(&self, c: u8, limit: u32) -> u32 {
-        let mut above = (self.shared | self.reserved.load(Ordering::SeqCst)) & ((1 << c) - 1);
-        let mut need = 0u32;
-        while above != 0 {
-            let class = &self.state[above.trailing_zeros() as usize];
-            above &= above - 1;
-            let share = (u64::from(class.share) * u64::from(limit)).div_ceil(1 << 24);
-            let reserve = class.reserve.load(Ordering::SeqCst).div_ceil(STEP);
-            let kept = u32::try_from(share.max(reserve)).unwrap_or(u32::MAX);
-            need = need.saturating_add(kept.saturating_sub(class.held.load(Ordering::Relaxed)));
-        }
-        need
+        let keeping = self.shared | self.reserved.load(Ordering::SeqCst);
+        rule::need(usize::from(c), limit, keeping, |h| {
+            let class = &self.state[h];
+            Kept {
+                share: class.share,
+                reserve: class.reserve.load(Ordering::SeqCst),
+                held: class.held.load(Ordering::Relaxed),
+            }
+        })
     }
 
     /// Class `c`'s reserve grew from nothing: it has its bit.
@@ -138,14 +118,12 @@ impl Classes {
         self.reserved.fetch_or(1 << c, Ordering::SeqCst);
     }
 
-    /// Keep `by` [`STEP`]ths of a slot fewer for class `h`, if any are
-    /// kept.
+    /// Keep `by` [`rule::STEP`]ths of a slot fewer for class `h`, if any
+    /// are kept ([`rule::drained`]).
     fn drain(&self, h: usize, by: u64) {
         let drained = self.state[h]
             .reserve
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
-                (r > 0).then(|| r.saturating_sub(by))
-            });
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| rule::drained(r, by));
         if matches!(drained, Ok(r) if r <= by) {
             self.drained_to_nothing(h);
         }
@@ -171,24 +149,18 @@ impl Classes {
     }
 
     /// A call of class `c` found the limit full with `in_flight` calls in
-    /// flight: if a less critical class holds slots (some of the calls in
-    /// flight are not of `c` or above), keep one more for `c`.
+    /// flight: its reserve grows if [`rule::grows`] says so.
     pub(crate) fn grow(&self, c: u8, limit: u32, in_flight: u32) {
-        if c >= self.last() {
-            return;
-        }
         let c = usize::from(c);
-        let above = self.state[..=c]
-            .iter()
-            .map(|class| class.held.load(Ordering::Relaxed))
-            .fold(0u32, u32::saturating_add);
-        if in_flight > above {
-            let most = u64::from(limit) * STEP;
+        let grows = rule::grows(c, self.state.len(), in_flight, |h| {
+            self.state[h].held.load(Ordering::Relaxed)
+        });
+        if grows {
             let grown =
                 self.state[c]
                     .reserve
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
-                        (r < most).then(|| (r + STEP).min(most))
+                        rule::grown(r, limit)
                     });
             if grown == Ok(0) {
                 self.reserved_from_nothing(c);
@@ -197,32 +169,26 @@ impl Classes {
     }
 
     /// A call of class `c` was turned away to keep slots for the classes
-    /// above it: each of those that holds nothing keeps one slot fewer.
+    /// above it: each drains as [`rule::turned_away`] says.
     pub(crate) fn shrink_above(&self, c: u8) {
-        self.give_back_above(c, |held, _kept| held == 0);
+        self.give_back_above(c, rule::turned_away);
     }
 
-    /// Each class above `c` for which `unused(held, kept slots)` says so
-    /// keeps one slot fewer.
-    fn give_back_above(&self, c: u8, unused: impl Fn(u64, u64) -> bool) {
+    /// Each class above `c` drains what `drain(held, reserve)` says.
+    fn give_back_above(&self, c: u8, drain: impl Fn(u32, u64) -> Option<u64>) {
         for (h, class) in self.state[..usize::from(c)].iter().enumerate() {
-            let held = u64::from(class.held.load(Ordering::Relaxed));
-            let kept = class.reserve.load(Ordering::SeqCst).div_ceil(STEP);
-            if unused(held, kept) {
-                self.drain(h, STEP);
+            let held = class.held.load(Ordering::Relaxed);
+            let reserve = class.reserve.load(Ordering::SeqCst);
+            if let Some(by) = drain(held, reserve) {
+                self.drain(h, by);
             }
         }
     }
 
     /// A waiter of class `c` waited its whole wait and was refused beside
-    /// free slots: those were kept for the classes above, which left them
-    /// unused all the while. Each class above that keeps more than it uses
-    /// keeps one slot fewer. (A reserve that grew while the limit was full
-    /// otherwise drained only a 64th of a slot per call of its own class,
-    /// and waiting callers of the classes below timed out beside free slots
-    /// for seconds.)
+    /// free slots: each class above drains as [`rule::starved`] says.
     pub(crate) fn starved(&self, c: u8) {
-        self.give_back_above(c, |held, kept| kept > held);
+        self.give_back_above(c, rule::starved);
     }
 
     /// Count a call of class `c` arriving.
@@ -232,59 +198,48 @@ impl Classes {
             .arrivals
             .fetch_add(1, Ordering::Relaxed)
             + 1;
-        if seen >= DECAY_AT {
+        if rule::decays(seen) {
             for class in self.state.iter() {
                 let _ = class
                     .arrivals
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        Some(rule::decayed(n))
+                    });
             }
         }
     }
 
     /// The fraction of class `c`'s calls to admit when the gate admits
-    /// `p` of all calls: `p` of the recent calls, spent on the most
-    /// critical classes first.
+    /// `p` of all calls ([`rule::fraction`]).
     pub(crate) fn fraction(&self, c: u8, p: f64) -> f64 {
-        #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
-        let count = |class: &ClassState| class.arrivals.load(Ordering::Relaxed) as f64;
-        let mut budget = p * self.state.iter().map(count).sum::<f64>();
-        for (h, class) in self.state.iter().enumerate() {
-            let count = count(class);
-            if h == usize::from(c) {
-                return if count <= 0.0 {
-                    p
-                } else {
-                    (budget / count).clamp(0.0, 1.0)
-                };
-            }
-            budget -= count.min(budget);
-        }
-        p
+        let arrivals = self
+            .state
+            .iter()
+            .map(|class| class.arrivals.load(Ordering::Relaxed));
+        rule::fraction(usize::from(c), p, arrivals)
     }
 
     /// A call of class `c` took a slot: whether its class counts it.
     #[inline]
     pub(crate) fn took(&self, c: u8) -> bool {
-        if c < self.last() {
+        let counted = rule::counted(usize::from(c), self.state.len());
+        if counted {
             self.state[usize::from(c)]
                 .held
                 .fetch_add(1, Ordering::Relaxed);
-            true
-        } else {
-            false
         }
+        counted
     }
 
-    /// A call of class `c` that its class counted ended: if the class now
-    /// uses under three quarters of what is kept for it, a [`STEP`]th of a
-    /// slot less is kept.
+    /// A call of class `c` that its class counted ended: its reserve drains
+    /// as [`rule::ended`] says.
     #[inline]
     pub(crate) fn released(&self, c: u8) {
         let class = &self.state[usize::from(c)];
         let held = class.held.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
         let reserve = class.reserve.load(Ordering::SeqCst);
-        if u64::from(held) * 4 * STEP < reserve * 3 {
-            self.drain(usize::from(c), 1);
+        if let Some(by) = rule::ended(held, reserve) {
+            self.drain(usize::from(c), by);
         }
     }
 

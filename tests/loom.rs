@@ -678,10 +678,13 @@ fn calls_of_two_classes_racing_keep_their_counts_exact() {
 /// grown reserve lost its bit and a sheddable call took the kept slot).
 #[test]
 fn a_reserve_grown_while_it_drains_keeps_its_slot() {
-    use rheostat::priority::Priority;
+    use rheostat::priority::{Class, Priority};
     bounded(|| {
         let limiter = classed_two();
-        let (critical, sheddable) = (Priority::Critical.into(), Priority::Sheddable.into());
+        let (critical, sheddable) = (
+            Class::from(Priority::Critical),
+            Class::from(Priority::Sheddable),
+        );
         // A critical call finds the limit full of sheddable ones: a slot is
         // kept for its class.
         let first = Admission::new(Arc::clone(&limiter))

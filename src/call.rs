@@ -33,10 +33,10 @@ where
     /// An attempt that runs out of time is recorded as
     /// [`Outcome::Overload`](crate::Outcome::Overload). An attempt admitted as a probe is given the
     /// [probe timeout](Limiter::probe_timeout) instead (see
-    /// [`Permit::timeout`]), even past the retry's deadline (no retry
+    /// [`Permit::timeout`](crate::Permit::timeout)), even past the retry's deadline (no retry
     /// follows a probe that ends after it); to choose a
     /// probe's timeout yourself, take the permit with
-    /// [`Admission::try_acquire`] and use [`Permit::run`].
+    /// [`Admission::try_acquire`] and use [`Permit::run`](crate::Permit::run).
     ///
     /// `classify` returns an [`Outcome`](crate::Outcome) or, to say more to the retry, a
     /// [`Verdict`] (whether an overload is worth retrying, the server's

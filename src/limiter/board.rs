@@ -183,6 +183,7 @@ impl Board {
     }
 
     /// When the policy wants to be woken, if ever.
+    #[inline]
     pub(super) fn wake_at(&self) -> Option<Instant> {
         match self.wake.load(Ordering::SeqCst) {
             u64::MAX => None,

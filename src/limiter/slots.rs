@@ -185,6 +185,7 @@ impl Slots {
 
     /// Calls in flight: the slots taken less those parked. With shards, read
     /// from more than one word (see [`Limiter::in_flight`](super::Limiter::in_flight)).
+    #[inline]
     pub(super) fn in_flight(&self) -> u32 {
         let taken = self.taken();
         match self.shards.get() {

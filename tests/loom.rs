@@ -4,17 +4,26 @@
 //! RUSTFLAGS="--cfg rheostat_loom" cargo test --release --target-dir target/loom --test loom
 //! ```
 //!
-//! Under `--cfg rheostat_loom` the atomics, the policy lock and the waiter queue's
-//! locks come from loom (`src/sync.rs`), so each model below runs once per
-//! distinct interleaving of them. A stranded waiter shows up as loom's
-//! deadlock report: every thread parked and nobody left to wake it.
+//! Under `--cfg rheostat_loom` the atomics, the policy lock, the held
+//! successes' buffers and the waiter queue's locks come from loom
+//! (`src/sync.rs`), so each model below runs once per distinct interleaving
+//! of them. The shards and the buffers are set up lazily under loom as
+//! outside it: `std`'s `OnceLock`, whose ordering loom cannot see, is
+//! modelled by one that draws the same edge on a loom flag (`src/sync.rs`).
+//! A stranded waiter shows up as loom's deadlock report: every thread
+//! parked and nobody left to wake it.
 //!
-//! The waiter models and the raised-limit model are explored exhaustively
-//! (each in a few seconds at most). The lowered-limit and half-open models,
-//! with three busy threads and the policy lock, did not finish unbounded in
-//! minutes; they explore every interleaving with at most
-//! [`PREEMPTIONS`] preemptions. `LOOM_MAX_PREEMPTIONS` overrides the bound
-//! for all of them.
+//! Each type of the limiter's state is exercised by the models named
+//! beside it in `docs/guarantees.md`.
+//!
+//! The waiter models, the parking models, the untimed `Fixed` model and
+//! the two models of the switch to shards and buffers are explored
+//! exhaustively (each in a second or so). The models with three busy
+//! threads, or with the policy lock beside the shards and buffers set up
+//! mid-run, take minutes each unbounded (the raised-limit model two, the
+//! successes batched on parked slots five to seven); they explore every
+//! interleaving with at most [`PREEMPTIONS`] preemptions.
+//! `LOOM_MAX_PREEMPTIONS` overrides the bound for all of them.
 
 #![cfg(rheostat_loom)]
 #![allow(
@@ -61,7 +70,7 @@ impl Counts {
     }
 }
 
-/// The preemption bound of the two largest models.
+/// The preemption bound of the largest models.
 const PREEMPTIONS: usize = 4;
 
 /// Explore `model` with at most [`PREEMPTIONS`] preemptions, unless
@@ -129,9 +138,12 @@ fn acquire_and_release_against_a_lowered_limit_never_overshoot_or_leak() {
     });
 }
 
+/// Bounded to [`PREEMPTIONS`]: the shards and the held successes'
+/// buffers, set up here the first time two callers meet, make it one of
+/// the largest models.
 #[test]
 fn acquire_and_release_against_a_raised_limit_never_overshoot_or_leak() {
-    loom::model(|| {
+    bounded(|| {
         let counts = Arc::new(Counts::default());
         let limiter = fixed(1, &counts);
         let callers: Vec<_> = (0..2)
@@ -376,8 +388,10 @@ fn successes_batched_on_parked_slots_and_a_failure_beside_them_are_all_handed_ov
     batched_beside_a_failure(Sharding::Always);
 }
 
+/// Bounded to [`PREEMPTIONS`]: three threads, each moving the in-flight
+/// word, make it one of the largest models.
 fn batched_beside_a_failure(sharding: Sharding) {
-    loom::model(move || {
+    bounded(move || {
         let tally = Tally::default();
         let limiter = Arc::new(
             Limiter::builder(tally.clone())
@@ -429,8 +443,9 @@ impl Algorithm for Patient {
     }
 }
 
-/// Without buffers (under loom they are set up only at once), each covered
-/// success is told under the lock and the policy asked nothing after it.
+/// Buffers set up only once the two threads meet on the policy's lock:
+/// before that, each covered success is told under the lock and the policy
+/// asked nothing after it; after it, a success is held.
 #[test]
 fn covered_successes_and_a_failure_beside_them_all_reach_the_policy_once() {
     held_beside_a_failure(Sharding::Off);
@@ -475,6 +490,151 @@ fn held_beside_a_failure(sharding: Sharding) {
         let _ = limiter.snapshot(); // hands over what is still held
         assert_eq!(patient.0.failures.load(Ordering::SeqCst), 1);
         assert_eq!(patient.0.successes.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// Counts what it is told, as [`Tally`] does, under a limit of its own,
+/// timing every call or none, and lets every success be held.
+#[derive(Clone)]
+struct Limited {
+    tally: Tally,
+    limit: u32,
+    feedback: Feedback,
+}
+
+impl Algorithm for Limited {
+    fn name(&self) -> &'static str {
+        "limited"
+    }
+    fn publish(&self) -> Published {
+        Published::new(Gate::limited(self.limit)).with_hints(
+            Hints::default()
+                .with_feedback(self.feedback)
+                .with_deferral(Some(Deferral::ALL)),
+        )
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        self.tally.on_sample(now, sample);
+    }
+    fn on_successes(&mut self, now: Instant, count: u64) {
+        self.tally.on_successes(now, count);
+    }
+}
+
+/// Whether some run of [`the_lazy_set_up_of_shards_and_buffers_mid_call`]
+/// held a success in a buffer set up during the run.
+static HELD_IN_A_BUFFER: AtomicBool = AtomicBool::new(false);
+
+/// The default sharding's switch, while calls run: one thread makes two
+/// calls that succeed, timed, while another makes one that fails and asks
+/// for a snapshot, against a limit of one. The first time the two race for
+/// the in-flight word, the shards are set up; the first time one finds the
+/// policy's lock held, the buffers are, and a success after that is held
+/// in one. Neither set-up lets two calls run at once, strands the slot, or
+/// loses or repeats a sample; and some run does hold a success in a buffer
+/// set up mid-run (so the model reaches the set-up it is about).
+#[test]
+fn shards_and_buffers_set_up_while_calls_run_keep_the_limit_and_lose_nothing() {
+    loom::model(the_lazy_set_up_of_shards_and_buffers_mid_call);
+    assert!(HELD_IN_A_BUFFER.load(Ordering::SeqCst));
+}
+
+/// A call's run, which no other call may share: counted in `running`
+/// across a point at which loom may run the other threads (its plain
+/// atomics are no such point).
+fn run_alone(running: &AtomicU64) {
+    assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0);
+    thread::yield_now();
+    running.fetch_sub(1, Ordering::SeqCst);
+}
+
+fn the_lazy_set_up_of_shards_and_buffers_mid_call() {
+    let tally = Tally::default();
+    let limiter = Arc::new(
+        Limiter::builder(Limited {
+            tally: tally.clone(),
+            limit: 1,
+            feedback: Feedback::Timed,
+        })
+        .clock(ManualClock::new())
+        .build()
+        .unwrap(),
+    );
+    let running = Arc::new(AtomicU64::new(0));
+    let caller = {
+        let (limiter, running, tally) = (Arc::clone(&limiter), Arc::clone(&running), tally.clone());
+        thread::spawn(move || {
+            let mut admitted = 0;
+            for _ in 0..2 {
+                let Ok(permit) = limiter.try_acquire() else {
+                    continue;
+                };
+                assert_eq!(permit.in_flight_at_start(), 1);
+                run_alone(&running);
+                let told = tally.successes.load(Ordering::SeqCst);
+                permit.success();
+                if tally.successes.load(Ordering::SeqCst) == told {
+                    // Not told under the lock: held in a buffer.
+                    HELD_IN_A_BUFFER.store(true, Ordering::SeqCst);
+                }
+                admitted += 1;
+            }
+            admitted
+        })
+    };
+    let failed = match limiter.try_acquire() {
+        Ok(permit) => {
+            assert_eq!(permit.in_flight_at_start(), 1);
+            run_alone(&running);
+            permit.overload();
+            1
+        }
+        Err(_) => 0,
+    };
+    let _ = limiter.snapshot();
+    let succeeded = caller.join().unwrap();
+    assert_eq!(limiter.in_flight(), 0);
+    assert!(limiter.try_acquire().is_ok());
+    let _ = limiter.snapshot(); // hands over what is still held
+    assert_eq!(tally.failures.load(Ordering::SeqCst), failed);
+    assert_eq!(tally.successes.load(Ordering::SeqCst), succeeded);
+}
+
+/// The default sharding's switch with successes counted, not timed: two
+/// calls on one thread and one on another, under a limit high enough to
+/// park (two shards under loom, [`rheostat::PARK_PER_SHARD`] each). Once
+/// the two race for the in-flight word, the shards are set up, and a
+/// success after that parks its slot and is counted in a shard's cell,
+/// beside those counted in the word before: each is handed over once, and
+/// every slot comes back.
+#[test]
+fn successes_counted_across_the_switch_to_shards_are_all_handed_over_once() {
+    loom::model(|| {
+        let tally = Tally::default();
+        let limiter = Arc::new(
+            Limiter::builder(Limited {
+                tally: tally.clone(),
+                limit: 2 * rheostat::PARK_PER_SHARD,
+                feedback: Feedback::Outcomes,
+            })
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+        );
+        let caller = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    limiter.try_acquire().unwrap().success();
+                }
+            })
+        };
+        limiter.try_acquire().unwrap().overload();
+        caller.join().unwrap();
+        assert_eq!(limiter.in_flight(), 0);
+        let _ = limiter.snapshot(); // hands over what is still counted
+        assert_eq!(tally.failures.load(Ordering::SeqCst), 1);
+        assert_eq!(tally.successes.load(Ordering::SeqCst), 2);
     });
 }
 
@@ -529,8 +689,7 @@ fn slots_parked_per_core_are_taken_back_without_overshoot_or_leak() {
                 let (limiter, running) = (Arc::clone(&limiter), Arc::clone(&running));
                 thread::spawn(move || {
                     if let Ok(permit) = limiter.try_acquire() {
-                        assert_eq!(running.fetch_add(1, Ordering::SeqCst), 0);
-                        running.fetch_sub(1, Ordering::SeqCst);
+                        run_alone(&running);
                         permit.success();
                         true
                     } else {

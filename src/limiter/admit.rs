@@ -1,6 +1,6 @@
 //! Admission: the gate's limit, its admit probability, probes, and the
 //! rejection that says why not.
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::*;
 
@@ -24,7 +24,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         prober: bool,
     ) -> Result<Ticket, Rejection> {
         self.refresh_if_due(now);
-        let gate = self.gate.load();
+        let gate = self.board.gate();
         if gate.limit() == 0 {
             return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
         }
@@ -34,7 +34,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if draw && gate.admit() != ALWAYS && self.draw() >= gate.admit() {
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
         }
-        match self.take_slot(gate.limit()) {
+        match self.slots.take(gate.limit()) {
             Some(in_flight) => Ok(Ticket::new(Some(now), in_flight, false, self.generation())),
             None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
         }
@@ -54,14 +54,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// registers (see [`Limiter::admit_as`]).
     #[inline(always)]
     pub(super) fn admit_fast(&self, timed: bool) -> Result<Ticket, Rejection> {
-        let gate = self.gate.load();
-        if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {
+        let gate = self.board.gate();
+        if gate.limit() == 0 || gate.probe() || self.board.expires() {
             return self.admit(self.clock.now(), true, false);
         }
         if gate.admit() != ALWAYS && self.draw() >= gate.admit() {
             return Err(self.rejection(RejectReason::Throttled));
         }
-        let Some(in_flight) = self.take_slot(gate.limit()) else {
+        let Some(in_flight) = self.slots.take(gate.limit()) else {
             return Err(self.rejection(RejectReason::LimitReached));
         };
         let start = if timed {
@@ -87,7 +87,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
         }
         let mut policy = self.lock();
-        let gate = self.gate.load();
+        let gate = self.board.gate();
         if gate.limit() == 0 {
             drop(policy);
             return Err(self.reject(RejectReason::Open, Refusal::Shut, now));
@@ -96,14 +96,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             drop(policy);
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
         }
-        let Some(in_flight) = self.take_slot(gate.limit()) else {
+        let Some(in_flight) = self.slots.take(gate.limit()) else {
             drop(policy);
             return Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now));
         };
         let probe = gate.probe();
         self.catch_up(&mut policy, now);
         if !policy.on_admit(now) {
-            self.slots.fetch_sub(1, Ordering::SeqCst);
+            self.slots.give_back();
             let transitions = self.drain(&mut policy);
             self.publish(&mut policy);
             drop(policy);
@@ -120,28 +120,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(super) fn reject(&self, reason: RejectReason, refusal: Refusal, now: Instant) -> Rejection {
         let retry_after = if reason == RejectReason::Open {
-            match self.until.load(Ordering::SeqCst) {
-                u64::MAX => None,
-                until => Some(Duration::from_nanos(until.saturating_sub(self.nanos(now)))),
-            }
+            self.board.retry_after(now)
         } else {
             None
         };
-        let policy = self.culprit(refusal);
+        let policy = self.board.culprit(refusal);
         Rejection::new(ramping(reason, policy), policy, retry_after)
-    }
-
-    /// The policy whose gate refused, by the kind of refusal.
-    #[inline]
-    pub(super) fn culprit(&self, refusal: Refusal) -> &'static str {
-        let shift = match refusal {
-            Refusal::Shut => 0,
-            Refusal::Limit => 16,
-            Refusal::Throttle => 32,
-            Refusal::Probe => 48,
-        };
-        let index = usize::from(((self.culprits.load(Ordering::Relaxed) >> shift) & 0xFFFF) as u16);
-        self.members.get(index).copied().unwrap_or("unknown")
     }
 
     #[inline]
@@ -169,7 +153,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             RejectReason::Throttled => Refusal::Throttle,
             _ => Refusal::Limit,
         };
-        let policy = self.culprit(refusal);
+        let policy = self.board.culprit(refusal);
         Rejection::new(ramping(reason, policy), policy, None)
     }
 

@@ -401,32 +401,10 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let gate = published.gate;
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
-            gate: AtomicGate::new(&gate),
-            slots: CachePadded::new(Slots {
-                word: AtomicU64::new(0),
-                shards: match self.options.sharding {
-                    Sharding::Always => OnceLock::from(Shards::new(Sharding::Always)),
-                    _ => OnceLock::new(),
-                },
-            }),
-            defer_until: AtomicU64::new(0),
-            defer_latency: AtomicU64::new(0),
-            defer_in_flight: AtomicU32::new(0),
-            // Under loom, only for a policy that holds timed successes from
-            // the start: the buffers' lock would add to every other model's
-            // interleavings.
-            deferred: Deferred::new(
-                self.options.sharding == Sharding::Always
-                    && (cfg!(not(rheostat_loom))
-                        || (published.hints.deferral.is_some()
-                            && published.hints.feedback == Feedback::Timed)),
-            ),
-            feedback: AtomicU8::new(Feedback::Timed as u8),
-            generation: AtomicU32::new(0),
-            until: AtomicU64::new(u64::MAX),
-            expires: AtomicU64::new(u64::MAX),
+            board: Board::new(&gate, epoch, members, self.observer.is_some()),
+            slots: CachePadded::new(Slots::new(self.options.sharding)),
+            deferred: Deferred::new(self.options.sharding == Sharding::Always),
             rejected: AtomicU64::new(0),
-            culprits: AtomicU64::new(0),
             rng: AtomicU64::new(self.seed),
             waiters: WaitQueue::new(self.options.order, self.priorities.is_some()),
             changed: tokio::sync::Notify::new(),
@@ -434,8 +412,6 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             probing: AtomicBool::new(false),
             policy: CachePadded::new(Mutex::new(Held::new(self.policy))),
             clock: self.clock,
-            epoch,
-            members,
             options: self.options,
             observer: self.observer,
             classes: self

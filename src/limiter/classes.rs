@@ -305,8 +305,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 None => self.admit_fast(self.feedback() == Feedback::Timed),
             };
         };
-        let gate = self.gate.load();
-        if gate.limit() == 0 || gate.probe() || self.expires.load(Ordering::SeqCst) != u64::MAX {
+        let gate = self.board.gate();
+        if gate.limit() == 0 || gate.probe() || self.board.expires() {
             return self.admit_as_timed(classes, c, draw, now);
         }
         if draw && gate.admit() != ALWAYS {
@@ -314,10 +314,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
         let limit = gate.limit();
         let need = classes.need(c, limit);
-        if need > 0 && slots_of(self.slots.load(Ordering::SeqCst)).saturating_add(need) >= limit {
+        if need > 0 && self.slots.taken().saturating_add(need) >= limit {
             return Err(self.kept_for_others(classes, c));
         }
-        let Some(in_flight) = self.take_slot(limit) else {
+        let Some(in_flight) = self.slots.take(limit) else {
             return Err(self.full_as(classes, c, draw, limit));
         };
         let counted = classes.took(c);

@@ -18,16 +18,22 @@
 //! one thread alone gains nothing from them — its lock is never contended —
 //! and a limiter only ever used by one thread at a time keeps no buffer.
 //!
-//! Under loom, buffers are set up only at once, before any thread starts
-//! (loom cannot see the ordering `std`'s `OnceLock` publishes them with;
-//! see `contended` in `slots.rs`), and only for a policy that defers from
-//! the start.
+//! # Invariant
 //!
-//! Nothing is lost: a buffer's bit in `marks` is set, under the buffer's
-//! lock, by the push that makes it non-empty, and a hand-over clears the
-//! bits before it empties the buffers they mark. A push that comes between
-//! the two is emptied with the rest; one that comes after sets the bit
-//! again.
+//! Every sample pushed is taken exactly once: a buffer's bit in `marks` is
+//! set, under the buffer's lock, by the push that makes it non-empty, and
+//! a hand-over ([`Deferred::take`]) clears the bits before it empties the
+//! buffers they mark, each under its lock. A push that comes between the
+//! two is emptied with the rest; one that comes after sets the bit again,
+//! and is taken by the next hand-over. A sample held in a buffer whose bit
+//! is not set is one being pushed: its push sets the bit before it lets go
+//! of the buffer's lock. The buffers, once set up, stay for the limiter's life; a thread
+//! that sees them sees them whole (their `OnceLock` publishes them with
+//! release and acquire), and before they are set up nothing is pushed.
+//! The set-up may come while other threads finish calls: a thread that
+//! has not seen the buffers yet tells its success under the policy's lock
+//! instead, after handing over whatever is held when it looks (see
+//! `pending` in `finish.rs`).
 
 use std::time::Instant;
 
@@ -35,7 +41,7 @@ use super::shards::{index, shard_count};
 use crossbeam_utils::CachePadded;
 
 use crate::algorithms::Sample;
-use crate::sync::{AtomicU64, Mutex, Ordering, PoisonError};
+use crate::sync::{AtomicU64, Mutex, OnceLock, Ordering, PoisonError};
 
 /// Samples a buffer holds before the call that fills it hands them over.
 pub(super) const CAPACITY: usize = 32;
@@ -48,7 +54,7 @@ type Buffer = CachePadded<Mutex<Vec<(Instant, Sample)>>>;
 /// The held successes of one limiter.
 pub(super) struct Deferred {
     /// One buffer per shard, set up by the first success held.
-    buffers: std::sync::OnceLock<Box<[Buffer]>>,
+    buffers: OnceLock<Box<[Buffer]>>,
     /// One bit per buffer that may hold samples.
     marks: AtomicU64,
 }
@@ -57,7 +63,7 @@ impl Deferred {
     /// Held successes, with the buffers set up at once if `now`.
     pub(super) fn new(now: bool) -> Self {
         let deferred = Deferred {
-            buffers: std::sync::OnceLock::new(),
+            buffers: OnceLock::new(),
             marks: AtomicU64::new(0),
         };
         if now {

@@ -16,7 +16,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         self.release_class(ticket);
         let feedback = self.feedback();
-        if feedback == Feedback::Nothing && self.until.load(Ordering::SeqCst) == u64::MAX {
+        if feedback == Feedback::Nothing && !self.board.wakes() {
             // The policy learns nothing from it, and no observer is set (an
             // observer raises the feedback to `Timed`).
             self.release_slot();
@@ -42,10 +42,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if outcome == Outcome::Success
             && !ticket.probe()
             && (ticket.start.is_some() || feedback != Feedback::Timed)
-            && ticket.generation() == self.generation()
-            && ticket.in_flight() <= self.defer_in_flight.load(Ordering::SeqCst)
         {
-            self.defer_until.load(Ordering::SeqCst)
+            self.board
+                .may_hold_until(ticket.generation(), ticket.in_flight())
         } else {
             0
         }
@@ -64,7 +63,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         held_until: u64,
     ) {
         let now = self.clock.now();
-        if held_until != 0 && ticket.start.is_none() && self.nanos(now) < held_until {
+        if held_until != 0 && ticket.start.is_none() && self.board.nanos(now) < held_until {
             self.finish_batched();
             return;
         }
@@ -72,8 +71,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .start
             .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
         if held_until != 0 && ticket.start.is_some() {
-            let at = self.nanos(now);
-            if self.deferral_covers(at, latency, ticket.in_flight()) {
+            let at = self.board.nanos(now);
+            if self.board.covers(at, latency, ticket.in_flight()) {
                 if self.deferred.is_set_up() {
                     self.finish_deferred(ticket, latency, now);
                 } else {
@@ -83,19 +82,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             }
         }
         self.finish_locked(ticket, outcome, latency, feedback, now);
-    }
-
-    /// Whether the policy's deferral, as last published, covers a success
-    /// that took `latency`, admitted with `in_flight` calls in flight, and
-    /// finished `at` nanoseconds after the epoch.
-    #[inline]
-    fn deferral_covers(&self, at: u64, latency: Duration, in_flight: u32) -> bool {
-        let until = self.defer_until.load(Ordering::SeqCst);
-        until != 0
-            && (until == u64::MAX || at < until)
-            && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
-                <= self.defer_latency.load(Ordering::SeqCst)
-            && in_flight <= self.defer_in_flight.load(Ordering::SeqCst)
     }
 
     /// Tell the policy of a success its deferral covers, under its lock,
@@ -118,10 +104,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     fn pending(&self, at: u64) -> bool {
         self.rejected.load(Ordering::Relaxed) != 0
-            || self.slots.load(Ordering::SeqCst) >> 32 != 0
-            || self.slots.shards.get().is_some()
+            || self.slots.may_hold_batched()
             || !self.deferred.is_empty()
-            || at >= self.until.load(Ordering::SeqCst)
+            || self.board.wake_due_at(at)
     }
 
     /// Hold a success for the policy, without its lock; hand the held ones
@@ -192,7 +177,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     fn learn_sample(&self, sample: Sample, now: Instant, covered: Option<u64>) -> Vec<Transition> {
         let mut policy = self.lock_or_defer();
         if covered.is_some_and(|at| {
-            self.deferral_covers(at, sample.latency, sample.in_flight) && !self.pending(at)
+            self.board.covers(at, sample.latency, sample.in_flight) && !self.pending(at)
         }) {
             policy.on_sample(now, &sample);
             return Vec::new();
@@ -215,7 +200,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Sample::new(outcome, latency, ticket.in_flight())
             // Counted as at admission (slots parked on other cores
             // included): one load, not a walk over the shards.
-            .with_in_flight_at_finish(slots_of(self.slots.load(Ordering::Relaxed)))
+            .with_in_flight_at_finish(self.slots.taken_relaxed())
             .with_probe(ticket.probe())
             .with_stale(ticket.generation() != self.generation())
     }
@@ -230,9 +215,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.after_parking(&parked);
             parked.batched
         } else {
-            let before = self.slots.fetch_add(ONE_BATCHED - 1, Ordering::SeqCst);
+            let before = self.slots.give_back_batching();
             self.wake_waiters();
-            before >> 32
+            before
         };
         if batched >= BATCH_FLUSH {
             // Hand the batch over long before the count could overflow.
@@ -248,19 +233,24 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.after_parking(&parked);
             return;
         }
-        self.slots.fetch_sub(1, Ordering::SeqCst);
+        self.slots.give_back();
         self.wake_waiters();
     }
 
-    pub(super) fn after_parking(&self, parked: &Parked<'_>) {
+    /// Park a released slot, with `successes` batched beside it, on this
+    /// thread's shard, if the slots are sharded and the gate's limit leaves
+    /// room (see `shards.rs`).
+    #[inline]
+    fn park(&self, successes: u64) -> Option<Parked<'_>> {
+        self.slots.park(successes, || self.board.gate().limit())
+    }
+
+    fn after_parking(&self, parked: &Parked<'_>) {
         if !self.waiters.is_empty() {
             // A waiter may have looked for parked slots before this one was
             // parked: it goes back to the shared count, for the waiters to
             // be served from.
-            let slots = parked.unpark_all();
-            if slots != 0 {
-                self.slots.fetch_sub(u64::from(slots), Ordering::SeqCst);
-            }
+            self.slots.unpark_to_word(parked);
             self.wake_waiters();
         }
     }

@@ -1,5 +1,25 @@
 //! The `Limiter`: one gate in front of one dependency.
 //!
+//! # Its state
+//!
+//! What the limiter shares between threads is a few types, each with
+//! private fields and its invariant at the top of its file:
+//!
+//! | type | file | holds |
+//! | --- | --- | --- |
+//! | `Board` | `board.rs` | the policy's answer, copied into atomics read without its lock: the gate, the deferral, the feedback, the generation, when to wake the policy, when the gate expires, which member refuses |
+//! | `Slots` | `slots.rs`, `shards.rs` | the slots taken and the successes counted for the policy, in one word, and the per-core shards that park released slots, set up on first contention |
+//! | `Deferred` | `deferred.rs` | the timed successes held for the policy, in per-shard buffers set up the first time two threads meet on its lock |
+//! | `WaitQueue` | `queue.rs` | the callers waiting for a slot, and the ordering by which none misses a slot freed as it joins |
+//! | `Classes` | `classes.rs` | the classes of calls: what each holds and the slots kept for it |
+//!
+//! Beside them, the policy behind its lock with what it last published
+//! (`Held`, `published.rs`), the refusals not yet told to it, the seed of
+//! the admit draw, the clock, the options and the observer. The files that
+//! extend `Limiter` (`admit.rs`, `finish.rs`, `wait.rs`, `published.rs`,
+//! `attempt.rs`, `ready.rs`) call these types' methods; `classes.rs` holds
+//! both its type and the admission of a call of a class.
+//!
 //! # How a call ends
 //!
 //! A call is admitted (`admit.rs`, or `wait.rs` after a wait in the queue)
@@ -16,7 +36,8 @@
 //!
 //! What the policy learns, `finish.rs` decides, in this order:
 //!
-//! 1. the policy needs no feedback and no observer listens: the slot only;
+//! 1. the policy needs no feedback, wants no wake-up, and no observer
+//!    listens: the slot only;
 //! 2. a success the policy's deferral covers whenever it ends, untimed: the
 //!    slot, and one more success counted without the lock
 //!    (`finish_batched`), handed over in a batch later;
@@ -26,14 +47,17 @@
 //! 4. anything else: under the lock, the sample told, what was held handed
 //!    over first, and the gate published again (`finish_locked`).
 //!
-//! A call is never held if it is a probe or not a success, was admitted
-//! with more calls in flight than the deferral allows, took longer than
-//! its `max_latency`, ended after its `until`, or was untimed while the
-//! policy needs latencies.
+//! A call is never held if it is a probe or not a success, is stale
+//! (admitted before the policy's latest transition), was admitted with
+//! more calls in flight than the deferral allows, took longer than its
+//! `max_latency`, ended after its `until`, or was untimed while the policy
+//! needs latencies. Whether it may be held is read from the `Board`, as
+//! last published; where it is held, in `Slots` or `Deferred`.
 
 mod admission;
 mod admit;
 mod attempt;
+mod board;
 mod builder;
 mod classes;
 mod deferred;
@@ -41,6 +65,7 @@ mod finish;
 mod gate;
 mod permit;
 mod published;
+mod queue;
 mod ready;
 mod shards;
 mod slots;
@@ -49,25 +74,25 @@ mod wait;
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{
-    check, Algorithm, BreakerState, ConfigError, Deferral, Feedback, Gate, Hints, Outcome,
-    Published, Refusal, Sample, Snapshot, Transition,
+    check, Algorithm, BreakerState, ConfigError, Feedback, Gate, Outcome, Published, Refusal,
+    Sample, Snapshot, Transition,
 };
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{RejectReason, Rejection};
 use crate::observe::Observer;
 use crate::sync::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering,
-    PoisonError, TryLockError,
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError,
+    TryLockError,
 };
+use board::{Board, Last};
 use deferred::Deferred;
-use gate::{AtomicGate, Packed, ALWAYS};
+use gate::ALWAYS;
 use published::Held;
-use shards::{slots_of, Parked, Shards, ONE_BATCHED, SLOTS};
-use wait::WaitQueue;
+use queue::WaitQueue;
+use shards::Parked;
 
 pub use admission::Admission;
 pub use builder::Builder;
@@ -77,11 +102,11 @@ use builder::Options;
 use crossbeam_utils::CachePadded;
 pub(crate) use permit::Ticket;
 pub use permit::{OwnedPermit, Permit};
+pub use queue::QueueOrder;
 pub(crate) use ready::ActiveProbe;
 pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 use slots::Slots;
-pub use wait::QueueOrder;
 
 /// Most waiters a queue may be configured to hold.
 pub const MAX_WAITERS: usize = 1 << 20;
@@ -117,45 +142,18 @@ pub type DynLimiter<C = DefaultClock> = Limiter<Box<dyn Algorithm>, C>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
-    gate: AtomicGate,
-    /// Calls in flight (the low 32 bits) and, above them, successes held
-    /// for the policy as a count, not yet handed over: one word, so that a
-    /// counted success gives back its slot and counts itself in one atomic
-    /// step.
+    /// The policy's answer, read without its lock (`board.rs`).
+    board: Board,
+    /// The slots taken, and the shards that park them (`slots.rs`).
     slots: CachePadded<Slots>,
-    /// Successes finishing before this many nanoseconds after `epoch` may be
-    /// held for the policy ([`Deferral`]): 0 for none, `u64::MAX` for all.
-    defer_until: AtomicU64,
-    /// The slowest success that may be held, in nanoseconds.
-    defer_latency: AtomicU64,
-    /// The most calls in flight, at its admission, for a success that may
-    /// be held.
-    defer_in_flight: AtomicU32,
-    /// The timed successes held.
+    /// The timed successes held for the policy (`deferred.rs`).
     deferred: Deferred,
-    /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
-    /// observer is set.
-    feedback: AtomicU8,
-    /// Counts the events at which the policy reported transitions; a call
-    /// admitted before the latest is stale when it finishes.
-    generation: AtomicU32,
-    /// Nanoseconds after `epoch` at which the policy wants to be woken
-    /// ([`Published::wake_at`]); `u64::MAX` for never.
-    until: AtomicU64,
-    /// Nanoseconds after `epoch` at which the gate itself expires (its
-    /// `until`: an open breaker's cooldown); `u64::MAX` for never. While it
-    /// is `u64::MAX`, a refusal needs no clock read: nothing can loosen the
-    /// gate but a call finishing or the policy being told something.
-    expires: AtomicU64,
     /// Local rejections not yet told to the policy.
     rejected: AtomicU64,
-    /// Four 16-bit indices into `members`, one per [`Refusal`].
-    culprits: AtomicU64,
     rng: AtomicU64,
     policy: CachePadded<Mutex<Held<A>>>,
     clock: C,
-    epoch: Instant,
-    members: Box<[&'static str]>,
+    /// Callers waiting for a slot (`queue.rs`).
     waiters: WaitQueue,
     /// Notified when the published gate changes while someone waits for
     /// readiness.
@@ -206,11 +204,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// finish calls, it may count a call that finished, or miss one that
     /// started, while it reads.
     pub fn in_flight(&self) -> u32 {
-        let taken = slots_of(self.slots.load(Ordering::SeqCst));
-        match self.slots.shards.get() {
-            Some(shards) => taken.saturating_sub(shards.parked()),
-            None => taken,
-        }
+        self.slots.in_flight()
     }
 
     /// The gate being enforced now, read without a lock: what the next
@@ -228,11 +222,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// limit (a throttle, a closed breaker alone).
     pub fn gate(&self) -> Gate {
         self.refresh_if_due(self.clock.now());
-        let packed = self.gate.load();
-        let until = match self.until.load(Ordering::SeqCst) {
-            u64::MAX => None,
-            n => self.epoch.checked_add(Duration::from_nanos(n)),
-        };
+        let packed = self.board.gate();
+        let until = self.board.wake_at();
         Gate {
             limit: packed.limit(),
             admit_probability: packed.admit_probability(),
@@ -419,9 +410,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             Ok(held) => held,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) => {
-                if cfg!(not(rheostat_loom)) {
-                    self.deferred.set_up();
-                }
+                self.deferred.set_up();
                 self.lock()
             }
         }
@@ -439,9 +428,9 @@ impl<A, C> fmt::Debug for Limiter<A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("name", &self.options.name)
-            .field("in_flight", &slots_of(self.slots.load(Ordering::Relaxed)))
-            .field("limit", &self.gate.load().limit())
-            .field("admit_probability", &self.gate.load().admit_probability())
+            .field("in_flight", &self.slots.taken_relaxed())
+            .field("limit", &self.board.gate().limit())
+            .field("admit_probability", &self.board.gate().admit_probability())
             .finish_non_exhaustive()
     }
 }

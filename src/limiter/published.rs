@@ -1,6 +1,7 @@
-//! What the policy published, copied into atomics the hot path reads
-//! without a lock: the gate, when to re-evaluate it, how calls are to be
-//! reported; and the re-evaluation, the transitions and their report.
+//! The policy behind its lock, and what is done under it: the successes
+//! held and the rejections counted handed over first, the answer stored on
+//! the board (`board.rs`) after, the transitions counted and reported; and
+//! the re-evaluation of a gate whose time has come.
 use std::time::Instant;
 
 use super::*;
@@ -12,15 +13,6 @@ pub(super) struct Held<A> {
     pub(super) last: Last,
     /// The held successes being handed over (kept for its allocation).
     scratch: Vec<(Instant, Sample)>,
-}
-
-/// The instants of the answer last stored (as `u64::MAX` in the atomics
-/// while `None`).
-#[derive(Default)]
-pub(super) struct Last {
-    wake_at: Option<Instant>,
-    expires: Option<Instant>,
-    deferral: Option<Deferral>,
 }
 
 impl<A> Held<A> {
@@ -47,32 +39,21 @@ impl<A> std::ops::DerefMut for Held<A> {
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    #[inline]
-    pub(super) fn nanos(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
-    }
-
     /// How many times the policy has reported transitions, modulo 2^23 (as
     /// a ticket keeps it).
     #[inline]
     pub(super) fn generation(&self) -> u32 {
-        self.generation.load(Ordering::SeqCst) & permit::GENERATION
+        self.board.generation()
     }
 
     #[inline]
     pub(super) fn feedback(&self) -> Feedback {
-        match self.feedback.load(Ordering::Relaxed) {
-            0 => Feedback::Nothing,
-            1 => Feedback::Outcomes,
-            _ => Feedback::Timed,
-        }
+        self.board.feedback()
     }
 
     #[inline]
     pub(crate) fn refresh_if_due(&self, now: Instant) {
-        let until = self.until.load(Ordering::SeqCst);
-        // Most gates never expire: skip the clock arithmetic for them.
-        if until != u64::MAX && self.nanos(now) >= until {
+        if self.board.wake_due(now) {
             self.refresh(now);
         }
     }
@@ -103,13 +84,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.hand_over(held);
         }
         let policy = &mut held.policy;
-        let mut batched = 0;
-        if self.slots.load(Ordering::SeqCst) >> 32 != 0 {
-            batched = self.slots.fetch_and(SLOTS, Ordering::SeqCst) >> 32;
-        }
-        if let Some(shards) = self.slots.shards.get() {
-            batched += shards.take_batched();
-        }
+        let batched = self.slots.take_batched();
         if batched > 0 {
             policy.on_successes(now, batched);
         }
@@ -140,65 +115,16 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.store(&published, &mut held.last);
     }
 
-    /// Copy the policy's answer where the hot path reads it.
+    /// Copy the policy's answer where the hot path reads it, and tell
+    /// whoever waits for the gate to change.
     #[inline(always)]
     pub(super) fn store(&self, published: &Published, last: &mut Last) {
-        let Hints {
-            feedback, deferral, ..
-        } = published.hints;
-        let feedback = if self.observer.is_some() {
-            Feedback::Timed
-        } else {
-            feedback
-        } as u8;
-        if self.feedback.load(Ordering::Relaxed) != feedback {
-            self.feedback.store(feedback, Ordering::Relaxed);
-        }
-        if last.deferral != deferral {
-            last.deferral = deferral;
-            let (until, latency, in_flight) = match deferral {
-                None => (0, 0, 0),
-                Some(Deferral {
-                    until,
-                    max_latency,
-                    max_in_flight,
-                }) => (
-                    until.map_or(u64::MAX, |t| self.nanos(t)),
-                    u64::try_from(max_latency.as_nanos()).unwrap_or(u64::MAX),
-                    max_in_flight,
-                ),
-            };
-            self.defer_latency.store(latency, Ordering::SeqCst);
-            self.defer_in_flight.store(in_flight, Ordering::SeqCst);
-            self.defer_until.store(until, Ordering::SeqCst);
-        }
-        let gate = published.gate;
-        if self.gate.store(Packed::new(&gate)) {
+        if self.board.store(published, last) {
             if self.ready_waiters.load(Ordering::SeqCst) > 0 {
                 self.changed.notify_waiters();
             }
             if let Some(observer) = &self.observer {
-                observer.gate_changed(&gate.sanitized());
-            }
-        }
-        if last.expires != gate.until {
-            last.expires = gate.until;
-            let expires = gate.until.map_or(u64::MAX, |t| self.nanos(t));
-            self.expires.store(expires, Ordering::SeqCst);
-        }
-        if last.wake_at != published.wake_at {
-            last.wake_at = published.wake_at;
-            let until = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
-            self.until.store(until, Ordering::SeqCst);
-        }
-        if self.members.len() > 1 {
-            let index = |r| published.refusers.get(r).min(0xFFFF) as u64;
-            let packed = index(Refusal::Shut)
-                | (index(Refusal::Limit) << 16)
-                | (index(Refusal::Throttle) << 32)
-                | (index(Refusal::Probe) << 48);
-            if self.culprits.load(Ordering::Relaxed) != packed {
-                self.culprits.store(packed, Ordering::Relaxed);
+                observer.gate_changed(&published.gate.sanitized());
             }
         }
     }
@@ -212,7 +138,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             out.push(t);
         }
         if !out.is_empty() {
-            self.generation.fetch_add(1, Ordering::SeqCst);
+            self.board.next_generation();
         }
         out
     }

@@ -248,22 +248,25 @@ impl Parked<'_> {
 }
 
 /// Shards per limiter: the machine's parallelism, rounded up to a power of
-/// two, at least 2 and at most [`MAX_SHARDS`].
+/// two, at least 2 and at most [`MAX_SHARDS`]. Under loom, a machine of two
+/// cores: two shards, so that a model's threads may meet on one or not.
 pub(super) fn shard_count() -> usize {
     #[cfg(not(rheostat_loom))]
     {
         static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *COUNT.get_or_init(|| {
-            std::thread::available_parallelism()
-                .map_or(2, std::num::NonZero::get)
-                .next_power_of_two()
-                .clamp(2, MAX_SHARDS)
+            shards_for(std::thread::available_parallelism().map_or(2, std::num::NonZero::get))
         })
     }
     #[cfg(rheostat_loom)]
     {
-        2
+        shards_for(2)
     }
+}
+
+/// Shards for a machine running `parallelism` threads at once.
+fn shards_for(parallelism: usize) -> usize {
+    parallelism.next_power_of_two().clamp(2, MAX_SHARDS)
 }
 
 #[cfg(not(rheostat_loom))]
@@ -273,6 +276,8 @@ std::thread_local! {
 }
 #[cfg(rheostat_loom)]
 loom::thread_local! {
+    /// Under loom, loom's thread-local: each thread of each run of a model
+    /// starts without a shard, as a new thread does.
     static SHARD: Cell<usize> = Cell::new(usize::MAX);
 }
 

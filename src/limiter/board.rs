@@ -1,0 +1,301 @@
+//! The board: the policy's answer ([`Published`]) copied into atomics that
+//! the hot path reads without the policy's lock.
+//!
+//! # Invariant
+//!
+//! Only [`Board::store`], under the policy's lock, writes the answer, and
+//! only [`Board::next_generation`], under the same lock, counts the
+//! generation: answers are stored one at a time, each value only if it
+//! changed, in this order: the feedback; a deferral's bounds, then its
+//! `until`; the gate; when the gate expires; when the policy wants to be
+//! woken; which member refuses. A reader takes no lock and reads each value
+//! on its own, so values read together may come from two successive
+//! answers. A reader may assume:
+//!
+//! - the gate is one word: its limit, admit probability and probe flag are
+//!   always of one answer;
+//! - [`Board::covers`] loads a deferral's `until` before its bounds, which
+//!   are stored before it: the bounds it reads were published with that
+//!   `until` or after it, never before;
+//! - the generation is counted when the policy's transitions are taken,
+//!   before the answer that follows them is stored; a ticket takes it after
+//!   its admission read the gate, so a call is stale when it finishes only
+//!   if a transition was reported after it was admitted (one admitted under
+//!   the gate of a moment before a transition may carry the newer
+//!   generation).
+//!
+//! What a stale read can cause, and why it is safe: each is what the reader
+//! would have done had it run a moment earlier, wholly before the store it
+//! missed.
+//!
+//! - A call admitted under a gate being replaced: no call is admitted that
+//!   would take the calls in flight above the limit it read (see
+//!   `slots.rs`), and the next admission reads the new gate.
+//! - A refusal that reads no clock under a gate whose expiry it has not yet
+//!   seen: the next admission reads it, and applies what is due.
+//! - A wake-up seen late: every admission and every locked event looks
+//!   again, and [`Limiter::refresh`](super::Limiter::refresh) asks the
+//!   policy under its lock, where the answer is current.
+//! - A success held under a deferral being withdrawn: it is held with the
+//!   instant it finished and handed over before the next event the policy
+//!   hears of, whatever the deferral then says; one told under the lock
+//!   without asking the policy anything is first checked against the
+//!   deferral as the lock finds it (`finish.rs`). A success told at once
+//!   that could have been held costs only the lock.
+//! - A refusal that names the member that refused under the previous
+//!   answer.
+
+use std::time::{Duration, Instant};
+
+use super::gate::{AtomicGate, Packed};
+use crate::algorithms::{Deferral, Feedback, Gate, Hints, Published, Refusal};
+use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// The policy's answer, where the hot path reads it without a lock.
+pub(super) struct Board {
+    gate: AtomicGate,
+    /// Successes finishing before this many nanoseconds after `epoch` may be
+    /// held for the policy ([`Deferral`]): 0 for none, `u64::MAX` for all.
+    defer_until: AtomicU64,
+    /// The slowest success that may be held, in nanoseconds.
+    defer_latency: AtomicU64,
+    /// The most calls in flight, at its admission, for a success that may
+    /// be held.
+    defer_in_flight: AtomicU32,
+    /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
+    /// observer is set.
+    feedback: AtomicU8,
+    /// Counts the events at which the policy reported transitions; a call
+    /// admitted before the latest is stale when it finishes.
+    generation: AtomicU32,
+    /// Nanoseconds after `epoch` at which the policy wants to be woken
+    /// ([`Published::wake_at`]); `u64::MAX` for never.
+    wake: AtomicU64,
+    /// Nanoseconds after `epoch` at which the gate itself expires (its
+    /// `until`: an open breaker's cooldown); `u64::MAX` for never. While it
+    /// is `u64::MAX`, a refusal needs no clock read: nothing can loosen the
+    /// gate but a call finishing or the policy being told something.
+    expires: AtomicU64,
+    /// Four 16-bit indices into `members`, one per [`Refusal`].
+    culprits: AtomicU64,
+    /// The instant the nanoseconds above count from.
+    epoch: Instant,
+    /// The names of the policy's members (one, unless a stack).
+    members: Box<[&'static str]>,
+    /// Whether an observer is set: every call is then timed.
+    observed: bool,
+}
+
+/// The instants of the answer last stored (as `u64::MAX` on the board while
+/// `None`), kept under the policy's lock, so that an answer that has not
+/// moved is not converted again.
+#[derive(Default)]
+pub(super) struct Last {
+    wake_at: Option<Instant>,
+    expires: Option<Instant>,
+    deferral: Option<Deferral>,
+}
+
+impl Board {
+    /// A board showing `gate`, timing every call, with no deferral and no
+    /// wake-up, until the first answer is stored.
+    pub(super) fn new(
+        gate: &Gate,
+        epoch: Instant,
+        members: Box<[&'static str]>,
+        observed: bool,
+    ) -> Self {
+        Board {
+            gate: AtomicGate::new(gate),
+            defer_until: AtomicU64::new(0),
+            defer_latency: AtomicU64::new(0),
+            defer_in_flight: AtomicU32::new(0),
+            feedback: AtomicU8::new(Feedback::Timed as u8),
+            generation: AtomicU32::new(0),
+            wake: AtomicU64::new(u64::MAX),
+            expires: AtomicU64::new(u64::MAX),
+            culprits: AtomicU64::new(0),
+            epoch,
+            members,
+            observed,
+        }
+    }
+
+    /// Nanoseconds from the epoch to `at` (0 before it).
+    #[inline]
+    pub(super) fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// The gate.
+    #[inline]
+    pub(super) fn gate(&self) -> Packed {
+        self.gate.load()
+    }
+
+    /// Whether the gate expires by itself (an open breaker's cooldown).
+    #[inline]
+    pub(super) fn expires(&self) -> bool {
+        self.expires.load(Ordering::SeqCst) != u64::MAX
+    }
+
+    #[inline]
+    pub(super) fn feedback(&self) -> Feedback {
+        match self.feedback.load(Ordering::Relaxed) {
+            0 => Feedback::Nothing,
+            1 => Feedback::Outcomes,
+            _ => Feedback::Timed,
+        }
+    }
+
+    /// How many times the policy has reported transitions, modulo 2^23 (as
+    /// a ticket keeps it).
+    #[inline]
+    pub(super) fn generation(&self) -> u32 {
+        self.generation.load(Ordering::SeqCst) & super::permit::GENERATION
+    }
+
+    /// The policy reported transitions: calls admitted before are stale.
+    #[inline]
+    pub(super) fn next_generation(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether the policy wants to be woken at some instant.
+    #[inline]
+    pub(super) fn wakes(&self) -> bool {
+        self.wake.load(Ordering::SeqCst) != u64::MAX
+    }
+
+    /// Whether the policy is due to be woken at `now`.
+    #[inline]
+    pub(super) fn wake_due(&self, now: Instant) -> bool {
+        let wake = self.wake.load(Ordering::SeqCst);
+        // Most gates never expire: skip the clock arithmetic for them.
+        wake != u64::MAX && self.nanos(now) >= wake
+    }
+
+    /// Whether the policy is due to be woken `at` nanoseconds after the
+    /// epoch.
+    #[inline]
+    pub(super) fn wake_due_at(&self, at: u64) -> bool {
+        at >= self.wake.load(Ordering::SeqCst)
+    }
+
+    /// When the policy wants to be woken, if ever.
+    #[inline]
+    pub(super) fn wake_at(&self) -> Option<Instant> {
+        match self.wake.load(Ordering::SeqCst) {
+            u64::MAX => None,
+            n => self.epoch.checked_add(Duration::from_nanos(n)),
+        }
+    }
+
+    /// How long from `now` until the policy is woken, if it asked to be.
+    #[inline]
+    pub(super) fn retry_after(&self, now: Instant) -> Option<Duration> {
+        match self.wake.load(Ordering::SeqCst) {
+            u64::MAX => None,
+            wake => Some(Duration::from_nanos(wake.saturating_sub(self.nanos(now)))),
+        }
+    }
+
+    /// Until when (in nanoseconds after the epoch) a success of a call
+    /// admitted at `generation` with `in_flight` calls in flight may be
+    /// held: 0 if it may not be (stale, or too many calls in flight for the
+    /// deferral), `u64::MAX` whenever it finishes.
+    #[inline(always)]
+    pub(super) fn may_hold_until(&self, generation: u32, in_flight: u32) -> u64 {
+        if generation == self.generation()
+            && in_flight <= self.defer_in_flight.load(Ordering::SeqCst)
+        {
+            self.defer_until.load(Ordering::SeqCst)
+        } else {
+            0
+        }
+    }
+
+    /// Whether the deferral covers a success that took `latency`, admitted
+    /// with `in_flight` calls in flight, and finished `at` nanoseconds after
+    /// the epoch.
+    #[inline]
+    pub(super) fn covers(&self, at: u64, latency: Duration, in_flight: u32) -> bool {
+        let until = self.defer_until.load(Ordering::SeqCst);
+        until != 0
+            && (until == u64::MAX || at < until)
+            && u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX)
+                <= self.defer_latency.load(Ordering::SeqCst)
+            && in_flight <= self.defer_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The member whose gate refused, by the kind of refusal.
+    #[inline]
+    pub(super) fn culprit(&self, refusal: Refusal) -> &'static str {
+        let shift = match refusal {
+            Refusal::Shut => 0,
+            Refusal::Limit => 16,
+            Refusal::Throttle => 32,
+            Refusal::Probe => 48,
+        };
+        let index = usize::from(((self.culprits.load(Ordering::Relaxed) >> shift) & 0xFFFF) as u16);
+        self.members.get(index).copied().unwrap_or("unknown")
+    }
+
+    /// Store the policy's answer, `last` the one stored before it; whether
+    /// the gate changed.
+    #[inline(always)]
+    pub(super) fn store(&self, published: &Published, last: &mut Last) -> bool {
+        let Hints {
+            feedback, deferral, ..
+        } = published.hints;
+        let feedback = if self.observed {
+            Feedback::Timed
+        } else {
+            feedback
+        } as u8;
+        if self.feedback.load(Ordering::Relaxed) != feedback {
+            self.feedback.store(feedback, Ordering::Relaxed);
+        }
+        if last.deferral != deferral {
+            last.deferral = deferral;
+            let (until, latency, in_flight) = match deferral {
+                None => (0, 0, 0),
+                Some(Deferral {
+                    until,
+                    max_latency,
+                    max_in_flight,
+                }) => (
+                    until.map_or(u64::MAX, |t| self.nanos(t)),
+                    u64::try_from(max_latency.as_nanos()).unwrap_or(u64::MAX),
+                    max_in_flight,
+                ),
+            };
+            self.defer_latency.store(latency, Ordering::SeqCst);
+            self.defer_in_flight.store(in_flight, Ordering::SeqCst);
+            self.defer_until.store(until, Ordering::SeqCst);
+        }
+        let gate = published.gate;
+        let changed = self.gate.store(Packed::new(&gate));
+        if last.expires != gate.until {
+            last.expires = gate.until;
+            let expires = gate.until.map_or(u64::MAX, |t| self.nanos(t));
+            self.expires.store(expires, Ordering::SeqCst);
+        }
+        if last.wake_at != published.wake_at {
+            last.wake_at = published.wake_at;
+            let wake = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
+            self.wake.store(wake, Ordering::SeqCst);
+        }
+        if self.members.len() > 1 {
+            let index = |r| published.refusers.get(r).min(0xFFFF) as u64;
+            let packed = index(Refusal::Shut)
+                | (index(Refusal::Limit) << 16)
+                | (index(Refusal::Throttle) << 32)
+                | (index(Refusal::Probe) << 48);
+            if self.culprits.load(Ordering::Relaxed) != packed {
+                self.culprits.store(packed, Ordering::Relaxed);
+            }
+        }
+        changed
+    }
+}

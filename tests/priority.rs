@@ -21,6 +21,14 @@ use rheostat::{Limiter, RejectReason};
 
 const CRITICAL: Class = Class::new(1);
 
+/// A call of `class` taken now, failing fast.
+fn take<A: Algorithm>(
+    limiter: &Limiter<A>,
+    class: impl Into<Option<Class>>,
+) -> Result<rheostat::Permit<&Limiter<A>>, rheostat::Rejection> {
+    limiter.admission().class(class).try_acquire()
+}
+
 fn classed(limit: u32, priorities: Priorities) -> Limiter<Fixed> {
     Limiter::builder(Fixed::new(limit).unwrap())
         .priorities(priorities)
@@ -32,37 +40,21 @@ fn classed(limit: u32, priorities: Priorities) -> Limiter<Fixed> {
 fn a_class_that_finds_the_limit_full_gets_room_kept_for_it() {
     let limiter = classed(10, Priorities::default());
     let shed: Vec<_> = (0..10)
-        .map(|_| {
-            limiter
-                .admission()
-                .class(Priority::Sheddable)
-                .try_acquire()
-                .unwrap()
-        })
+        .map(|_| take(&limiter, Priority::Sheddable).unwrap())
         .collect();
     // Full: a critical call is refused, and a slot is kept for it from now on.
     assert_eq!(
-        limiter
-            .admission()
-            .class(CRITICAL)
-            .try_acquire()
-            .unwrap_err()
-            .reason(),
+        take(&limiter, CRITICAL).unwrap_err().reason(),
         RejectReason::LimitReached
     );
     let mut shed = shed.into_iter();
     shed.next().unwrap().success();
     assert_eq!(
-        limiter
-            .admission()
-            .class(Priority::Sheddable)
-            .try_acquire()
-            .unwrap_err()
-            .reason(),
+        take(&limiter, Priority::Sheddable).unwrap_err().reason(),
         RejectReason::LimitReached,
         "the freed slot is kept for the critical class"
     );
-    let critical = limiter.admission().class(CRITICAL).try_acquire().unwrap();
+    let critical = take(&limiter, CRITICAL).unwrap();
     assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 9]);
     drop((critical, shed));
     assert_eq!(limiter.in_flight(), 0);
@@ -73,24 +65,18 @@ fn a_class_that_finds_the_limit_full_gets_room_kept_for_it() {
 fn room_a_class_does_not_use_is_lent_back_to_the_classes_below() {
     let limiter = classed(4, Priorities::default());
     let shed: Vec<_> = (0..4)
-        .map(|_| {
-            limiter
-                .admission()
-                .class(Priority::Sheddable)
-                .try_acquire()
-                .unwrap()
-        })
+        .map(|_| take(&limiter, Priority::Sheddable).unwrap())
         .collect();
     for _ in 0..3 {
         // Three critical refusals keep up to three slots for it.
-        assert!(limiter.admission().class(CRITICAL).try_acquire().is_err());
+        assert!(take(&limiter, CRITICAL).is_err());
     }
     drop(shed);
     // Nothing critical in flight: each sheddable call turned away for its
     // sake gives one kept slot back, until sheddable calls fit again.
     let mut admitted = Vec::new();
     for _ in 0..20 {
-        if let Ok(p) = limiter.admission().class(Priority::Sheddable).try_acquire() {
+        if let Ok(p) = take(&limiter, Priority::Sheddable) {
             admitted.push(p);
         }
     }
@@ -106,27 +92,12 @@ fn a_configured_share_is_kept_from_the_start() {
             .unwrap(),
     );
     let shed: Vec<_> = (0..7)
-        .map(|_| {
-            limiter
-                .admission()
-                .class(Priority::Sheddable)
-                .try_acquire()
-                .unwrap()
-        })
+        .map(|_| take(&limiter, Priority::Sheddable).unwrap())
         .collect();
-    assert!(limiter
-        .admission()
-        .class(Priority::Sheddable)
-        .try_acquire()
-        .is_err());
+    assert!(take(&limiter, Priority::Sheddable).is_err());
     // The critical class may also take what is not kept for anyone else.
-    let critical: Vec<_> = (0..3)
-        .map(|_| limiter.admission().class(CRITICAL).try_acquire().unwrap())
-        .collect();
-    assert!(
-        limiter.admission().class(CRITICAL).try_acquire().is_err(),
-        "the limit holds"
-    );
+    let critical: Vec<_> = (0..3).map(|_| take(&limiter, CRITICAL).unwrap()).collect();
+    assert!(take(&limiter, CRITICAL).is_err(), "the limit holds");
     drop((shed, critical));
 }
 
@@ -156,13 +127,8 @@ fn named_partitions_are_found_by_name_and_bad_ones_are_refused_by_field() {
     assert_eq!(limiter.class("search"), Some(Class::new(1)));
     assert_eq!(limiter.class("nope"), None);
     let prefetch = limiter.class("prefetch").unwrap();
-    let held: Vec<_> = (0..3)
-        .map(|_| limiter.admission().class(prefetch).try_acquire().unwrap())
-        .collect();
-    assert!(
-        limiter.admission().class(prefetch).try_acquire().is_err(),
-        "7 of 10 kept above it"
-    );
+    let held: Vec<_> = (0..3).map(|_| take(&limiter, prefetch).unwrap()).collect();
+    assert!(take(&limiter, prefetch).is_err(), "7 of 10 kept above it");
     drop(held);
     for (bad, field) in [
         (vec![], "priorities.classes"),
@@ -207,7 +173,7 @@ fn an_admit_fraction_is_spent_on_the_most_critical_class_first() {
         } else {
             Priority::Sheddable.into()
         };
-        if let Ok(p) = limiter.admission().class(class).try_acquire() {
+        if let Ok(p) = take(&limiter, class) {
             if class == CRITICAL {
                 critical += 1;
             } else {
@@ -233,7 +199,7 @@ async fn the_queue_serves_the_most_critical_waiter_first() {
             .build()
             .unwrap(),
     );
-    let held = limiter.admission().class(CRITICAL).try_acquire().unwrap();
+    let held = take(&limiter, CRITICAL).unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for (name, class) in [
@@ -297,10 +263,10 @@ proptest! {
         for op in ops {
             // Probe the state: if a class is admitted, every class above it is.
             for low in (1u8..4).rev() {
-                if let Ok(p) = limiter.admission().class(Class::new(low)).try_acquire() {
+                if let Ok(p) = take(&limiter, Class::new(low)) {
                     drop(p);
                     for high in 0..low {
-                        let admitted = limiter.admission().class(Class::new(high)).try_acquire();
+                        let admitted = take(&limiter, Class::new(high));
                         prop_assert!(admitted.is_ok(), "class {high} refused where {low} was admitted: {:?}", limiter.in_flight_by_class());
                         drop(admitted);
                     }
@@ -309,7 +275,7 @@ proptest! {
             }
             match op {
                 Op::Acquire(c) => {
-                    if let Ok(p) = limiter.admission().class(Class::new(c)).try_acquire() {
+                    if let Ok(p) = take(&limiter, Class::new(c)) {
                         held.push((c, p));
                     }
                 }
@@ -404,24 +370,14 @@ fn a_call_held_back_by_a_reserve_tells_the_policy_the_limit_was_full() {
         .build()
         .unwrap();
     let shed: Vec<_> = (0..4)
-        .map(|_| {
-            limiter
-                .admission()
-                .class(Priority::Sheddable)
-                .try_acquire()
-                .unwrap()
-        })
+        .map(|_| take(&limiter, Priority::Sheddable).unwrap())
         .collect();
     // A critical call finds the limit full: one slot is kept for it.
-    assert!(limiter.admission().class(CRITICAL).try_acquire().is_err());
+    assert!(take(&limiter, CRITICAL).is_err());
     drop(shed);
-    let p = limiter
-        .admission()
-        .class(Priority::Sheddable)
-        .try_acquire()
-        .unwrap();
+    let p = take(&limiter, Priority::Sheddable).unwrap();
     p.success();
-    let p = limiter.admission().class(CRITICAL).try_acquire().unwrap();
+    let p = take(&limiter, CRITICAL).unwrap();
     p.success();
     let samples = policy.samples.lock().unwrap().clone();
     let met: Vec<u32> = samples.iter().rev().take(2).map(|s| s.in_flight).collect();
@@ -441,7 +397,7 @@ fn a_call_that_keeps_its_slot_across_attempts_keeps_its_class() {
         .priorities(Priorities::default())
         .build()
         .unwrap();
-    let mut permit = limiter.admission().class(CRITICAL).try_acquire().unwrap();
+    let mut permit = take(&limiter, CRITICAL).unwrap();
     permit.record_attempt(Outcome::Overload);
     assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
     permit.success();
@@ -463,24 +419,13 @@ async fn a_waiting_class_is_not_starved_beside_free_slots_no_class_above_uses() 
             .unwrap(),
     );
     let shed: Vec<_> = (0..11)
-        .map(|_| {
-            limiter
-                .admission()
-                .class(Priority::Sheddable)
-                .try_acquire()
-                .unwrap()
-        })
+        .map(|_| take(&limiter, Priority::Sheddable).unwrap())
         .collect();
     for _ in 0..11 {
-        assert!(
-            limiter.admission().class(CRITICAL).try_acquire().is_err(),
-            "full"
-        );
+        assert!(take(&limiter, CRITICAL).is_err(), "full");
     }
     drop(shed);
-    let critical: Vec<_> = (0..3)
-        .map(|_| limiter.admission().class(CRITICAL).try_acquire().unwrap())
-        .collect();
+    let critical: Vec<_> = (0..3).map(|_| take(&limiter, CRITICAL).unwrap()).collect();
     // Eight slots free, no critical call waiting: sheddable waiters get
     // in within a few of them, not after seconds of timeouts.
     let mut served = 0;
@@ -566,7 +511,7 @@ proptest! {
             for step in steps {
                 match step {
                     Step::Try(c) => {
-                        if let Ok(p) = limiter.admission().class(Class::new(c)).try_acquire() {
+                        if let Ok(p) = take(&limiter, Class::new(c)) {
                             held.push(p);
                         }
                     }

@@ -203,14 +203,15 @@ pub fn svg(report: &ScenarioReport, rows: &[&str]) -> Result<String, String> {
 
 /// The rows a sweep's pictures show by default: no limiter, the binary
 /// breaker beside the throttle, each adaptive limit, and the recommended
-/// configuration.
-pub const SWEEP_ROWS: [&str; 7] = [
+/// configuration with its learned timeout and with the callers' typed one.
+pub const SWEEP_ROWS: [&str; 8] = [
     "none",
     "breaker",
     "throttle",
     "aimd",
     "vegas",
     "gradient",
+    "rec. typed",
     "recommended",
 ];
 

@@ -15,6 +15,7 @@ use rheostat::algorithms::{
 };
 use rheostat::priority::Priorities;
 use rheostat::retry::RetryConfig;
+use rheostat::LearnedTimeout;
 
 /// Every shipped row, in table order.
 pub fn all() -> Vec<Row> {
@@ -33,6 +34,7 @@ pub fn all() -> Vec<Row> {
         breaker_gradient_retry(),
         aimd_priorities(),
         gradient_priorities(),
+        recommended_typed(),
         recommended(),
     ]
 }
@@ -199,13 +201,26 @@ pub fn gradient_priorities() -> Row {
 
 /// The README's first recommendation, at its defaults, as a configuration
 /// file names it (`policy = "recommended"`:
-/// [`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended)),
-/// told nothing of the scenario.
+/// [`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended),
+/// and `timeout = "auto"`: a [learned](rheostat::timeout) attempt timeout
+/// at its defaults, below the callers' own, which stays the ceiling), told
+/// nothing of the scenario.
 pub fn recommended() -> Row {
-    shipped("recommended", |_, _| {
+    around(recommended_typed(), "recommended", |_| {
+        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
+    })
+}
+
+/// The recommendation's policy with the callers' own timeout alone, as
+/// before the timeout was learned: what [`recommended`] is measured
+/// against.
+pub fn recommended_typed() -> Row {
+    let mut row = shipped("recommended", |_, _| {
         rheostat::config::PolicyConfig::Recommended.build()
     })
-    .adaptive()
+    .adaptive();
+    row.rename("rec. typed");
+    row
 }
 
 fn with_priorities(_: &Scenario) -> LimiterSetup {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The overhead bench of this tree against another revision, interleaved.
 
-    scripts/bench-against.py REV [--rounds N] [--bench overhead]
+    scripts/bench-against.py REV [--rounds N] [--bench overhead] [--filter GROUP]
 
 Builds `cargo bench --bench overhead` twice — this working tree, and REV
 checked out in a temporary git worktree with a target directory of its own
@@ -10,7 +10,9 @@ binaries in turn, REV first, N times (5 by default), so that whatever else
 the machine does falls on both alike. Each run prints its medians (the
 bench's own summary table); this prints, per row, the median over the
 rounds of each side and their ratio, with the date and the load average
-before and after. Criterion runs each case for 1 s of warm-up and 2 s of
+before and after. `--filter` passes criterion a filter (a group's name,
+such as `priorities`), to run again the rows of one group only.
+Criterion runs each case for 1 s of warm-up and 2 s of
 measurement here, so a round takes about a minute per side.
 """
 
@@ -51,10 +53,11 @@ def build(tree, target, bench):
     return path if os.path.isabs(path) else os.path.join(tree, path)
 
 
-def run(binary, tree):
+def run(binary, tree, only=None):
     """One run's medians by row, from the bench's summary tables."""
     out = subprocess.run(
-        [binary, "--bench", "--warm-up-time", "1", "--measurement-time", "2"],
+        [binary, "--bench", "--warm-up-time", "1", "--measurement-time", "2"]
+        + ([only] if only else []),
         cwd=tree, capture_output=True, text=True,
     )
     if out.returncode != 0:
@@ -84,6 +87,7 @@ def main():
     parser.add_argument("rev", help="the revision to compare against, e.g. main~3")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bench", default="overhead")
+    parser.add_argument("--filter", default=None, help="a criterion filter, e.g. priorities")
     args = parser.parse_args()
 
     here = subprocess.run(
@@ -111,14 +115,15 @@ def main():
         for n in range(args.rounds):
             for side, binary, tree in (("them", theirs, other), ("us", ours, here)):
                 print(f"round {n + 1}/{args.rounds}: {side}", file=sys.stderr)
-                for row, ns in run(binary, tree).items():
+                for row, ns in run(binary, tree, args.filter).items():
                     results[side].setdefault(row, []).append(ns)
         after = load()
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", other], cwd=here, capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"\n## `{args.bench}`: this tree against {rev}, {args.rounds} interleaved rounds\n")
+    only = f" (`{args.filter}` only)" if args.filter else ""
+    print(f"\n## `{args.bench}`{only}: this tree against {rev}, {args.rounds} interleaved rounds\n")
     print(f"Started {started}; load average before and after: {before} / {after}\n")
     print(f"| row | {rev} | this tree | × {rev} |")
     print("| --- | ---: | ---: | ---: |")

@@ -79,8 +79,8 @@ pub use clock::QuantaClock;
 pub use clock::{Clock, DefaultClock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
 pub use limiter::{
-    Admission, Builder, DynLimiter, Limiter, OwnedPermit, Permit, QueueOrder, Readiness, Sharding,
-    MAX_WAITERS, PARK_PER_SHARD,
+    Admission, Builder, DynLimiter, Handle, Limiter, OwnedPermit, Permit, QueueOrder, Readiness,
+    Sharding, MAX_WAITERS, PARK_PER_SHARD,
 };
 pub use observe::Observer;
 pub use timeout::{LearnedTimeout, Timeout};

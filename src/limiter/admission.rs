@@ -164,10 +164,7 @@ where
     /// until the next probe, where known).
     #[inline]
     pub fn try_acquire(self) -> Result<Permit<L>, Rejection> {
-        match self.limiter.admit_now(self.class, self.timed) {
-            Ok(ticket) => Ok(Permit::new(self.limiter, ticket)),
-            Err(rejection) => Err(rejection),
-        }
+        Limiter::permit_now(self.limiter, self.class, self.timed)
     }
 
     /// Take a slot, waiting in the queue if the limit is reached: at most
@@ -226,25 +223,34 @@ where
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// Admit a call of `class` (the default class if `None`) now, failing
-    /// fast, reading the clock if the policy times calls or `timed`; a
-    /// refusal is counted.
+    /// Admit a call of `class` (the default class if `None`) now through
+    /// `handle`, failing fast, reading the clock if the policy times calls
+    /// or `timed`; a refusal is counted.
     ///
     /// Always inlined, as [`Limiter::admit_as`] is: out of line, its ticket
-    /// is returned through memory.
+    /// is returned through memory; and the permit is made, or the refusal
+    /// counted, in the one match on the admission.
     #[inline(always)]
-    pub(crate) fn admit_now(&self, class: Option<Class>, timed: bool) -> Result<Ticket, Rejection> {
-        let admitted = match &self.classes {
+    pub(crate) fn permit_now<L: Deref<Target = Self>>(
+        handle: L,
+        class: Option<Class>,
+        timed: bool,
+    ) -> Result<Permit<L>, Rejection> {
+        let limiter: &Self = &handle;
+        let admitted = match &limiter.classes {
             Some(classes) => {
                 let c = class.map_or(classes.default_class(), |class| classes.clamp(class));
-                self.admit_as(c, true, timed.then(|| self.clock.now()))
+                limiter.admit_as(c, true, timed.then(|| limiter.clock.now()))
             }
-            None if timed => self.admit(self.clock.now(), true, false),
-            None => self.admit_fast(self.feedback() == Feedback::Timed),
+            None if timed => limiter.admit(limiter.clock.now(), true, false),
+            None => limiter.admit_fast(limiter.feedback() == Feedback::Timed),
         };
-        if let Err(rejection) = &admitted {
-            self.count_rejection(rejection);
+        match admitted {
+            Ok(ticket) => Ok(Permit::new(handle, ticket)),
+            Err(rejection) => {
+                limiter.count_rejection(&rejection);
+                Err(rejection)
+            }
         }
-        admitted
     }
 }

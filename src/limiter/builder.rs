@@ -227,7 +227,11 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// ```
     #[must_use]
     pub fn wait(mut self, wait: bool) -> Self {
-        self.options.rare_mut().wait = wait;
+        // `false` is the default: a limiter that sets no rare option keeps
+        // none out of line (a keyed set builds one per key).
+        if wait || self.options.rare.is_some() {
+            self.options.rare_mut().wait = wait;
+        }
         self
     }
 
@@ -450,6 +454,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
                 .priorities
                 .take()
                 .map(|p| Box::new(classes::Classes::new(p))),
+            release: Limiter::release_unrecorded,
         };
         {
             let mut policy = limiter.lock();

@@ -270,6 +270,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .serve(|class| self.admit_waiting(now, false, class));
     }
 
+    /// Give back the slot of a permit dropped without a record, as the
+    /// limiter's drop outcome ([`Builder::on_drop`]).
+    pub(super) fn release_unrecorded(&self, ticket: &Ticket) {
+        self.finish(ticket, self.on_drop_outcome());
+    }
+
     pub(crate) fn on_drop_outcome(&self) -> Outcome {
         self.options.on_drop
     }

@@ -101,7 +101,7 @@ pub(crate) use builder::Named;
 use builder::Options;
 use crossbeam_utils::CachePadded;
 pub(crate) use permit::Ticket;
-pub use permit::{OwnedPermit, Permit};
+pub use permit::{Handle, OwnedPermit, Permit};
 pub use queue::QueueOrder;
 pub(crate) use ready::ActiveProbe;
 pub use ready::Readiness;
@@ -167,6 +167,10 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     observer: Option<Box<dyn Observer>>,
     /// The classes of calls ([`crate::priority`]), if any.
     classes: Option<Box<classes::Classes>>,
+    /// How a permit dropped without a record gives its slot back: set
+    /// where the limiter is built, where its policy's and clock's bounds
+    /// hold, so that a [`Permit`] (and what holds one) needs none.
+    release: fn(&Self, &Ticket),
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
@@ -362,10 +366,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<&Self>, Rejection> {
         // `Admission::new(self).try_acquire()`, without making one.
-        match self.admit_now(None, false) {
-            Ok(ticket) => Ok(Permit::new(self, ticket)),
-            Err(rejection) => Err(rejection),
-        }
+        Limiter::permit_now(self, None, false)
     }
 
     /// Take a slot, waiting in the queue up to the configured

@@ -149,28 +149,53 @@ impl Ticket {
 /// cancelled future, a panic) releases the slot and is reported as the
 /// limiter's drop outcome, [`Outcome::Ignore`] unless configured otherwise.
 #[must_use = "a permit releases its slot when dropped; record the call's outcome"]
-pub struct Permit<L> {
+pub struct Permit<L: Handle> {
     limiter: L,
     ticket: Option<Ticket>,
-    release: Release<L>,
 }
 
 /// A permit owning a handle to its [`Limiter`], so it can move into a
 /// spawned task.
 pub type OwnedPermit<A = Box<dyn Algorithm>, C = DefaultClock> = Permit<Arc<Limiter<A, C>>>;
 
-/// How a permit dropped without a record gives its slot back: chosen when
-/// the permit is made, where the limiter's bounds hold, so that the permit
-/// type (and its `Drop`) needs none.
-type Release<L> = fn(&L, &Ticket);
+/// What a [`Permit`] holds its [`Limiter`] by: `&Limiter`, `Arc<Limiter>`,
+/// or any other type that derefs to a limiter. It is implemented for every
+/// such type and can be implemented for no other: it is how a permit
+/// dropped without a record gives its slot back.
+pub trait Handle: sealed::Sealed + Sized {
+    /// Give back the slot of `permit`, dropped without a record.
+    #[doc(hidden)]
+    fn release_unrecorded(permit: &mut Permit<Self>);
+}
 
-fn release<L, A, C>(limiter: &L, ticket: &Ticket)
+mod sealed {
+    use super::*;
+
+    /// Only a pointer to a limiter is a [`Handle`](super::Handle).
+    #[allow(
+        unreachable_pub,
+        reason = "the seal of a public trait, named nowhere else"
+    )]
+    pub trait Sealed {}
+
+    impl<L, A, C> Sealed for L where L: Deref<Target = Limiter<A, C>> {}
+}
+
+/// Whatever the limiter's policy and clock: the bounds that releasing a
+/// slot needs are met where the limiter was built, which chose how
+/// ([`Limiter::release_unrecorded`]), so that neither the permit type nor
+/// the types that hold one (the tower layers' futures) carry them.
+impl<L, A, C> Handle for L
 where
     L: Deref<Target = Limiter<A, C>>,
-    A: Algorithm,
-    C: Clock,
 {
-    limiter.finish(ticket, limiter.on_drop_outcome());
+    #[inline]
+    fn release_unrecorded(permit: &mut Permit<Self>) {
+        if let Some(ticket) = permit.ticket.take() {
+            let limiter: &Limiter<A, C> = &permit.limiter;
+            (limiter.release)(limiter, &ticket);
+        }
+    }
 }
 
 impl<L, A, C> Permit<L>
@@ -189,7 +214,6 @@ where
         Permit {
             limiter,
             ticket: Some(ticket),
-            release: release::<L, A, C>,
         }
     }
 
@@ -395,11 +419,10 @@ where
     }
 }
 
-impl<L> Drop for Permit<L> {
+impl<L: Handle> Drop for Permit<L> {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            (self.release)(&self.limiter, &ticket);
-        }
+        L::release_unrecorded(self);
     }
 }
 

@@ -148,6 +148,7 @@ impl Attempts {
     /// budget, its first attempt being acquired; each attempt gets
     /// `timeout` (`Duration::MAX` for none) unless the retry's
     /// configuration sets one, cut to the deadline.
+    #[inline]
     pub fn new(retry: &Retry, started: Instant, timeout: Duration) -> Self {
         let mut call = retry.begin(started, timeout);
         call.attempts = 1;
@@ -176,6 +177,7 @@ impl Attempts {
     /// The next attempt's timeout before a probe's or the deadline's cut:
     /// the ordinary timeout a front end gives
     /// [`Permit::timeout`](crate::Permit::timeout) to find a probe's.
+    #[inline]
     pub fn next_timeout(&self) -> Duration {
         self.next
     }
@@ -194,6 +196,7 @@ impl Attempts {
     /// it, or a breaker's probe's); `probe` says whether it is a probe,
     /// whose timeout is given whole, where any other is cut to the
     /// deadline. Answers [`Action::Send`] or [`Action::Expire`].
+    #[inline]
     pub fn admitted(
         &mut self,
         retry: &Retry,
@@ -239,7 +242,24 @@ impl Attempts {
     /// after a success or when no retry follows, [`Action::Sleep`] when
     /// one does (withdrawn from the budget). `now` and `shut` are asked
     /// only if a retry is weighed.
+    #[inline]
     pub fn ended(
+        &mut self,
+        retry: &Retry,
+        ended: Ended,
+        now: impl FnOnce() -> Instant,
+        shut: impl FnOnce() -> bool,
+    ) -> Action {
+        match ended {
+            Ended::Ran(verdict) if verdict.outcome == Outcome::Success => {
+                Action::Answer { decided: None }
+            }
+            _ => self.failed(retry, ended, now, shut),
+        }
+    }
+
+    /// [`Attempts::ended`] for an attempt that did not succeed.
+    fn failed(
         &mut self,
         retry: &Retry,
         ended: Ended,
@@ -281,6 +301,7 @@ impl Attempts {
 
     /// The backoff after [`Action::Sleep`] is over: the next attempt
     /// begins. Answers [`Action::Acquire`].
+    #[inline]
     pub fn backoff_elapsed(&mut self) -> Action {
         self.call.attempts += 1;
         Action::Acquire

@@ -326,6 +326,7 @@ impl Retry {
 
     /// The timeout of the first attempt of `call`: its timeout, shrunk to
     /// the deadline.
+    #[inline]
     pub fn first_timeout(&self, call: &Call) -> Duration {
         match self.config.deadline {
             Some(deadline) => call.timeout.min(deadline),

@@ -203,7 +203,7 @@ pub fn svg(report: &ScenarioReport, rows: &[&str]) -> Result<String, String> {
 
 /// The rows a sweep's pictures show by default: no limiter, the binary
 /// breaker beside the throttle, each adaptive limit, and the recommended
-/// configuration with its learned timeout and with the callers' typed one.
+/// configuration, with the callers' timeout and with one learned.
 pub const SWEEP_ROWS: [&str; 8] = [
     "none",
     "breaker",
@@ -211,8 +211,8 @@ pub const SWEEP_ROWS: [&str; 8] = [
     "aimd",
     "vegas",
     "gradient",
-    "rec. typed",
     "recommended",
+    "rec. learned",
 ];
 
 /// The lines of one kind of a sweep's pictures, for each row in `rows`

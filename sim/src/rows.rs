@@ -34,8 +34,8 @@ pub fn all() -> Vec<Row> {
         breaker_gradient_retry(),
         aimd_priorities(),
         gradient_priorities(),
-        recommended_typed(),
         recommended(),
+        recommended_learned(),
     ]
 }
 
@@ -201,26 +201,23 @@ pub fn gradient_priorities() -> Row {
 
 /// The README's first recommendation, at its defaults, as a configuration
 /// file names it (`policy = "recommended"`:
-/// [`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended),
-/// and `timeout = "auto"`: a [learned](rheostat::timeout) attempt timeout
-/// at its defaults, below the callers' own, which stays the ceiling), told
-/// nothing of the scenario.
+/// [`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended)),
+/// told nothing of the scenario.
 pub fn recommended() -> Row {
-    around(recommended_typed(), "recommended", |_| {
-        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
-    })
-}
-
-/// The recommendation's policy with the callers' own timeout alone, as
-/// before the timeout was learned: what [`recommended`] is measured
-/// against.
-pub fn recommended_typed() -> Row {
-    let mut row = shipped("recommended", |_, _| {
+    shipped("recommended", |_, _| {
         rheostat::config::PolicyConfig::Recommended.build()
     })
-    .adaptive();
-    row.rename("rec. typed");
-    row
+    .adaptive()
+}
+
+/// The recommendation with its attempt timeout
+/// [learned](rheostat::timeout) at the defaults (`timeout = "auto"`: the
+/// p99.9 of recent successes times 2, 1% of calls given the ceiling),
+/// below the callers' own timeout, which stays the ceiling.
+pub fn recommended_learned() -> Row {
+    around(recommended(), "rec. learned", |_| {
+        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
+    })
 }
 
 fn with_priorities(_: &Scenario) -> LimiterSetup {

@@ -206,8 +206,8 @@ fn every_line_of_a_picture_spans_the_run() {
 /// The shipped sweep at the shipped defaults, seed 1: no row beats the
 /// bound in any cell; the recommended configuration keeps the caller whole
 /// and holds every cell (at least 0.9 of the best row that keeps the
-/// caller whole), with at least 0.95 of what it serves with the callers'
-/// typed timeout in place of its learned one; and the adaptive limits no longer read random errors as
+/// caller whole), and with a learned timeout serves every cell of hangs at
+/// least as well; and the adaptive limits no longer read random errors as
 /// congestion (each keeps at least `NEVER_BELOW` of the best in every cell
 /// of errors, where they kept as little as 0.04). Other seeds are not
 /// asserted: the README and `docs/results.md` give the cells they miss.
@@ -240,14 +240,16 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
             let r = cell.row("recommended").unwrap();
             assert!(r.whole, "{}: recommended {r:?}\n{matrix}", cell.scenario);
             assert!(r.holds, "{}: recommended {r:?}\n{matrix}", cell.scenario);
-            // The learned timeout costs no cell a twentieth of what the
-            // same configuration serves with the callers' typed timeout.
-            let typed = cell.row("rec. typed").unwrap();
-            assert!(
-                r.vs_bound.unwrap() >= 0.95 * typed.vs_bound.unwrap(),
-                "{}: recommended {r:?} against {typed:?}\n{matrix}",
-                cell.scenario
-            );
+            // A learned timeout serves every cell of hangs at least as well
+            // as the callers' own.
+            if cell.kind == Kind::Hangs {
+                let learned = cell.row("rec. learned").unwrap();
+                assert!(
+                    learned.vs_bound.unwrap() >= r.vs_bound.unwrap(),
+                    "{}: rec. learned {learned:?} against {r:?}\n{matrix}",
+                    cell.scenario
+                );
+            }
         }
         for policy in ["aimd", "vegas", "gradient"] {
             for cell in sweep.cells.iter().filter(|c| c.kind == Kind::Errors) {

@@ -183,7 +183,7 @@ mod sealed {
 
 /// Whatever the limiter's policy and clock: the bounds that releasing a
 /// slot needs are met where the limiter was built, which chose how
-/// ([`Limiter::release_unrecorded`]), so that neither the permit type nor
+/// (`Limiter::release_unrecorded`), so that neither the permit type nor
 /// the types that hold one (the tower layers' futures) carry them.
 impl<L, A, C> Handle for L
 where

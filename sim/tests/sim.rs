@@ -710,7 +710,11 @@ fn a_learned_timeout_serves_the_pileup_with_a_tenth_of_the_workers() {
         .into_iter()
         .filter(|s| s.name == "pileup")
         .collect();
-    let rows = [rows::none(), rows::recommended(), rows::recommended_learned()];
+    let rows = [
+        rows::none(),
+        rows::recommended(),
+        rows::recommended_learned(),
+    ];
     let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();
     let pileup = &report.scenarios[0];
     let none = pileup.policy("none").unwrap();

@@ -389,7 +389,8 @@ impl Learner {
         // calls like it that were cut.
         let slower = self.value.is_some_and(|value| latency > value);
         let count = if slower { self.weight } else { 1 };
-        self.current.saturating_record_n(micros(latency).max(1), count);
+        self.current
+            .saturating_record_n(micros(latency).max(1), count);
         self.seen.0 += 1;
         let due = turned
             || slower
@@ -437,8 +438,8 @@ impl Learner {
         }
         #[allow(clippy::cast_precision_loss, reason = "microseconds below 2^53")]
         let quantile = self.both.value_at_quantile(self.config.quantile) as f64 / 1e6;
-        let learned =
-            Duration::try_from_secs_f64(quantile * self.config.margin).unwrap_or(self.config.ceiling);
+        let learned = Duration::try_from_secs_f64(quantile * self.config.margin)
+            .unwrap_or(self.config.ceiling);
         Some(learned.clamp(self.config.floor, self.config.ceiling))
     }
 }
@@ -496,8 +497,13 @@ mod tests {
         let at = fed(&mut learner, t0, 200, ms(50));
         let before = learner.value();
         for i in 0..1_000 {
-            let outcome = if i % 2 == 0 { Outcome::Overload } else { Outcome::Ignore };
-            assert!(!learner.tell(at + Duration::from_secs(i), outcome, Duration::from_secs(14)));
+            let outcome = if i % 2 == 0 {
+                Outcome::Overload
+            } else {
+                Outcome::Ignore
+            };
+            let later = at + Duration::from_secs(i);
+            assert!(!learner.tell(later, outcome, Duration::from_secs(14)));
         }
         assert_eq!(learner.value(), before);
         assert_eq!(learner.seen, (200, 0));
@@ -560,17 +566,18 @@ mod tests {
     fn each_field_out_of_range_is_named_with_its_range() {
         let ok = LearnedTimeout::new(Duration::from_secs(1));
         assert!(ok.validate().is_ok());
+        let (two, zero) = (Duration::from_secs(2), Duration::ZERO);
         let cases = [
             (ok.quantile(1.0), "timeout.quantile", "(0, 1)"),
             (ok.quantile(f64::NAN), "timeout.quantile", "(0, 1)"),
             (ok.margin(0.5), "timeout.margin", "[1, 100]"),
             (ok.floor(Duration::ZERO), "timeout.floor", "above 0"),
-            (ok.floor(Duration::from_secs(2)), "timeout.floor", "at most `ceiling`"),
+            (ok.floor(two), "timeout.floor", "at most `ceiling`"),
             (ok.share(0.0), "timeout.share", "(0, 0.5]"),
             (ok.share(0.6), "timeout.share", "(0, 0.5]"),
             (ok.window(Duration::ZERO), "timeout.window", "above 0"),
             (ok.min_samples(0), "timeout.min_samples", "[1, 1000000]"),
-            (LearnedTimeout::new(Duration::ZERO), "timeout.ceiling", "above 0"),
+            (LearnedTimeout::new(zero), "timeout.ceiling", "above 0"),
         ];
         for (config, field, range) in cases {
             let error = config.validate().unwrap_err();

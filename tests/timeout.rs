@@ -28,7 +28,12 @@ fn learning(timeout: rheostat::LearnedTimeout) -> (Limiter<Fixed, ManualClock>, 
 }
 
 /// One call that ends as `outcome` after `latency`.
-fn call(limiter: &Limiter<Fixed, ManualClock>, clock: &ManualClock, latency: Duration, outcome: Outcome) {
+fn call(
+    limiter: &Limiter<Fixed, ManualClock>,
+    clock: &ManualClock,
+    latency: Duration,
+    outcome: Outcome,
+) {
     let permit = limiter.try_acquire().unwrap();
     clock.advance(latency);
     permit.record(outcome);
@@ -201,7 +206,10 @@ async fn limiter_call_cuts_a_hung_call_at_the_learned_timeout() {
     let mut cut = 0;
     for _ in 0..50 {
         let started = tokio::time::Instant::now();
-        match limiter.call(classify, std::future::pending::<Result<(), ()>>).await {
+        match limiter
+            .call(classify, std::future::pending::<Result<(), ()>>)
+            .await
+        {
             Err(CallError::TimedOut(given)) => {
                 assert!(given == learned || given == ceiling, "{given:?}");
                 // Tokio's timer rounds up to the millisecond.

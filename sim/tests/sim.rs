@@ -705,7 +705,8 @@ fn no_policy_beats_the_bound_on_any_shipped_scenario() {
 /// 0.95 of what the typed timeout serves.
 #[test]
 #[ignore = "runs the whole comparison; use --release"]
-fn a_learned_timeout_serves_the_pileup_with_a_tenth_of_the_workers_and_costs_no_scenario_a_twentieth() {
+fn a_learned_timeout_serves_the_pileup_with_a_tenth_of_the_workers_and_costs_no_scenario_a_twentieth(
+) {
     let scenarios = Scenario::builtin().unwrap();
     let rows = [rows::none(), rows::recommended_typed(), rows::recommended()];
     let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();

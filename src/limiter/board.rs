@@ -139,7 +139,9 @@ impl Board {
     /// Show `learned` as the learned attempt timeout (under the policy's
     /// lock).
     pub(super) fn set_learned(&self, learned: Option<Duration>) {
-        let nanos = learned.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
+        let nanos = learned.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
         self.learned.store(nanos, Ordering::Relaxed);
     }
 

@@ -120,7 +120,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if let Some(learner) = &mut held.learner {
             if learner.tell(at, sample.outcome, sample.latency) {
                 self.board.set_learned(learner.value());
-                if let (Some(observer), Some(in_force)) = (&self.observer, self.timeout_in_force()) {
+                if let (Some(observer), Some(in_force)) = (&self.observer, self.timeout_in_force())
+                {
                     observer.timeout_changed(in_force);
                 }
             }

@@ -390,7 +390,12 @@ mod tests {
         let retry = retry(unbounded, t0);
         let mut attempts = Attempts::new(&retry, t0, ms(999));
         assert_eq!(
-            attempts.admitted(&retry, || panic!("the time was asked"), attempts.next_timeout(), false),
+            attempts.admitted(
+                &retry,
+                || panic!("the time was asked"),
+                attempts.next_timeout(),
+                false
+            ),
             Action::Send { timeout: ms(100) }
         );
     }

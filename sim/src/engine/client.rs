@@ -158,7 +158,8 @@ impl<'a> World<'a> {
                     // The limiter's retry gives the attempt its timeout,
                     // cut at the request's deadline (a probe's own, whole),
                     // or sends none with no time left.
-                    let (timeout, probe) = (permit.timeout(attempts.next_timeout()), permit.is_probe());
+                    let (timeout, probe) =
+                        (permit.timeout(attempts.next_timeout()), permit.is_probe());
                     let clock = &self.clock;
                     match attempts.admitted(retry, || clock.now(), timeout, probe) {
                         Action::Send { timeout } => {

@@ -271,7 +271,8 @@ where
                     };
                     let action = match (this.attempts.as_mut(), retry) {
                         (Some(attempts), Some(retry)) => {
-                            let (timeout, probe) = (permit.timeout(attempts.next_timeout()), permit.is_probe());
+                            let (timeout, probe) =
+                                (permit.timeout(attempts.next_timeout()), permit.is_probe());
                             attempts.admitted(retry, now, timeout, probe)
                         }
                         _ => Action::Send {

@@ -242,7 +242,11 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
             let r = cell.row("recommended").unwrap();
             assert!(r.whole, "{}: recommended {r:?}\n{matrix}", cell.scenario);
             let learned = cell.row("rec. learned").unwrap();
-            assert!(learned.whole, "{}: rec. learned {learned:?}\n{matrix}", cell.scenario);
+            assert!(
+                learned.whole,
+                "{}: rec. learned {learned:?}\n{matrix}",
+                cell.scenario
+            );
             learned_holds += usize::from(learned.holds);
             // A learned timeout serves every cell of hangs at least as well
             // as the callers' own.

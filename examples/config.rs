@@ -71,9 +71,15 @@ fn describe(file: &LimitersConfig, name: &str) {
                     c.budget.min_per_second
                 )
             });
+            // A learned timeout's attempt timeout is its ceiling.
+            let learned = file
+                .get(name)
+                .and_then(|c| c.timeout)
+                .is_some_and(|t| t.as_learned().is_some());
+            let learned = if learned { "learned, up to " } else { "" };
             let call = match (limiter.attempt_timeout(), limiter.waits()) {
-                (Some(t), true) => format!("  calls: {t:?}, waiting"),
-                (Some(t), false) => format!("  calls: {t:?}"),
+                (Some(t), true) => format!("  calls: {learned}{t:?}, waiting"),
+                (Some(t), false) => format!("  calls: {learned}{t:?}"),
                 (None, true) => "  calls: waiting".to_owned(),
                 (None, false) => String::new(),
             };

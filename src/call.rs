@@ -146,11 +146,10 @@ where
             // it asks for the next.
             let mut action = match slot {
                 Ok(admitted) => {
-                    let probe = admitted
-                        .is_probe()
-                        .then(|| admitted.timeout(attempts.next_timeout()));
+                    let timeout = admitted.timeout(attempts.next_timeout());
+                    let probe = admitted.is_probe();
                     permit = Some(admitted);
-                    attempts.admitted(retry, now, probe)
+                    attempts.admitted(retry, now, timeout, probe)
                 }
                 Err(rejection) => {
                     last = Some(Err(CallError::Rejected(rejection)));

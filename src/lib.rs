@@ -65,6 +65,7 @@ mod observe;
 pub mod priority;
 pub mod retry;
 mod sync;
+pub mod timeout;
 #[cfg(feature = "tower")]
 pub mod tower;
 #[cfg(feature = "tracing")]
@@ -82,6 +83,7 @@ pub use limiter::{
     Sharding, MAX_WAITERS, PARK_PER_SHARD,
 };
 pub use observe::Observer;
+pub use timeout::{LearnedTimeout, Timeout};
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

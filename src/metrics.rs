@@ -9,6 +9,7 @@
 //! | `rheostat_in_flight` | gauge | `limiter` | calls in flight |
 //! | `rheostat_admit_probability` | gauge | `limiter` | the gate's admit probability, 0 to 1 |
 //! | `rheostat_breaker_state` | gauge | `limiter` | the breaker's state (see below); only for policies with a breaker |
+//! | `rheostat_timeout_seconds` | gauge | `limiter` | the attempt timeout in force ([`Limiter::timeout_in_force`](crate::Limiter::timeout_in_force): a [learned](crate::timeout) one, within its ceiling); only for a limiter with a timeout |
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome` | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter) |
 //! | `rheostat_rejected_total` | counter | `limiter`, `reason` | the calls refused, by `reason` (see below) |
 //! | `rheostat_transitions_total` | counter | `limiter`, `from`, `to` | breaker state changes |
@@ -122,6 +123,9 @@ pub struct MetricsObserver {
     /// Registered at the first breaker state set: never for a policy
     /// without a breaker.
     breaker_state: OnceLock<Gauge>,
+    /// Registered when the limiter is built with a timeout: never for one
+    /// without.
+    timeout: OnceLock<Gauge>,
     success: Counter,
     overload: Counter,
     ignored: Counter,
@@ -190,6 +194,7 @@ impl MetricsObserver {
             in_flight: ::metrics::gauge!("rheostat_in_flight", "limiter" => limiter.clone()),
             admit_probability: own("rheostat_admit_probability"),
             breaker_state: OnceLock::new(),
+            timeout: OnceLock::new(),
             success: calls("success"),
             overload: calls("overload"),
             ignored: calls("ignored"),
@@ -313,6 +318,11 @@ fn describe() {
         "rheostat_breaker_state",
         "0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed, 5 disabled, 6 metrics-only"
     );
+    ::metrics::describe_gauge!(
+        "rheostat_timeout_seconds",
+        Unit::Seconds,
+        "The attempt timeout in force: learned from the dependency within its ceiling, or typed"
+    );
     ::metrics::describe_counter!(
         "rheostat_calls_total",
         "Calls by outcome: success, overload, ignored, rejected"
@@ -401,6 +411,18 @@ impl Observer for MetricsObserver {
         };
         self.limit.set(limit);
         self.admit_probability.set(gate.admit_probability);
+    }
+
+    fn timeout_changed(&self, timeout: Duration) {
+        if self.summed {
+            // One limiter's timeout means nothing summed.
+            return;
+        }
+        self.timeout
+            .get_or_init(
+                || ::metrics::gauge!("rheostat_timeout_seconds", "limiter" => self.limiter.clone()),
+            )
+            .set(timeout.as_secs_f64());
     }
 
     fn transition(&self, transition: &Transition) {

@@ -74,6 +74,15 @@ pub trait Observer: Send + Sync + 'static {
         let _ = transition;
     }
 
+    /// The attempt timeout in force moved to `timeout`
+    /// ([`Limiter::timeout_in_force`](crate::Limiter::timeout_in_force)):
+    /// told, on a limiter whose timeout is [learned](crate::timeout), when
+    /// the learned value changes (and once when the limiter is built, on
+    /// any limiter with a timeout).
+    fn timeout_changed(&self, timeout: Duration) {
+        let _ = timeout;
+    }
+
     /// What the [retry policy](crate::retry) decided after a failed
     /// attempt. Not told after a first attempt the limiter refused: that
     /// call was never sent, nothing was retried, and
@@ -141,6 +150,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.transition(transition);
         self.1.transition(transition);
     }
+    fn timeout_changed(&self, timeout: Duration) {
+        self.0.timeout_changed(timeout);
+        self.1.timeout_changed(timeout);
+    }
     fn retry(&self, outcome: RetryOutcome) {
         self.0.retry(outcome);
         self.1.retry(outcome);
@@ -172,6 +185,9 @@ macro_rules! forward {
             }
             fn transition(&self, transition: &Transition) {
                 (**self).transition(transition);
+            }
+            fn timeout_changed(&self, timeout: Duration) {
+                (**self).timeout_changed(timeout);
             }
             fn retry(&self, outcome: RetryOutcome) {
                 (**self).retry(outcome);

@@ -11,8 +11,8 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::window::{Aggregation, WindowConfig};
 use rheostat::algorithms::{AimdConfig, AimdMode, GradientConfig, ThrottleConfig, VegasConfig};
-use rheostat::config::{LimiterConfig, LimitersConfig, PolicyConfig};
-use rheostat::{Limiter, Outcome, QueueOrder, Sharding};
+use rheostat::config::{KeyedConfig, LimiterConfig, LimitersConfig, PolicyConfig};
+use rheostat::{LearnedTimeout, Limiter, Outcome, QueueOrder, Sharding, Timeout};
 
 fn every_policy() -> Vec<PolicyConfig> {
     let ms = Duration::from_millis;
@@ -317,6 +317,12 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.priorities]\ndefault = \"gold\"", "limiters.p.priorities.default", "the name of a class", 4),    // The server table.
     ("[limiters.p.policy]\npolicy = \"gradient\"\n[limiters.p.server]\nstatus = 200", "limiters.p.server.status", "found 200, expected a 4xx or 5xx status", 4),
     ("[limiters.p.policy]\npolicy = \"gradient\"\n[limiters.p.server]\nstauts = 503", "limiters.p.server.stauts", "unknown field `stauts`", 4),
+    // The limiter's timeout: typed, "auto" or a learned one's table.
+    ("[limiters.p]\ntimeout = \"soon\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.timeout", "found \"soon\", expected a duration such as \"800ms\"", 2),
+    ("[limiters.p]\ntimeout = \"automatic\"\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.timeout", "\"auto\", learned from the dependency's latencies", 2),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nquantile = 0.0", "limiters.p.timeout.quantile", "found 0.0, expected a number in (0, 1)", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nwindow = \"0s\"", "limiters.p.timeout.window", "found \"0s\", expected a duration above 0", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nflor = \"5ms\"", "limiters.p.timeout.flor", "unknown field `flor`", 4),
 ];
 
 #[test]
@@ -959,4 +965,385 @@ fn a_listed_limiter_without_a_policy_is_told_the_default_is_not_merged_into_it()
         "found no `policy`, expected `[limiters.a.policy]`: `[default]` is for names the file \
          does not list, and is not merged into a listed limiter"
     );
+}
+
+/// `timeout = "auto"` is a learned timeout at its defaults: each call gets
+/// the 15 s ceiling until the limiter has seen enough successes.
+#[test]
+fn timeout_auto_builds_a_limiter_whose_attempt_timeout_is_15_s_with_nothing_learned_yet() {
+    let file = LimitersConfig::from_toml(
+        "[limiters.p]\ntimeout = \"auto\"\n[limiters.p.policy]\npolicy = \"aimd\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        file.limiters["p"].timeout,
+        Some(Timeout::Learned(LearnedTimeout::default()))
+    );
+    let limiter = file.build("p").unwrap();
+    assert_eq!(limiter.attempt_timeout(), Some(Duration::from_secs(15)));
+    assert_eq!(limiter.learned_timeout(), None);
+    assert_eq!(limiter.timeout_in_force(), Some(Duration::from_secs(15)));
+    // The shipped example shows it.
+    let shipped = LimitersConfig::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/policies.toml"
+    ))
+    .unwrap();
+    assert_eq!(
+        shipped.limiters["recommendations"].timeout,
+        Some(Timeout::Learned(LearnedTimeout::default()))
+    );
+}
+
+/// Every key of a learned timeout's table reaches the limiter; a key left
+/// out takes `LearnedTimeout::new`'s default, the ceiling 15 s.
+#[test]
+fn a_learned_timeout_table_s_fields_reach_the_limiter_and_left_out_keys_take_the_defaults() {
+    let ms = Duration::from_millis;
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.every.policy]
+        policy = "aimd"
+
+        [limiters.every.timeout]
+        ceiling = "2s"
+        quantile = 0.99
+        margin = 3.0
+        floor = "20ms"
+        share = 0.05
+        window = "30s"
+        min_samples = 50
+
+        [limiters.some]
+        timeout = { quantile = 0.95, floor = "5ms" }
+        policy = { policy = "aimd" }
+        "#,
+    )
+    .unwrap();
+    let every = LearnedTimeout::new(ms(2000))
+        .quantile(0.99)
+        .margin(3.0)
+        .floor(ms(20))
+        .share(0.05)
+        .window(Duration::from_secs(30))
+        .min_samples(50);
+    assert_eq!(file.limiters["every"].timeout, Some(every.into()));
+    let some = LearnedTimeout::default().quantile(0.95).floor(ms(5));
+    assert_eq!(file.limiters["some"].timeout, Some(some.into()));
+    assert_eq!(some.ceiling, Duration::from_secs(15));
+    assert_eq!(some.margin, 2.0);
+    assert_eq!(
+        file.build("every").unwrap().attempt_timeout(),
+        Some(ms(2000))
+    );
+    assert_eq!(
+        file.build("some").unwrap().attempt_timeout(),
+        Some(Duration::from_secs(15))
+    );
+    // An empty table is a learned timeout at its defaults, as "auto" is.
+    let empty = LimitersConfig::from_json(
+        r#"{"limiters": {"p": {"timeout": {}, "policy": {"policy": "aimd"}}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        empty.limiters["p"].timeout,
+        Some(LearnedTimeout::default().into())
+    );
+}
+
+/// Each field of a learned timeout out of range is reported at once, in
+/// file order, by its path in the file, with the value as written, its
+/// range and its line.
+#[test]
+fn each_bad_field_of_a_learned_timeout_is_reported_with_its_range_and_line() {
+    let text = "[limiters.p.policy]\npolicy = \"aimd\"\n\
+                [limiters.p.timeout]\n\
+                ceiling = \"0s\"\n\
+                quantile = 1.0\n\
+                margin = 0.5\n\
+                floor = \"0ms\"\n\
+                share = 0.6\n\
+                window = \"400 years\"\n\
+                min_samples = 0\n";
+    let err = LimitersConfig::from_toml(text).unwrap_err();
+    let found: Vec<_> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.reason().to_owned(), e.line()))
+        .collect();
+    let expected = [
+        (
+            "ceiling",
+            "found \"0s\", expected a duration above 0 and at most 365 days",
+            4,
+        ),
+        ("quantile", "found 1.0, expected a number in (0, 1)", 5),
+        ("margin", "found 0.5, expected a number in [1, 100]", 6),
+        (
+            "floor",
+            "found \"0ms\", expected a duration above 0 and at most 365 days",
+            7,
+        ),
+        ("share", "found 0.6, expected a number in (0, 0.5]", 8),
+        (
+            "window",
+            "found \"400 years\", expected a duration above 0 and at most 365 days",
+            9,
+        ),
+        (
+            "min_samples",
+            "found 0, expected a whole number in [1, 1000000]",
+            10,
+        ),
+    ]
+    .map(|(field, reason, line)| {
+        (
+            format!("limiters.p.timeout.{field}"),
+            reason.to_owned(),
+            Some(line),
+        )
+    });
+    assert_eq!(found, expected, "{err}");
+    assert_eq!(err.to_string().lines().count(), 7, "{err}");
+
+    // A floor above the ceiling, whether the file writes it or not, and a
+    // number its type refuses, given the field's own range.
+    let err = LimitersConfig::from_toml(
+        "[limiters.p]\ntimeout = { ceiling = \"5ms\" }\n[limiters.p.policy]\npolicy = \"aimd\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.field(), err.reason(), err.line()),
+        (
+            "limiters.p.timeout.floor",
+            "found 10ms (the default; the file does not set it), expected at most `ceiling` (5ms)",
+            Some(2)
+        )
+    );
+    let err = LimitersConfig::from_toml(
+        "[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nceiling = \"1s\"\nfloor = \"2s\"\nmin_samples = -1\n",
+    )
+    .unwrap_err();
+    let found: Vec<_> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.reason().to_owned(), e.line()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "limiters.p.timeout.floor".to_owned(),
+                "found \"2s\", expected at most `ceiling` (1s)".to_owned(),
+                Some(5)
+            ),
+            (
+                "limiters.p.timeout.min_samples".to_owned(),
+                "found -1, expected a whole number in [1, 1000000]".to_owned(),
+                Some(6)
+            ),
+        ],
+        "{err}"
+    );
+
+    // The same in JSON, beside another limiter's error.
+    let err = LimitersConfig::from_json(
+        "{\"limiters\": {\n\"p\": {\"policy\": {\"policy\": \"aimd\"},\n\"timeout\": {\"quantile\": 2}},\n\
+         \"q\": {\"max_wait\": \"0s\", \"policy\": {\"policy\": \"aimd\"}}}}",
+    )
+    .unwrap_err();
+    let found: Vec<_> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.line()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("limiters.p.timeout.quantile".to_owned(), Some(3)),
+            ("limiters.q.max_wait".to_owned(), Some(4)),
+        ],
+        "{err}"
+    );
+}
+
+/// A key a learned timeout does not have is refused with its line, beside
+/// the table's other errors; a string other than a duration or "auto" is
+/// told what is accepted.
+#[test]
+fn a_typo_in_a_learned_timeout_is_refused_with_its_line_and_a_bad_string_told_what_is_accepted() {
+    let err = LimitersConfig::from_toml(
+        "[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nqantile = 0.99\nmargin = 0.5\n",
+    )
+    .unwrap_err();
+    let found: Vec<_> = err
+        .errors()
+        .map(|e| (e.field().to_owned(), e.line()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("limiters.p.timeout.qantile".to_owned(), Some(4)),
+            ("limiters.p.timeout.margin".to_owned(), Some(5)),
+        ],
+        "{err}"
+    );
+    assert!(
+        err.reason()
+            .starts_with("unknown field `qantile`, expected one of"),
+        "{err}"
+    );
+
+    for (written, found) in [
+        ("\"soon\"", "found \"soon\""),
+        ("5", "found 5"),
+        ("true", "found true"),
+    ] {
+        let text =
+            format!("[limiters.p]\ntimeout = {written}\n[limiters.p.policy]\npolicy = \"aimd\"\n");
+        let err = LimitersConfig::from_toml(&text).unwrap_err();
+        assert_eq!(
+            (err.field(), err.line()),
+            ("limiters.p.timeout", Some(2)),
+            "{err}"
+        );
+        let reason = err.reason();
+        assert!(
+            reason.starts_with(&format!("{found}, expected a duration such as \"800ms\"")),
+            "{err}"
+        );
+        assert!(
+            reason.contains("\"auto\"") && reason.contains("a table"),
+            "{err}"
+        );
+    }
+}
+
+/// A typed timeout reads as before: a duration, the same for every call,
+/// nothing learned; zero is refused by name.
+#[test]
+fn a_typed_timeout_is_still_a_duration_given_to_every_call() {
+    let file = LimitersConfig::from_toml(
+        "[limiters.p]\ntimeout = \"800ms\"\n[limiters.p.policy]\npolicy = \"aimd\"\n",
+    )
+    .unwrap();
+    let typed = Duration::from_millis(800);
+    assert_eq!(file.limiters["p"].timeout, Some(Timeout::Typed(typed)));
+    let limiter = file.build("p").unwrap();
+    assert_eq!(limiter.attempt_timeout(), Some(typed));
+    assert_eq!(limiter.timeout_in_force(), Some(typed));
+    assert_eq!(limiter.learned_timeout(), None);
+    let err = LimitersConfig::from_toml(
+        "[limiters.p]\ntimeout = \"0s\"\n[limiters.p.policy]\npolicy = \"aimd\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.field(), err.reason(), err.line()),
+        (
+            "limiters.p.timeout",
+            "found \"0s\", expected a duration above 0 and at most 365 days",
+            Some(2)
+        )
+    );
+}
+
+/// Each form of timeout is written as a file would write it and reads
+/// back the same, in TOML and in JSON.
+#[test]
+fn typed_auto_and_tuned_timeouts_round_trip_through_toml_and_json() {
+    let ms = Duration::from_millis;
+    let with = |timeout: Timeout| LimiterConfig {
+        timeout: Some(timeout),
+        ..LimiterConfig::new(AimdConfig::default())
+    };
+    let mut file = LimitersConfig {
+        default: Some(with(LearnedTimeout::default().into())),
+        ..LimitersConfig::default()
+    };
+    let tuned = LearnedTimeout::new(ms(2500))
+        .quantile(0.99)
+        .margin(1.5)
+        .floor(ms(5))
+        .share(0.02)
+        .window(Duration::from_secs(90))
+        .min_samples(200);
+    for (name, timeout) in [
+        ("typed", ms(800).into()),
+        ("auto", LearnedTimeout::default().into()),
+        ("ceiling", LearnedTimeout::new(ms(1500)).into()),
+        ("tuned", tuned.into()),
+        ("quantile", LearnedTimeout::default().quantile(0.95).into()),
+    ] {
+        file.limiters.insert(name.to_owned(), with(timeout));
+    }
+    let toml_text = toml::to_string(&file).unwrap();
+    assert_eq!(
+        LimitersConfig::from_toml(&toml_text).unwrap(),
+        file,
+        "{toml_text}"
+    );
+    let json_text = serde_json::to_string_pretty(&file).unwrap();
+    assert_eq!(
+        LimitersConfig::from_json(&json_text).unwrap(),
+        file,
+        "{json_text}"
+    );
+    // As a person would write them.
+    assert!(toml_text.contains("timeout = \"800ms\""), "{toml_text}");
+    assert!(toml_text.contains("timeout = \"auto\""), "{toml_text}");
+    assert!(json_text.contains("\"timeout\": \"auto\""), "{json_text}");
+    assert!(
+        json_text.contains("\"ceiling\": \"1s 500ms\""),
+        "{json_text}"
+    );
+}
+
+/// `[default]`, and so every keyed limiter made from it, takes a learned
+/// timeout as a listed limiter does, and its errors are named after it.
+#[test]
+fn the_default_and_keyed_limiters_take_a_learned_timeout() {
+    let file = LimitersConfig::from_toml(
+        r#"
+        [default]
+        timeout = "auto"
+        policy = { policy = "aimd" }
+
+        [limiters.search]
+        timeout = { ceiling = "2s" }
+        policy = { policy = "aimd" }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(
+        file.build("unlisted").unwrap().attempt_timeout(),
+        Some(Duration::from_secs(15))
+    );
+    let keyed = file.keyed().build().unwrap();
+    assert_eq!(
+        keyed.get("/checkout").unwrap().attempt_timeout(),
+        Some(Duration::from_secs(15))
+    );
+    assert_eq!(
+        keyed.get("search").unwrap().attempt_timeout(),
+        Some(Duration::from_secs(2))
+    );
+    assert_eq!(keyed.get("search").unwrap().learned_timeout(), None);
+
+    let err = LimitersConfig::from_toml(
+        "[default]\ntimeout = { margin = 0.5 }\n[default.policy]\npolicy = \"aimd\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.field(), err.line()),
+        ("default.timeout.margin", Some(2)),
+        "{err}"
+    );
+    let bad = LimiterConfig {
+        timeout: Some(LearnedTimeout::default().share(0.0).into()),
+        ..LimiterConfig::new(AimdConfig::default())
+    };
+    let err = KeyedConfig::<String>::new(bad.clone()).build().unwrap_err();
+    assert_eq!(err.field(), "default.timeout.share");
+    let err = KeyedConfig::<String>::new(LimiterConfig::new(AimdConfig::default()))
+        .key("search".to_owned(), bad)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "search.timeout.share");
 }

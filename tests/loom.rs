@@ -882,3 +882,45 @@ fn a_reserve_grown_while_it_drains_keeps_its_slot() {
         first.success();
     });
 }
+
+#[test]
+fn a_timeout_learned_while_calls_run_is_never_above_the_ceiling_and_is_shown_once_told() {
+    loom::model(|| {
+        // The learned timeout is stored under the policy's lock and read
+        // without it, by each permit: a call admitted as another's success
+        // teaches the learner gets the ceiling or the learned value, never
+        // anything else, and the value is shown once the success reaches
+        // the learner (at the latest when the policy is next looked at).
+        let ceiling = Duration::from_secs(1);
+        let floor = Duration::from_millis(1);
+        let limiter = Arc::new(
+            Limiter::builder(Fixed::new(2).unwrap())
+                .clock(ManualClock::new())
+                .timeout(
+                    rheostat::Timeout::learned(ceiling)
+                        .floor(floor)
+                        .min_samples(1),
+                )
+                .build()
+                .unwrap(),
+        );
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let limiter = Arc::clone(&limiter);
+                thread::spawn(move || {
+                    let permit = limiter.try_acquire().unwrap();
+                    let given = permit.timeout(ceiling);
+                    assert!(given == ceiling || given == floor, "{given:?}");
+                    permit.success();
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        let _ = limiter.snapshot();
+        assert_eq!(limiter.learned_timeout(), Some(floor));
+        assert_eq!(limiter.timeout_in_force(), Some(floor));
+        assert_eq!(limiter.in_flight(), 0);
+    });
+}

@@ -677,6 +677,93 @@ fn a_policy_without_a_limit_reads_unlimited_in_its_snapshot_and_inf_in_its_gauge
     assert!(format!("{:?}", fixed.snapshot()).contains("limit: 8"));
 }
 
+/// The value of the series `name{limiter="<limiter>"}` in a Prometheus
+/// text exposition, if there is one.
+fn value(text: &str, name: &str, limiter: &str) -> Option<f64> {
+    let head = format!("{name}{{limiter=\"{limiter}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&head))
+        .map(|v| v.parse().unwrap())
+}
+
+#[test]
+fn the_timeout_gauge_is_the_typed_timeout_or_the_learned_one_and_absent_without_a_timeout() {
+    use rheostat::Timeout;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let clock = ManualClock::new();
+    let (typed, learned, untimed) = metrics::with_local_recorder(&recorder, || {
+        let build = |name: &'static str, timeout: Option<Timeout>| {
+            let builder = Limiter::builder(Fixed::new(8).unwrap())
+                .name(name)
+                .clock(clock.clone())
+                .metrics();
+            match timeout {
+                Some(timeout) => builder.timeout(timeout),
+                None => builder,
+            }
+            .build()
+            .unwrap()
+        };
+        (
+            build("typed", Some(Duration::from_millis(800).into())),
+            build(
+                "learned",
+                Some(Timeout::learned(Duration::from_secs(15)).into()),
+            ),
+            build("untimed", None),
+        )
+    });
+    let gauge = |limiter: &str| {
+        value(
+            &recorder.handle().render(),
+            "rheostat_timeout_seconds",
+            limiter,
+        )
+    };
+    assert_eq!(gauge("typed"), Some(0.8));
+    // Until it has learned, the ceiling is in force.
+    assert_eq!(gauge("learned"), Some(15.0));
+    assert_eq!(gauge("untimed"), None);
+
+    // 200 answers of 40 ms each through every limiter.
+    for _ in 0..200 {
+        let permits = [&typed, &learned, &untimed].map(|l| l.try_acquire().unwrap());
+        clock.advance(Duration::from_millis(40));
+        for permit in permits {
+            permit.success();
+        }
+    }
+    let in_force = learned.timeout_in_force().unwrap();
+    // About twice the p99.9, within the histogram's sixteenth.
+    assert!(
+        in_force >= Duration::from_millis(80) && in_force <= Duration::from_millis(86),
+        "{in_force:?}"
+    );
+    assert_eq!(gauge("learned"), Some(in_force.as_secs_f64()));
+    assert_eq!(gauge("typed"), Some(0.8));
+    assert_eq!(gauge("untimed"), None);
+
+    let text = recorder.handle().render();
+    assert!(text.contains("# HELP rheostat_timeout_seconds "), "{text}");
+    // One label set, the limiter's, and a series for each limiter with a
+    // timeout only.
+    let timeouts: std::collections::BTreeSet<_> = series(&text)
+        .into_iter()
+        .filter(|(name, _)| name == "rheostat_timeout_seconds")
+        .map(|(_, labels)| labels)
+        .collect();
+    assert_eq!(
+        timeouts,
+        [
+            vec![("limiter".to_owned(), "learned".to_owned())],
+            vec![("limiter".to_owned(), "typed".to_owned())],
+        ]
+        .into(),
+        "{text}"
+    );
+}
+
 /// A keyed set built from a factory closure, with no configuration, keeps
 /// the promise too: keys sharing one `SummedMetrics` feed its series,
 /// labelled as it is, and no key becomes a label value.

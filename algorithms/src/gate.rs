@@ -1,7 +1,7 @@
 //! The rule a runtime enforces on every call, and a view of a policy.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::{BreakerState, MAX_LIMIT};
 
@@ -162,6 +162,10 @@ pub struct Snapshot {
     pub raw_limit: Option<f64>,
     /// The breaker state, for policies that have one.
     pub state: Option<BreakerState>,
+    /// The attempt timeout in force, where the limiter holding the policy
+    /// has one (a policy's own snapshot has none: the limiter fills it in,
+    /// learned or typed).
+    pub timeout: Option<Duration>,
 }
 
 impl Snapshot {
@@ -172,6 +176,7 @@ impl Snapshot {
             gate,
             raw_limit: None,
             state: None,
+            timeout: None,
         }
     }
 
@@ -188,12 +193,18 @@ impl Snapshot {
         self.raw_limit = Some(raw);
         self
     }
+
+    /// The same snapshot with the attempt timeout in force.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn meet_takes_the_smaller_limit_and_the_product_of_probabilities() {

@@ -203,8 +203,8 @@ pub fn svg(report: &ScenarioReport, rows: &[&str]) -> Result<String, String> {
 
 /// The rows a sweep's pictures show by default: no limiter, the binary
 /// breaker beside the throttle, each adaptive limit, and the recommended
-/// configuration.
-pub const SWEEP_ROWS: [&str; 7] = [
+/// configuration, with the callers' timeout and with one learned.
+pub const SWEEP_ROWS: [&str; 8] = [
     "none",
     "breaker",
     "throttle",
@@ -212,6 +212,7 @@ pub const SWEEP_ROWS: [&str; 7] = [
     "vegas",
     "gradient",
     "recommended",
+    "rec. learned",
 ];
 
 /// The lines of one kind of a sweep's pictures, for each row in `rows`

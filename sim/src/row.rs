@@ -8,6 +8,7 @@ use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, ConfigError};
 use rheostat::priority::Priorities;
 use rheostat::retry::RetryConfig;
+use rheostat::Timeout;
 
 /// Builds a row's policy for one instance of a scenario's fleet: given the
 /// scenario and the instance's index (0 to the fleet's size − 1, to seed a
@@ -28,6 +29,10 @@ pub struct LimiterSetup {
     /// The limiter's priorities, if any: its callers then acquire with
     /// their request's class.
     pub priorities: Option<Priorities>,
+    /// The limiter's attempt timeout, if any: a [learned](rheostat::timeout)
+    /// one gives each attempt the learned value below the caller's own
+    /// timeout (which stays the ceiling).
+    pub timeout: Option<Timeout>,
 }
 
 impl LimiterSetup {
@@ -40,6 +45,12 @@ impl LimiterSetup {
     /// A limiter with its priorities set to `priorities`.
     pub fn with_priorities(mut self, priorities: Option<Priorities>) -> Self {
         self.priorities = priorities;
+        self
+    }
+
+    /// A limiter with its attempt timeout set to `timeout`.
+    pub fn with_timeout(mut self, timeout: Option<Timeout>) -> Self {
+        self.timeout = timeout;
         self
     }
 }

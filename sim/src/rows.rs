@@ -15,6 +15,7 @@ use rheostat::algorithms::{
 };
 use rheostat::priority::Priorities;
 use rheostat::retry::RetryConfig;
+use rheostat::LearnedTimeout;
 
 /// Every shipped row, in table order.
 pub fn all() -> Vec<Row> {
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Row> {
         aimd_priorities(),
         gradient_priorities(),
         recommended(),
+        recommended_learned(),
     ]
 }
 
@@ -206,6 +208,16 @@ pub fn recommended() -> Row {
         rheostat::config::PolicyConfig::Recommended.build()
     })
     .adaptive()
+}
+
+/// The recommendation with its attempt timeout
+/// [learned](rheostat::timeout) at the defaults (`timeout = "auto"`: the
+/// p99.9 of recent successes times 2, 1% of calls given the ceiling),
+/// below the callers' own timeout, which stays the ceiling.
+pub fn recommended_learned() -> Row {
+    around(recommended(), "rec. learned", |_| {
+        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
+    })
 }
 
 fn with_priorities(_: &Scenario) -> LimiterSetup {

@@ -129,7 +129,7 @@ where
     }
     let mut found: Vec<ConfigFileError> = found
         .into_iter()
-        .map(|e| field_range::<T, F>(e, &original, &document, format, check))
+        .map(|e| field_range::<T, F>(e, &original, &taken, &document, format, check))
         .collect();
     // File order; an error with no line (none known) last.
     found.sort_by_key(|e| e.line().unwrap_or(usize::MAX));
@@ -172,10 +172,13 @@ where
 /// A whole number refused by its type (`min = -3` for a `u32`) is said to
 /// be out of the field's own range, not the type's: the field is read
 /// again at each end of its type, and the range its own check then names
-/// is the one given.
+/// is the one given. The fields `taken` out to find the file's other
+/// errors are left out of that reading, so that one of them checked first
+/// does not hide the field's own range.
 fn field_range<T, F>(
     error: ConfigFileError,
     original: &Value,
+    taken: &[String],
     document: &Document<'_>,
     format: Format,
     check: &F,
@@ -187,14 +190,19 @@ where
     let Some(top) = type_top(error.reason()) else {
         return error;
     };
-    let Some(steps) = resolve(original, error.field()) else {
-        return error;
-    };
     let Some(found) = echo(original, error.field()) else {
         return error;
     };
+    let mut others = original.clone();
+    let mut touched = Vec::new();
+    for other in taken.iter().filter(|t| *t != error.field()) {
+        take_out(&mut others, other, &mut touched);
+    }
+    let Some(steps) = resolve(&others, error.field()) else {
+        return error;
+    };
     for end in [0, top] {
-        let mut tree = original.clone();
+        let mut tree = others.clone();
         if let Some(slot) = node_mut(&mut tree, &steps) {
             *slot = Value::U64(end);
         }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
 use super::parse::parse_checked;
 use super::paths::located;
+use super::timeout;
 use super::PolicyConfig;
 use super::ServerConfig;
 use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
@@ -17,6 +18,7 @@ use crate::limiter::QueueOrder;
 use crate::limiter::Sharding;
 use crate::limiter::{Builder, DynLimiter, Limiter, MAX_WAITERS};
 use crate::priority::Priorities;
+use crate::timeout::Timeout;
 
 /// A server limiter's `max_wait` unless its table says otherwise.
 const SERVER_MAX_WAIT_MS: u64 = 100;
@@ -37,6 +39,20 @@ use crate::retry::RetryConfig;
 /// layers take both from the limiter; their own `timeout(…)` and `wait()`
 /// win. A retry's `retry.timeout` keeps its meaning: where set, it is a
 /// retried call's own, over this one.
+///
+/// The `timeout` takes three forms (see [`crate::timeout`]):
+///
+/// - `timeout = "800ms"`: typed, the same for every call;
+/// - `timeout = "auto"`: learned from the dependency's recent successful
+///   latencies, never above 15 s ([`LearnedTimeout::default`]);
+/// - a table, `timeout = { ceiling = "2s", quantile = 0.99 }` or
+///   `[limiters.<name>.timeout]`: learned, with any of `ceiling` (15 s if
+///   left out), `quantile`, `margin`, `floor`, `share`, `window` and
+///   `min_samples` set (the fields of [`LearnedTimeout`]); a key left out
+///   takes [`LearnedTimeout::new`]'s default, an unknown one is refused.
+///
+/// A learned timeout's field out of range is named as the file writes it
+/// (`timeout.quantile`), with its range and its line.
 ///
 /// A probe's timeout is not a limiter option: it is the breaker's
 /// `probe_timeout` (in the `policy` table, 30 s by default), which
@@ -62,6 +78,36 @@ use crate::retry::RetryConfig;
 /// assert!(limiter.waits());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A learned timeout, at its defaults or tuned:
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat::config::LimiterConfig;
+/// use rheostat::{LearnedTimeout, Timeout};
+///
+/// let auto: LimiterConfig = toml::from_str(r#"
+///     timeout = "auto"
+///     policy = { policy = "aimd" }
+/// "#)?;
+/// assert_eq!(auto.timeout, Some(Timeout::Learned(LearnedTimeout::default())));
+///
+/// let tuned: LimiterConfig = toml::from_str(r#"
+///     timeout = { ceiling = "2s", quantile = 0.99 }
+///     policy = { policy = "aimd" }
+/// "#)?;
+/// let learned = LearnedTimeout::new(Duration::from_secs(2)).quantile(0.99);
+/// assert_eq!(tuned.timeout, Some(Timeout::Learned(learned)));
+/// // Until it has seen enough successes, each call gets the ceiling.
+/// let limiter = tuned.build("search")?;
+/// assert_eq!(limiter.attempt_timeout(), Some(Duration::from_secs(2)));
+/// assert_eq!(limiter.learned_timeout(), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// [`LearnedTimeout`]: crate::LearnedTimeout
+/// [`LearnedTimeout::default`]: crate::LearnedTimeout::default
+/// [`LearnedTimeout::new`]: crate::LearnedTimeout::new
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, from = "LimiterFields")]
 pub struct LimiterConfig {
@@ -80,13 +126,16 @@ pub struct LimiterConfig {
     )]
     pub max_wait: Option<Duration>,
     /// The timeout each call is given unless the code gives one (see
-    /// [`Builder::timeout`]); none if left out.
+    /// [`Builder::timeout`]); none if left out. Typed (`"800ms"`), or
+    /// learned from the dependency's latencies: `"auto"` at
+    /// [`LearnedTimeout::default`](crate::LearnedTimeout::default), or a
+    /// table of how it is learned (`{ ceiling = "2s", quantile = 0.99 }`).
     #[serde(
         default,
-        with = "humantime_serde::option",
+        serialize_with = "timeout::serialize",
         skip_serializing_if = "Option::is_none"
     )]
-    pub timeout: Option<Duration>,
+    pub timeout: Option<Timeout>,
     /// Whether callers wait for a slot (up to `max_wait`) rather than fail
     /// fast: the tower layer waits as if built with its `wait()` (see
     /// [`Builder::wait`]). Left out, callers wait if `max_wait` is set: a
@@ -130,8 +179,8 @@ struct LimiterFields {
     max_waiters: usize,
     #[serde(default, with = "humantime_serde::option")]
     max_wait: Option<Duration>,
-    #[serde(default, with = "humantime_serde::option")]
-    timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "timeout::deserialize")]
+    timeout: Option<Timeout>,
     #[serde(default)]
     wait: Option<bool>,
     #[serde(default = "default_on_drop")]
@@ -215,7 +264,8 @@ impl LimiterConfig {
     /// # Errors
     ///
     /// The first field out of range, named as this limiter's table in a
-    /// file writes it: `max_waiters`, `max_wait`, `timeout`, or a policy field as
+    /// file writes it: `max_waiters`, `max_wait`, `timeout` (a learned
+    /// one's `timeout.quantile` and so on), or a policy field as
     /// [`PolicyConfig::build`] names it, after `policy.`
     /// (`policy.backoff`), or a retry field (`retry.attempts`).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -234,8 +284,8 @@ impl LimiterConfig {
         if let Some(wait) = self.max_wait {
             check::duration("max_wait", wait)?;
         }
-        if let Some(timeout) = self.timeout {
-            check::duration("timeout", timeout)?;
+        if let Some(timeout) = &self.timeout {
+            timeout.validate()?;
         }
         if let Some(retry) = &self.retry {
             retry.validate()?;

@@ -40,6 +40,12 @@
 //!   code sets its own) and whether callers wait for a slot (`max_wait`:
 //!   set, they wait up to it, unless `wait = false`). See
 //!   [`LimiterConfig`].
+//! - A limiter's `timeout` is typed (`timeout = "800ms"`) or learned from
+//!   the dependency's latencies ([`crate::timeout`]): `timeout = "auto"`
+//!   (never above 15 s), or a table of how it is learned,
+//!   `timeout = { ceiling = "2s", quantile = 0.99 }`, whose keys
+//!   (`ceiling`, `quantile`, `margin`, `floor`, `share`, `window`,
+//!   `min_samples`) may each be left out.
 //! - A limiter listed under `limiters` names its own policy: `default` is
 //!   for the names the file does not list, and is not merged into a listed
 //!   one.
@@ -77,6 +83,43 @@
 //! assert_eq!(err.line(), Some(4));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! A timeout in each of its three forms, and a learned one's field out of
+//! range:
+//!
+//! ```
+//! use std::time::Duration;
+//! use rheostat::config::LimitersConfig;
+//!
+//! let file = LimitersConfig::from_toml(r#"
+//!     [limiters.typed]
+//!     timeout = "800ms"
+//!     policy = { policy = "aimd" }
+//!
+//!     [limiters.auto]
+//!     timeout = "auto"
+//!     policy = { policy = "aimd" }
+//!
+//!     [limiters.tuned]
+//!     timeout = { ceiling = "2s", quantile = 0.99 }
+//!     policy = { policy = "aimd" }
+//! "#)?;
+//! let ceiling = |name| file.build(name).map(|l| l.attempt_timeout());
+//! assert_eq!(ceiling("typed")?, Some(Duration::from_millis(800)));
+//! assert_eq!(ceiling("auto")?, Some(Duration::from_secs(15)));
+//! assert_eq!(ceiling("tuned")?, Some(Duration::from_secs(2)));
+//! assert_eq!(file.limiters["tuned"].timeout.unwrap().as_learned().unwrap().quantile, 0.99);
+//!
+//! let err = LimitersConfig::from_toml(r#"
+//!     [limiters.payments]
+//!     policy = { policy = "aimd" }
+//!     timeout = { quantile = 1.5 }
+//! "#).unwrap_err();
+//! assert_eq!(err.field(), "limiters.payments.timeout.quantile");
+//! assert_eq!(err.reason(), "found 1.5, expected a number in (0, 1)");
+//! assert_eq!(err.line(), Some(4));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod file;
 mod gather;
@@ -87,6 +130,7 @@ mod parse;
 mod paths;
 mod policy;
 mod server;
+mod timeout;
 mod wording;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};

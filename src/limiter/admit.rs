@@ -74,6 +74,16 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(Ticket::new(start, in_flight, false, self.generation()))
     }
 
+    /// `ticket`, drawn into the share of calls given the ceiling if the
+    /// timeout is learned ([`crate::timeout`]).
+    #[inline]
+    pub(super) fn draw_uncut(&self, ticket: Ticket) -> Ticket {
+        match self.options.learned() {
+            Some(learned) if self.draw() < learned.share_threshold() => ticket.uncut(),
+            _ => ticket,
+        }
+    }
+
     /// A probe gate: every admission is counted by the policy under its lock.
     #[cold]
     pub(super) fn admit_probe(

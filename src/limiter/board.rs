@@ -62,8 +62,8 @@ pub(super) struct Board {
     /// The most calls in flight, at its admission, for a success that may
     /// be held.
     defer_in_flight: AtomicU32,
-    /// The policy's [`Feedback`] (as `u8`), raised to `Timed` while an
-    /// observer is set.
+    /// The policy's [`Feedback`] (as `u8`), raised to `Timed` if every call
+    /// is timed (`timed`).
     feedback: AtomicU8,
     /// Counts the events at which the policy reported transitions; a call
     /// admitted before the latest is stale when it finishes.
@@ -82,8 +82,13 @@ pub(super) struct Board {
     epoch: Instant,
     /// The names of the policy's members (one, unless a stack).
     members: Box<[&'static str]>,
-    /// Whether an observer is set: every call is then timed.
-    observed: bool,
+    /// Whether every call is timed: an observer is set, or the timeout is
+    /// learned.
+    timed: bool,
+    /// The learned attempt timeout in nanoseconds, 0 while none is
+    /// ([`crate::timeout`]); stored under the policy's lock like the
+    /// answer, by [`Board::set_learned`].
+    learned: AtomicU64,
 }
 
 /// The instants of the answer last stored (as `u64::MAX` on the board while
@@ -103,7 +108,7 @@ impl Board {
         gate: &Gate,
         epoch: Instant,
         members: Box<[&'static str]>,
-        observed: bool,
+        timed: bool,
     ) -> Self {
         Board {
             gate: AtomicGate::new(gate),
@@ -117,8 +122,27 @@ impl Board {
             culprits: AtomicU64::new(0),
             epoch,
             members,
-            observed,
+            timed,
+            learned: AtomicU64::new(0),
         }
+    }
+
+    /// The learned attempt timeout, if one has been learned.
+    #[inline]
+    pub(super) fn learned(&self) -> Option<Duration> {
+        match self.learned.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// Show `learned` as the learned attempt timeout (under the policy's
+    /// lock).
+    pub(super) fn set_learned(&self, learned: Option<Duration>) {
+        let nanos = learned.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
+        self.learned.store(nanos, Ordering::Relaxed);
     }
 
     /// Nanoseconds from the epoch to `at` (0 before it).
@@ -148,7 +172,7 @@ impl Board {
         }
     }
 
-    /// How many times the policy has reported transitions, modulo 2^23 (as
+    /// How many times the policy has reported transitions, modulo 2^22 (as
     /// a ticket keeps it).
     #[inline]
     pub(super) fn generation(&self) -> u32 {
@@ -248,7 +272,7 @@ impl Board {
         let Hints {
             feedback, deferral, ..
         } = published.hints;
-        let feedback = if self.observed {
+        let feedback = if self.timed {
             Feedback::Timed
         } else {
             feedback

@@ -22,7 +22,7 @@ pub(super) struct Options {
 #[derive(Default)]
 pub(super) struct Rare {
     pub(super) max_wait: Option<Duration>,
-    pub(super) timeout: Option<Duration>,
+    pub(super) timeout: Option<Timeout>,
     pub(super) wait: bool,
     pub(super) active_probe: Option<ActiveProbe>,
     pub(super) on_transition: Option<TransitionHook>,
@@ -38,8 +38,18 @@ impl Options {
         self.rare.as_ref().and_then(|r| r.max_wait)
     }
 
+    /// The attempt timeout's ceiling: the typed one, or the learned one's.
     pub(super) fn timeout(&self) -> Option<Duration> {
-        self.rare.as_ref().and_then(|r| r.timeout)
+        self.rare
+            .as_ref()
+            .and_then(|r| r.timeout.as_ref().map(Timeout::ceiling))
+    }
+
+    /// How the attempt timeout is learned, if it is.
+    pub(super) fn learned(&self) -> Option<&LearnedTimeout> {
+        self.rare
+            .as_ref()
+            .and_then(|r| r.timeout.as_ref().and_then(Timeout::as_learned))
     }
 
     pub(super) fn wait(&self) -> bool {
@@ -227,29 +237,38 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
 
     /// The timeout each call through this limiter is given unless the
     /// code gives one (default: none), so that a configuration file holds a
-    /// dependency's attempt timeout beside its policy: the tower layers
-    /// (`RheostatLayer`,
-    /// `KeyedLayer`) use it when not built
-    /// with their own `timeout(…)`, which wins. A retry's
+    /// dependency's attempt timeout beside its policy: a [`Duration`], or a
+    /// timeout [learned](crate::timeout) from the dependency
+    /// ([`Timeout::learned`]). [`Limiter::call`] and the tower layers
+    /// (`RheostatLayer`, `KeyedLayer`) use it when not given their own
+    /// `timeout(…)`, which wins as the ceiling (a learned timeout is still
+    /// learned below it). A retry's
     /// [`RetryConfig::timeout`](crate::retry::RetryConfig::timeout), where
-    /// set, still wins over both for a retried call. A probe is given its
-    /// breaker's `probe_timeout` instead. See [`Limiter::attempt_timeout`].
+    /// set, wins over both for a retried call. A probe is given its
+    /// breaker's `probe_timeout` instead. See [`Limiter::attempt_timeout`]
+    /// and [`Permit::timeout`].
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, Limiter};
+    /// use rheostat::{algorithms::Fixed, Limiter, Timeout};
     ///
-    /// let limiter = Limiter::builder(Fixed::new(8)?)
+    /// let typed = Limiter::builder(Fixed::new(8)?)
     ///     .timeout(Duration::from_millis(800))
     ///     .build()?;
-    /// assert_eq!(limiter.attempt_timeout(), Some(Duration::from_millis(800)));
+    /// assert_eq!(typed.attempt_timeout(), Some(Duration::from_millis(800)));
+    ///
+    /// let learned = Limiter::builder(Fixed::new(8)?)
+    ///     .timeout(Timeout::learned(Duration::from_millis(800)))
+    ///     .build()?;
+    /// assert_eq!(learned.attempt_timeout(), Some(Duration::from_millis(800)));
+    /// assert_eq!(learned.learned_timeout(), None); // nothing seen yet
     /// # Ok::<(), rheostat::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.rare_mut().timeout = Some(timeout);
+    pub fn timeout(mut self, timeout: impl Into<Timeout>) -> Self {
+        self.options.rare_mut().timeout = Some(timeout.into());
         self
     }
 
@@ -353,7 +372,10 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// # Errors
     ///
     /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` or
-    /// `limiter.timeout` zero or above a year; a retry field out of range (as
+    /// `limiter.timeout` zero or above a year, or a learned timeout's field
+    /// out of range (`limiter.timeout.quantile`, as
+    /// [`LearnedTimeout::validate`](crate::LearnedTimeout::validate)); a
+    /// retry field out of range (as
     /// [`RetryConfig::validate`](crate::retry::RetryConfig::validate)).
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if let Some(config) = &self.retry {
@@ -372,8 +394,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         if let Some(wait) = self.options.max_wait() {
             check::duration("limiter.max_wait", wait)?;
         }
-        if let Some(timeout) = self.options.timeout() {
-            check::duration("limiter.timeout", timeout)?;
+        if let Some(timeout) = self.options.rare.as_ref().and_then(|r| r.timeout) {
+            timeout.validate().map_err(|e| e.within("limiter"))?;
         }
         if let Some(probe) = self.options.active_probe() {
             check::duration("limiter.active_probe.timeout", probe.timeout)?;
@@ -405,7 +427,12 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         let gate = published.gate;
         let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
-            board: Board::new(&gate, epoch, members, self.observer.is_some()),
+            board: Board::new(
+                &gate,
+                epoch,
+                members,
+                self.observer.is_some() || self.options.learned().is_some(),
+            ),
             slots: CachePadded::new(Slots::new(self.options.sharding)),
             deferred: Deferred::new(self.options.sharding == Sharding::Always),
             rejected: AtomicU64::new(0),
@@ -414,7 +441,12 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             changed: tokio::sync::Notify::new(),
             ready_waiters: AtomicUsize::new(0),
             probing: AtomicBool::new(false),
-            policy: CachePadded::new(Mutex::new(Held::new(self.policy))),
+            policy: CachePadded::new(Mutex::new(Held::new(
+                self.policy,
+                self.options
+                    .learned()
+                    .map(|learned| Box::new(Learner::new(*learned, epoch))),
+            ))),
             clock: self.clock,
             options: self.options,
             observer: self.observer,
@@ -430,6 +462,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             limiter.store(&published, &mut policy.last);
             if let Some(observer) = &limiter.observer {
                 observer.gate_changed(&published.gate.sanitized());
+                if let Some(timeout) = limiter.timeout_in_force() {
+                    observer.timeout_changed(timeout);
+                }
             }
         }
         Ok(limiter)

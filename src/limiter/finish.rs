@@ -17,8 +17,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.release_class(ticket);
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && !self.board.wakes() {
-            // The policy learns nothing from it, and no observer is set (an
-            // observer raises the feedback to `Timed`).
+            // The policy learns nothing from it, no observer is set and the
+            // timeout is not learned (either raises the feedback to `Timed`).
             self.release_slot();
             return;
         }
@@ -179,11 +179,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if covered.is_some_and(|at| {
             self.board.covers(at, sample.latency, sample.in_flight) && !self.pending(at)
         }) {
-            policy.on_sample(now, &sample);
+            self.tell(&mut policy, now, &sample);
             return Vec::new();
         }
         self.catch_up(&mut policy, now);
-        policy.on_sample(now, &sample);
+        self.tell(&mut policy, now, &sample);
         let mut published = policy.publish();
         if published.wake_at.is_some_and(|t| t <= now) {
             policy.handle_timeout(now);

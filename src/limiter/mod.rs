@@ -108,6 +108,8 @@ pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 use slots::Slots;
 
+use crate::timeout::{LearnedTimeout, Learner, Timeout};
+
 /// Most waiters a queue may be configured to hold.
 pub const MAX_WAITERS: usize = 1 << 20;
 
@@ -190,6 +192,26 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.options.timeout()
     }
 
+    /// The attempt timeout learned from the dependency
+    /// ([`Builder::timeout`] with a [`Timeout::learned`]), before any
+    /// caller's ceiling: `None` if the timeout is not learned, or until
+    /// enough successes have been seen
+    /// ([`LearnedTimeout::min_samples`](crate::LearnedTimeout::min_samples)).
+    /// [`Permit::timeout`] gives it to a call.
+    pub fn learned_timeout(&self) -> Option<Duration> {
+        self.board.learned()
+    }
+
+    /// The timeout a call is given now when the code gives none: the
+    /// learned one within its ceiling, else the ceiling
+    /// ([`Limiter::attempt_timeout`]). What the metrics show as
+    /// `rheostat_timeout_seconds`.
+    pub fn timeout_in_force(&self) -> Option<Duration> {
+        self.options
+            .timeout()
+            .map(|ceiling| self.board.learned().map_or(ceiling, |t| t.min(ceiling)))
+    }
+
     /// Whether callers wait for a slot rather than fail fast when the limit
     /// is reached ([`Builder::wait`]; in a file, a limiter with a
     /// `max_wait`): the tower layer (`RheostatLayer`) waits then, as it
@@ -237,9 +259,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// A view of the policy (locks it briefly, first handing it any
-    /// successes counted for it without its lock).
+    /// successes counted for it without its lock), with the attempt
+    /// timeout in force ([`Limiter::timeout_in_force`]).
     pub fn snapshot(&self) -> Snapshot {
         self.update(|policy| policy.snapshot())
+            .with_timeout(self.timeout_in_force())
     }
 
     /// Run `f` on the policy — to change a fixed limit, force a breaker

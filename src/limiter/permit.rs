@@ -25,7 +25,8 @@ pub(crate) struct Ticket {
     /// `MAX_LIMIT`) and whether it is a probe (the top bit).
     flight: u32,
     /// The limiter's transition generation when the call was admitted (the
-    /// low 23 bits, see [`GENERATION`]), whether its class counts it
+    /// low 22 bits, see [`GENERATION`]), whether it gets the ceiling of a
+    /// learned timeout ([`UNCUT`]), whether its class counts it
     /// ([`COUNTED`]) and its class (the top 8 bits, [`NO_CLASS`] without
     /// one; see [`crate::priority`]).
     tag: u32,
@@ -35,9 +36,13 @@ pub(crate) struct Ticket {
 const PROBE: u32 = 1 << 31;
 
 /// The generation's bits in [`Ticket::tag`]: a ticket is stale when the
-/// limiter's generation has moved on, modulo 2^23 (a call would have to
-/// stay in flight through 8 million transitions to be taken for fresh).
-pub(crate) const GENERATION: u32 = (1 << 23) - 1;
+/// limiter's generation has moved on, modulo 2^22 (a call would have to
+/// stay in flight through 4 million transitions to be taken for fresh).
+pub(crate) const GENERATION: u32 = (1 << 22) - 1;
+
+/// The bit of [`Ticket::tag`] set when the call is one of the share given
+/// the ceiling of a learned timeout ([`crate::timeout`]).
+const UNCUT: u32 = 1 << 22;
 
 /// The bit of [`Ticket::tag`] set when the call's class counts it, so that
 /// its end gives the count back (the least critical class counts none).
@@ -67,9 +72,23 @@ impl Ticket {
     /// if `counted`.
     #[inline]
     pub(crate) fn with_class(mut self, class: Class, counted: bool) -> Self {
-        self.tag =
-            (self.tag & GENERATION) | u32::from(class.0) << 24 | if counted { COUNTED } else { 0 };
+        self.tag = (self.tag & (GENERATION | UNCUT))
+            | u32::from(class.0) << 24
+            | if counted { COUNTED } else { 0 };
         self
+    }
+
+    /// The same ticket, given the ceiling of a learned timeout.
+    #[inline]
+    pub(crate) fn uncut(mut self) -> Self {
+        self.tag |= UNCUT;
+        self
+    }
+
+    /// Whether it is given the ceiling of a learned timeout.
+    #[inline]
+    pub(crate) fn is_uncut(&self) -> bool {
+        self.tag & UNCUT != 0
     }
 
     /// Its class, if its limiter has classes.
@@ -90,7 +109,7 @@ impl Ticket {
         self.class()
     }
 
-    /// The limiter's generation (modulo 2^23) when it was admitted.
+    /// The limiter's generation (modulo 2^22) when it was admitted.
     #[inline]
     pub(crate) fn generation(&self) -> u32 {
         self.tag & GENERATION
@@ -186,9 +205,11 @@ where
     C: Clock,
 {
     /// The permit for a call admitted with `ticket` by `limiter` (told to
-    /// its observer, if any).
+    /// its observer, if any), drawn into the share given the ceiling if the
+    /// limiter learns its timeout.
     #[inline]
     pub(crate) fn new(limiter: L, ticket: Ticket) -> Self {
+        let ticket = limiter.draw_uncut(ticket);
         limiter.observe_admit(&ticket);
         Permit {
             limiter,
@@ -289,12 +310,17 @@ where
         self.ticket.is_some_and(|t| t.probe())
     }
 
-    /// The attempt timeout to give this call: the limiter's [probe
+    /// The attempt timeout to give this call, `ordinary` being the
+    /// timeout you would give it (the ceiling): the limiter's [probe
     /// timeout](Limiter::probe_timeout) for a probe (a breaker's
-    /// `probe_timeout`, 30 s by default), `ordinary` otherwise. This
-    /// is what [`Limiter::call`] and the tower layer give a call; use
-    /// it when you run the call yourself. Reading the probe timeout
-    /// takes the policy's lock briefly, and only for a probe.
+    /// `probe_timeout`, 30 s by default); where the limiter
+    /// [learns](crate::timeout) its timeout, the learned one if lower
+    /// (for all but the share of calls drawn at admission to get the
+    /// ceiling, so that slower answers stay in view); `ordinary`
+    /// otherwise. It is the same however often it is asked. This is
+    /// what [`Limiter::call`] and the tower layers give a call; use it
+    /// when you run the call yourself. Reading the probe timeout takes
+    /// the policy's lock briefly, and only for a probe.
     ///
     /// # Examples
     ///
@@ -324,10 +350,13 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn timeout(&self, ordinary: Duration) -> Duration {
-        if self.is_probe() {
-            self.limiter.probe_timeout().unwrap_or(ordinary)
-        } else {
-            ordinary
+        match self.ticket {
+            Some(t) if t.probe() => self.limiter.probe_timeout().unwrap_or(ordinary),
+            Some(t) if !t.is_uncut() => self
+                .limiter
+                .learned_timeout()
+                .map_or(ordinary, |learned| learned.min(ordinary)),
+            _ => ordinary,
         }
     }
 

@@ -13,14 +13,18 @@ pub(super) struct Held<A> {
     pub(super) last: Last,
     /// The held successes being handed over (kept for its allocation).
     scratch: Vec<(Instant, Sample)>,
+    /// The attempt timeout's learner, if it is learned: told every call the
+    /// policy is told, through [`Limiter::tell`].
+    learner: Option<Box<Learner>>,
 }
 
 impl<A> Held<A> {
-    pub(super) fn new(policy: A) -> Self {
+    pub(super) fn new(policy: A, learner: Option<Box<Learner>>) -> Self {
         Held {
             policy,
             last: Last::default(),
             scratch: Vec::new(),
+            learner,
         }
     }
 }
@@ -39,7 +43,7 @@ impl<A> std::ops::DerefMut for Held<A> {
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// How many times the policy has reported transitions, modulo 2^23 (as
+    /// How many times the policy has reported transitions, modulo 2^22 (as
     /// a ticket keeps it).
     #[inline]
     pub(super) fn generation(&self) -> u32 {
@@ -99,12 +103,28 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Hand the successes held for the policy over, oldest first.
     #[cold]
     fn hand_over(&self, held: &mut Held<A>) {
-        let Held {
-            policy, scratch, ..
-        } = held;
-        self.deferred.take(scratch);
+        let mut scratch = std::mem::take(&mut held.scratch);
+        self.deferred.take(&mut scratch);
         for (at, sample) in scratch.drain(..) {
-            policy.on_sample(at, &sample);
+            self.tell(held, at, &sample);
+        }
+        held.scratch = scratch;
+    }
+
+    /// Tell the policy, and the timeout's learner if any, how a call ended
+    /// at `at`; show the learned timeout if it moved. Every sample reaches
+    /// the policy through here, so the learner sees what the policy sees.
+    #[inline]
+    pub(super) fn tell(&self, held: &mut Held<A>, at: Instant, sample: &Sample) {
+        held.policy.on_sample(at, sample);
+        if let Some(learner) = &mut held.learner {
+            if learner.tell(at, sample.outcome, sample.latency) {
+                self.board.set_learned(learner.value());
+                if let (Some(observer), Some(in_force)) = (&self.observer, self.timeout_in_force())
+                {
+                    observer.timeout_changed(in_force);
+                }
+            }
         }
     }
 

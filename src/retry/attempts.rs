@@ -63,7 +63,7 @@ use crate::error::RejectReason;
 /// let t0 = Instant::now();
 /// let mut attempts = Attempts::new(&retry, t0, Duration::from_millis(500));
 /// // The first attempt is admitted, and sent with its timeout.
-/// let action = attempts.admitted(&retry, || t0, None);
+/// let action = attempts.admitted(&retry, || t0, attempts.next_timeout(), false);
 /// assert_eq!(action, Action::Send { timeout: Duration::from_millis(500) });
 /// // It fails with a 5xx: back off, then acquire the next attempt.
 /// let failed = Ended::Ran(Outcome::Overload.into());
@@ -189,24 +189,26 @@ impl Attempts {
         self.resend && self.call.attempts < retry.config().attempts
     }
 
-    /// The attempt was admitted, at `now` (asked only with a deadline);
-    /// `probe` is its own timeout if it is a breaker's probe
+    /// The attempt was admitted, at `now` (asked only with a deadline),
+    /// and its permit gives it `timeout`
     /// ([`Permit::timeout`](crate::Permit::timeout) of
-    /// [`Attempts::next_timeout`]). Answers [`Action::Send`] or
-    /// [`Action::Expire`].
+    /// [`Attempts::next_timeout`]: the next timeout, a learned one below
+    /// it, or a breaker's probe's); `probe` says whether it is a probe,
+    /// whose timeout is given whole, where any other is cut to the
+    /// deadline. Answers [`Action::Send`] or [`Action::Expire`].
     #[inline]
     pub fn admitted(
         &mut self,
         retry: &Retry,
         now: impl FnOnce() -> Instant,
-        probe: Option<Duration>,
+        timeout: Duration,
+        probe: bool,
     ) -> Action {
         let timeout = match (probe, retry.config().deadline) {
-            (Some(probe), _) => probe,
-            (None, Some(_)) => retry
+            (true, _) | (false, None) => timeout,
+            (false, Some(_)) => retry
                 .left(&self.call, now())
-                .map_or(self.next, |left| self.next.min(left)),
-            (None, None) => self.next,
+                .map_or(timeout, |left| timeout.min(left)),
         };
         if timeout.is_zero() {
             Action::Expire
@@ -362,7 +364,7 @@ mod tests {
         let mut attempts = Attempts::new(&retry, t0, ms(999));
         for n in 1..=2 {
             assert_eq!(
-                attempts.admitted(&retry, || t0, None),
+                attempts.admitted(&retry, || t0, attempts.next_timeout(), false),
                 Action::Send { timeout: ms(100) }
             );
             assert!(attempts.may_follow(&retry));
@@ -409,7 +411,12 @@ mod tests {
         let retry = retry(unbounded, t0);
         let mut attempts = Attempts::new(&retry, t0, ms(999));
         assert_eq!(
-            attempts.admitted(&retry, || panic!("the time was asked"), None),
+            attempts.admitted(
+                &retry,
+                || panic!("the time was asked"),
+                attempts.next_timeout(),
+                false
+            ),
             Action::Send { timeout: ms(100) }
         );
     }
@@ -420,11 +427,11 @@ mod tests {
         let retry = retry(config(), t0);
         let mut attempts = Attempts::new(&retry, t0, ms(100));
         assert_eq!(
-            attempts.admitted(&retry, || t0 + ms(200), None),
+            attempts.admitted(&retry, || t0 + ms(200), attempts.next_timeout(), false),
             Action::Send { timeout: ms(50) }
         );
         assert_eq!(
-            attempts.admitted(&retry, || t0 + ms(250), None),
+            attempts.admitted(&retry, || t0 + ms(250), attempts.next_timeout(), false),
             Action::Expire
         );
     }
@@ -435,13 +442,13 @@ mod tests {
         let retry = retry(config(), t0);
         let mut attempts = Attempts::new(&retry, t0, ms(100));
         assert_eq!(
-            attempts.admitted(&retry, || t0 + ms(240), Some(Duration::from_secs(30))),
+            attempts.admitted(&retry, || t0 + ms(240), Duration::from_secs(30), true),
             Action::Send {
                 timeout: Duration::from_secs(30)
             }
         );
         assert_eq!(
-            attempts.admitted(&retry, || t0 + ms(300), Some(ms(100))),
+            attempts.admitted(&retry, || t0 + ms(300), ms(100), true),
             Action::Send { timeout: ms(100) }
         );
     }
@@ -571,7 +578,7 @@ mod tests {
         assert_eq!(attempts.backoff_elapsed(), Action::Acquire);
         // Admitted after the backoff with no time left: not sent.
         assert_eq!(
-            attempts.admitted(&retry, || t0 + ms(250), None),
+            attempts.admitted(&retry, || t0 + ms(250), attempts.next_timeout(), false),
             Action::Expire
         );
         // A retry with a millisecond or less before the deadline is not sent.

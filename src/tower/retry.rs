@@ -448,10 +448,8 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
                 First::Refused(rejection)
             }
             Ok(permit) => {
-                let probe = permit
-                    .is_probe()
-                    .then(|| permit.timeout(attempts.next_timeout()));
-                match attempts.admitted(retry, || limiter.clock().now(), probe) {
+                let (timeout, probe) = (permit.timeout(attempts.next_timeout()), permit.is_probe());
+                match attempts.admitted(retry, || limiter.clock().now(), timeout, probe) {
                     Action::Send { timeout } => {
                         let sent = if again {
                             let sent = request.clone();

@@ -158,11 +158,10 @@ impl<'a> World<'a> {
                     // The limiter's retry gives the attempt its timeout,
                     // cut at the request's deadline (a probe's own, whole),
                     // or sends none with no time left.
-                    let probe = permit
-                        .is_probe()
-                        .then(|| permit.timeout(attempts.next_timeout()));
+                    let (timeout, probe) =
+                        (permit.timeout(attempts.next_timeout()), permit.is_probe());
                     let clock = &self.clock;
-                    match attempts.admitted(retry, || clock.now(), probe) {
+                    match attempts.admitted(retry, || clock.now(), timeout, probe) {
                         Action::Send { timeout } => {
                             self.send(Owner::Request(req), permit, nanos(timeout));
                         }

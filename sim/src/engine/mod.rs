@@ -197,6 +197,10 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
             Some(priorities) => builder.priorities(priorities.clone()),
             None => builder,
         };
+        let builder = match setup.timeout {
+            Some(timeout) => builder.timeout(timeout),
+            None => builder,
+        };
         limiters.push(builder.build()?);
     }
     let end = nanos(scenario.duration);

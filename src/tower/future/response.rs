@@ -159,15 +159,17 @@ impl<F, K, A: Algorithm, C: Clock> fmt::Debug for ResponseFuture<F, K, A, C> {
 
 /// The timeout of the one attempt of a call without retries (the plain
 /// layer's, or a retrying layer's under a limiter with no retry policy),
-/// admitted under `permit`: a probe's own (or `timeout` if the limiter has none),
-/// otherwise `timeout`; `None` for none.
+/// admitted under `permit`: what the permit gives it within `timeout`
+/// ([`Permit::timeout`](crate::Permit::timeout): a probe's own, or a learned
+/// one below `timeout`), or a probe's own if there is no `timeout`; `None`
+/// for none.
 pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
     permit: &OwnedPermit<A, C>,
     timeout: Option<Duration>,
 ) -> Option<Duration> {
-    if permit.is_probe() {
-        permit.limiter().probe_timeout().or(timeout)
-    } else {
-        timeout
+    match timeout {
+        Some(timeout) => Some(permit.timeout(timeout)),
+        None if permit.is_probe() => permit.limiter().probe_timeout(),
+        None => None,
     }
 }

@@ -271,10 +271,9 @@ where
                     };
                     let action = match (this.attempts.as_mut(), retry) {
                         (Some(attempts), Some(retry)) => {
-                            let probe = permit
-                                .is_probe()
-                                .then(|| permit.timeout(attempts.next_timeout()));
-                            attempts.admitted(retry, now, probe)
+                            let (timeout, probe) =
+                                (permit.timeout(attempts.next_timeout()), permit.is_probe());
+                            attempts.admitted(retry, now, timeout, probe)
                         }
                         _ => Action::Send {
                             timeout: single_timeout(permit, *this.layer_timeout)

@@ -11,8 +11,22 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::window::{Aggregation, WindowConfig};
 use rheostat::algorithms::{AimdConfig, AimdMode, GradientConfig, ThrottleConfig, VegasConfig};
-use rheostat::config::{KeyedConfig, LimiterConfig, LimitersConfig, PolicyConfig};
+use rheostat::config::{ConfigFileError, KeyedConfig, LimiterConfig, LimitersConfig, PolicyConfig};
 use rheostat::{LearnedTimeout, Limiter, Outcome, QueueOrder, Sharding, Timeout};
+
+/// Each error of a file: the field as the file writes it, and its line.
+fn fields_and_lines(err: &ConfigFileError) -> Vec<(String, Option<usize>)> {
+    err.errors()
+        .map(|e| (e.field().to_owned(), e.line()))
+        .collect()
+}
+
+/// Each error of a file: the field, the reason and the line.
+fn fields_reasons_and_lines(err: &ConfigFileError) -> Vec<(String, String, Option<usize>)> {
+    err.errors()
+        .map(|e| (e.field().to_owned(), e.reason().to_owned(), e.line()))
+        .collect()
+}
 
 fn every_policy() -> Vec<PolicyConfig> {
     let ms = Duration::from_millis;
@@ -829,10 +843,7 @@ fn switching_checkout_to_a_breaker_reports_all_six_aimd_fields_in_file_order() {
     let edited = text.replace(aimd, "[limiters.checkout.policy]\npolicy = \"breaker\"\n");
     let err = LimitersConfig::from_toml(&edited).unwrap_err();
     let checkout = text[..text.find(aimd).unwrap()].lines().count() + 3;
-    let found: Vec<(String, Option<usize>)> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.line()))
-        .collect();
+    let found = fields_and_lines(&err);
     let expected: Vec<(String, Option<usize>)> =
         ["mode", "initial", "min", "max", "backoff", "timeout"]
             .iter()
@@ -857,10 +868,7 @@ fn an_error_in_each_of_several_limiters_is_reported_at_once_in_file_order() {
                 [limiters.alpha]\nmax_wait = \"0s\"\n[limiters.alpha.policy]\npolicy = \"fixed\"\nlimit = 3\n\
                 [limiters.mid.policy]\npolicy = \"aimdd\"\n";
     let err = LimitersConfig::from_toml(text).unwrap_err();
-    let found: Vec<_> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.line()))
-        .collect();
+    let found = fields_and_lines(&err);
     assert_eq!(
         found,
         [
@@ -875,10 +883,7 @@ fn an_error_in_each_of_several_limiters_is_reported_at_once_in_file_order() {
         "zeta": {"policy": {"policy": "aimd", "backoff": 1.5}},
         "alpha": {"max_wait": "0s", "policy": {"policy": "fixed", "limit": 3}}}}"#;
     let err = LimitersConfig::from_json(json).unwrap_err();
-    let found: Vec<_> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.line()))
-        .collect();
+    let found = fields_and_lines(&err);
     assert_eq!(
         found,
         [
@@ -1066,10 +1071,7 @@ fn each_bad_field_of_a_learned_timeout_is_reported_with_its_range_and_line() {
                 window = \"400 years\"\n\
                 min_samples = 0\n";
     let err = LimitersConfig::from_toml(text).unwrap_err();
-    let found: Vec<_> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.reason().to_owned(), e.line()))
-        .collect();
+    let found = fields_reasons_and_lines(&err);
     let expected = [
         (
             "ceiling",
@@ -1123,10 +1125,7 @@ fn each_bad_field_of_a_learned_timeout_is_reported_with_its_range_and_line() {
         "[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nceiling = \"1s\"\nfloor = \"2s\"\nmin_samples = -1\n",
     )
     .unwrap_err();
-    let found: Vec<_> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.reason().to_owned(), e.line()))
-        .collect();
+    let found = fields_reasons_and_lines(&err);
     assert_eq!(
         found,
         [
@@ -1150,10 +1149,7 @@ fn each_bad_field_of_a_learned_timeout_is_reported_with_its_range_and_line() {
          \"q\": {\"max_wait\": \"0s\", \"policy\": {\"policy\": \"aimd\"}}}}",
     )
     .unwrap_err();
-    let found: Vec<_> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.line()))
-        .collect();
+    let found = fields_and_lines(&err);
     assert_eq!(
         found,
         [
@@ -1173,10 +1169,7 @@ fn a_typo_in_a_learned_timeout_is_refused_with_its_line_and_a_bad_string_told_wh
         "[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nqantile = 0.99\nmargin = 0.5\n",
     )
     .unwrap_err();
-    let found: Vec<_> = err
-        .errors()
-        .map(|e| (e.field().to_owned(), e.line()))
-        .collect();
+    let found = fields_and_lines(&err);
     assert_eq!(
         found,
         [

@@ -7,7 +7,7 @@
 )]
 
 use rheostat::Admission;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -495,6 +495,16 @@ fn every_series_in_real_prometheus_output_has_its_help_line() {
     }
 }
 
+/// The values of the `limiter` label across every series of `text`.
+fn limiter_labels(text: &str) -> BTreeSet<String> {
+    series(text)
+        .into_iter()
+        .flat_map(|(_, labels)| labels)
+        .filter(|(k, _)| k == "limiter")
+        .map(|(_, v)| v)
+        .collect()
+}
+
 /// A Prometheus text exposition as `(name, labels)` per series line, the
 /// labels as written.
 fn series(text: &str) -> Vec<(String, Vec<(String, String)>)> {
@@ -769,8 +779,6 @@ fn the_timeout_gauge_is_the_typed_timeout_or_the_learned_one_and_absent_without_
 /// labelled as it is, and no key becomes a label value.
 #[test]
 fn keys_sharing_summed_metrics_feed_one_set_of_series_labelled_by_it() {
-    use std::collections::BTreeSet;
-
     use rheostat::algorithms::Algorithm;
     use rheostat::keyed::KeyedLimiters;
     use rheostat::metrics::SummedMetrics;
@@ -799,12 +807,7 @@ fn keys_sharing_summed_metrics_feed_one_set_of_series_labelled_by_it() {
             .success();
     }
     let text = recorder.handle().render();
-    let labels: BTreeSet<String> = series(&text)
-        .into_iter()
-        .flat_map(|(_, labels)| labels)
-        .filter(|(k, _)| k == "limiter")
-        .map(|(_, v)| v)
-        .collect();
+    let labels = limiter_labels(&text);
     assert_eq!(labels, ["tenants".to_owned()].into(), "{text}");
     assert!(!text.contains("tenant-"), "{text}");
     assert!(
@@ -822,14 +825,13 @@ fn keys_sharing_summed_metrics_feed_one_set_of_series_labelled_by_it() {
 /// Keyed limiters: series by configured name, never by key.
 #[cfg(feature = "config")]
 mod keyed {
-    use std::collections::BTreeSet;
     use std::time::Duration;
 
     use rheostat::config::LimitersConfig;
     use rheostat::keyed::KeyedLimiters;
     use rheostat::ManualClock;
 
-    use super::series;
+    use super::{limiter_labels, series};
 
     const FILE: &str = r#"
         [default.policy]
@@ -885,12 +887,7 @@ mod keyed {
         });
         assert!(counts.iter().all(|&n| n == counts[0]), "{counts:?}");
         let text = recorder.handle().render();
-        let labels: BTreeSet<String> = series(&text)
-            .into_iter()
-            .flat_map(|(_, labels)| labels)
-            .filter(|(k, _)| k == "limiter")
-            .map(|(_, v)| v)
-            .collect();
+        let labels = limiter_labels(&text);
         assert_eq!(
             labels,
             ["default", "payments"].map(str::to_owned).into(),

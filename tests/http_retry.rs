@@ -11,13 +11,14 @@
 
 #[path = "support/decisions.rs"]
 mod decisions;
+#[path = "support/server_thread.rs"]
+mod server_thread;
 use decisions::Decisions;
 use rheostat::Admission;
+use server_thread::{Runtime, ServerThread};
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -76,35 +77,24 @@ impl Script {
 /// A hyper server on 127.0.0.1, on a thread and runtime of its own, that
 /// counts the requests it receives. Stops when dropped.
 struct Server {
-    addr: SocketAddr,
+    thread: ServerThread,
     hits: Arc<AtomicU32>,
     methods: Arc<Mutex<Vec<String>>>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
     fn start(script: Script) -> Server {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
         let hits = Arc::new(AtomicU32::new(0));
         let methods = Arc::new(Mutex::new(Vec::new()));
-        let (shutdown, stopped) = oneshot::channel();
         let (counter, seen) = (Arc::clone(&hits), Arc::clone(&methods));
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(serve(listener, script, counter, seen, stopped));
-        });
+        let thread = ServerThread::start(Runtime::CurrentThread, move |listener, stopped| {
+            serve(listener, script, counter, seen, stopped)
+        })
+        .unwrap();
         Server {
-            addr,
+            thread,
             hits,
             methods,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
         }
     }
 
@@ -118,7 +108,7 @@ impl Server {
     }
 
     fn uri(&self) -> String {
-        format!("http://{}/", self.addr)
+        format!("http://{}/", self.thread.addr())
     }
 
     fn get(&self) -> Request<Full<Bytes>> {
@@ -129,17 +119,6 @@ impl Server {
         Request::post(self.uri())
             .body(Full::new(Bytes::from_static(b"{\"amount\":1}")))
             .unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,6 +18,10 @@ use rheostat::algorithms::Gate;
 use rheostat::tower::{HttpClassifier, Rheostat, RheostatLayer};
 use rheostat::{CallError, DynLimiter, Observer};
 use tokio::sync::{oneshot, Semaphore};
+
+#[path = "server_thread.rs"]
+mod server_thread;
+use server_thread::{Runtime, ServerThread};
 use tower::{Layer, ServiceExt};
 
 /// What the dependency does, from some instant on.
@@ -87,11 +90,9 @@ pub(crate) struct Dependency {
 
 /// A running server. Stops when dropped.
 pub(crate) struct Server {
-    addr: SocketAddr,
+    thread: ServerThread,
     start: Instant,
     schedule: Vec<(Duration, Phase)>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
     started: Arc<AtomicU64>,
 }
 
@@ -112,27 +113,16 @@ impl Server {
         schedule: Vec<(Duration, Phase)>,
         start: Instant,
     ) -> std::io::Result<Server> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let (shutdown, stopped) = oneshot::channel();
         let steps = schedule.clone();
         let started = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&started);
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .expect("a runtime for the server");
-            runtime.block_on(serve(listener, dependency, steps, start, stopped, counter));
-        });
+        let thread = ServerThread::start(Runtime::OneWorker, move |listener, stopped| {
+            serve(listener, dependency, steps, start, stopped, counter)
+        })?;
         Ok(Server {
-            addr,
+            thread,
             start,
             schedule,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
             started,
         })
     }
@@ -144,7 +134,7 @@ impl Server {
     }
 
     pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
+        self.thread.addr()
     }
 
     /// The phase the schedule says the dependency is in `at` after start.
@@ -154,17 +144,6 @@ impl Server {
 
     pub(crate) fn start_instant(&self) -> Instant {
         self.start
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

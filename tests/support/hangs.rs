@@ -9,7 +9,6 @@ use std::error::Error;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,6 +22,10 @@ use rheostat::algorithms::Aimd;
 use rheostat::tower::{HttpClassifier, Rheostat, RheostatLayer};
 use rheostat::{CallError, Limiter, Timeout};
 use tokio::sync::{oneshot, Semaphore};
+
+#[path = "server_thread.rs"]
+mod server_thread;
+use server_thread::{Runtime, ServerThread};
 use tokio::task::JoinSet;
 use tower::{Layer, ServiceExt};
 
@@ -75,45 +78,23 @@ impl Default for Setup {
 /// A hyper server on 127.0.0.1, on a thread and runtime of its own. Stops
 /// when dropped.
 struct Server {
-    addr: SocketAddr,
+    thread: ServerThread,
     /// Requests it is not answering, whose connection is still open.
     hanging: Arc<AtomicU32>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
     fn start(setup: Setup, start: Instant) -> std::io::Result<Server> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let (shutdown, stopped) = oneshot::channel();
         let hanging = Arc::new(AtomicU32::new(0));
         let counter = Arc::clone(&hanging);
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the server");
-            runtime.block_on(serve(listener, setup, start, counter, stopped));
-        });
-        Ok(Server {
-            addr,
-            hanging,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
-        })
+        let thread = ServerThread::start(Runtime::CurrentThread, move |listener, stopped| {
+            serve(listener, setup, start, counter, stopped)
+        })?;
+        Ok(Server { thread, hanging })
     }
-}
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+    fn addr(&self) -> SocketAddr {
+        self.thread.addr()
     }
 }
 
@@ -257,7 +238,7 @@ impl Run {
             tally: Arc::new(Tally::default()),
             server,
         };
-        let uri: hyper::Uri = format!("http://{}/", run.server.addr).parse()?;
+        let uri: hyper::Uri = format!("http://{}/", run.server.addr()).parse()?;
         tasks.spawn(drive(
             service,
             uri,

@@ -34,11 +34,31 @@
 //!   through, and a slowdown raises the timeout after the first such
 //!   success instead of after a window. A call that hangs to the ceiling is
 //!   not a success and teaches nothing: the timeout does not rise for it.
-//! - **Too little to go on.** Until the window holds
+//!   The share is bounded in slots as well as in calls: at most `share`
+//!   of the limit's slots (at least one) are held by such calls at once. A
+//!   call given the ceiling that hangs holds its slot for the whole
+//!   ceiling, and while an adaptive limit is low, a few of them could
+//!   otherwise hold every slot it has.
+//! - **What an expiry says.** A call cut by the learned timeout is either a
+//!   hang or an answer the timeout did not wait for; the calls given the
+//!   ceiling tell which. Until one of them has failed past the learned
+//!   timeout (hung to the ceiling, or failed slowly) within the last
+//!   window, an expiry of the learned timeout reaches the policy as
+//!   [`Outcome::Ignore`]: the timeout ended it, not the dependency, and an
+//!   adaptive limit must not read a slowdown the timeout has not caught up
+//!   with as loss. Once one has, expiries are drops, as a typed timeout's
+//!   are, so a dependency that hangs is seen as one (a call given the
+//!   ceiling that answers past the timeout clears that evidence). The
+//!   limit's count of calls that went missing still counts an ignored
+//!   call as answered.
+//! - **Too little to go on.** Until the window first holds
 //!   [`min_samples`](LearnedTimeout::min_samples) successes (100 by
 //!   default), the ceiling applies: the largest of a hundred latencies is
 //!   about their p99, and fewer say too little of the tail for the margin
-//!   to cover.
+//!   to cover. Once a value is learned, a window with too few successes
+//!   (an outage, a limit cut low) keeps it: too little new evidence is no
+//!   reason to forget, and the calls given the ceiling raise it if the
+//!   dependency has slowed.
 //!
 //! # Memory
 //!
@@ -191,8 +211,10 @@ pub struct LearnedTimeout {
     /// the timeout, and calls would be cut for the caller's own hiccups.
     pub floor: Duration,
     /// The share of calls given the ceiling so that slower answers stay in
-    /// view (0.01), in (0, 0.5]. Each such call that hangs holds a worker
-    /// until the ceiling, as every call would with the typed timeout.
+    /// view (0.01), in (0, 0.5]; at most this share of the limit's slots
+    /// (at least one) are held by such calls at once. Each such call that
+    /// hangs holds a worker until the ceiling, as every call would with the
+    /// typed timeout.
     pub share: f64,
     /// How much history the quantile reads (60 s): between half of it and
     /// all of it. A dependency that has changed is known by its new
@@ -200,8 +222,8 @@ pub struct LearnedTimeout {
     pub window: Duration,
     /// The successes the window must hold before the learned timeout
     /// applies (100), in [1, 1000000]; until then, the ceiling does. A
-    /// dependency called less than `min_samples` times a window always
-    /// gets the ceiling.
+    /// dependency never called `min_samples` times in a window always gets
+    /// the ceiling; once one is learned, a window with fewer keeps it.
     pub min_samples: u32,
 }
 
@@ -307,6 +329,18 @@ impl LearnedTimeout {
         Ok(())
     }
 
+    /// The most calls given the ceiling in flight at once under `limit`:
+    /// `share` of its slots, at least one.
+    pub(crate) fn uncut_slots(&self, limit: u32) -> u32 {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "share is in (0, 0.5]: the product is in [0, limit]"
+        )]
+        let slots = (self.share * f64::from(limit)) as u32;
+        slots.max(1)
+    }
+
     /// The draw (out of 2^32) below which a call gets the ceiling.
     pub(crate) fn share_threshold(&self) -> u32 {
         #[allow(
@@ -332,13 +366,19 @@ pub(crate) struct Learner {
     /// Where the two are added to read the quantile (kept for its
     /// allocation).
     both: Histogram<u32>,
-    /// Successes recorded in `current` and `previous`, each once.
+    /// Successes recorded in `current` and `previous`, each as many times
+    /// as it was recorded (a success slower than the timeout stands for
+    /// the calls like it that were cut).
     seen: (u64, u64),
     /// When `current` began.
     turned: Instant,
     /// When the value was last read.
     read: Instant,
     value: Option<Duration>,
+    /// Until when a call given the ceiling that outlived the learned
+    /// timeout and then did not answer says that the calls the timeout cuts
+    /// would not have answered either ([`Learner::judge`]).
+    hangs_until: Option<Instant>,
 }
 
 impl Learner {
@@ -367,6 +407,7 @@ impl Learner {
             turned: now,
             read: now,
             value: None,
+            hangs_until: None,
         }
     }
 
@@ -374,6 +415,42 @@ impl Learner {
     /// window holds `min_samples` successes.
     pub(crate) fn value(&self) -> Option<Duration> {
         self.value
+    }
+
+    /// What the policy is told of a call that ended at `at` with `outcome`
+    /// after `latency` (`uncut` if it was given the ceiling): `outcome`,
+    /// but for a failure at or past the learned timeout of a call that was
+    /// not given the ceiling — most likely cut by the timeout — while no
+    /// call given the ceiling has shown, within the last window, that calls
+    /// this slow do not answer: that one is [`Outcome::Ignore`], since the
+    /// timeout ended it, not the dependency. A call given the ceiling that
+    /// fails past the learned timeout is that evidence; one that succeeds
+    /// past it is evidence of the opposite (the dependency slowed down, and
+    /// the timeout rises: [`Learner::tell`]).
+    pub(crate) fn judge(
+        &mut self,
+        at: Instant,
+        outcome: Outcome,
+        latency: Duration,
+        uncut: bool,
+    ) -> Outcome {
+        let Some(value) = self.value else {
+            return outcome;
+        };
+        if latency < value {
+            return outcome;
+        }
+        match outcome {
+            Outcome::Success if uncut => self.hangs_until = None,
+            Outcome::Overload if uncut => {
+                self.hangs_until = at.checked_add(self.config.window);
+            }
+            Outcome::Overload if self.hangs_until.is_none_or(|until| at >= until) => {
+                return Outcome::Ignore;
+            }
+            _ => {}
+        }
+        outcome
     }
 
     /// A call ended at `at` with `outcome` after `latency`; whether the
@@ -391,7 +468,7 @@ impl Learner {
         let count = if slower { self.weight } else { 1 };
         self.current
             .saturating_record_n(micros(latency).max(1), count);
-        self.seen.0 += 1;
+        self.seen.0 += u64::from(count);
         let due = turned
             || slower
             || self.value.is_none()
@@ -430,7 +507,8 @@ impl Learner {
     /// the ceiling; `None` with too few successes.
     fn read_value(&mut self) -> Option<Duration> {
         if self.seen.0 + self.seen.1 < u64::from(self.config.min_samples) {
-            return None;
+            // Too little new to go on: what was learned stands.
+            return self.value;
         }
         if self.both.set_to(&self.previous).is_err() || self.both.add(&self.current).is_err() {
             // Unreachable: the three share their bounds.
@@ -535,15 +613,104 @@ mod tests {
     }
 
     #[test]
-    fn a_whole_window_without_a_success_forgets_everything_and_the_ceiling_applies() {
+    fn a_whole_window_without_a_success_forgets_its_latencies_but_not_its_value() {
         let t0 = Instant::now();
         let config = LearnedTimeout::new(Duration::from_secs(15));
         let mut learner = Learner::new(config, t0);
         let at = fed(&mut learner, t0, 500, ms(50));
-        assert!(learner.value().is_some());
-        learner.tell(at + config.window, Outcome::Success, ms(50));
-        assert_eq!(learner.value(), None);
+        let learned = learner.value().unwrap();
+        // An outage: a window without a success forgets the latencies; too
+        // few new ones to go on, so what was learned stands.
+        let at = at + config.window;
+        learner.tell(at, Outcome::Success, ms(50));
         assert_eq!(learner.seen, (1, 0));
+        assert_eq!(learner.value(), Some(learned));
+        // A hundred new successes, ten times slower, are the new value.
+        fed(&mut learner, at, 100, ms(500));
+        assert!(
+            learner.value().unwrap() >= ms(1_000),
+            "{:?}",
+            learner.value()
+        );
+    }
+
+    /// A learner with a 15 s ceiling that has learned about 100 ms from
+    /// 50 ms successes; the instant after the last.
+    fn learned_100ms(t0: Instant) -> (Learner, Instant) {
+        let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+        let at = fed(&mut learner, t0, 200, ms(50));
+        (learner, at)
+    }
+
+    #[test]
+    fn an_expiry_of_the_learned_timeout_is_ignored_until_a_call_given_the_ceiling_hangs() {
+        let t0 = Instant::now();
+        let (mut learner, at) = learned_100ms(t0);
+        let value = learner.value().unwrap();
+        // Cut at the learned timeout, with nothing to say those calls would
+        // not have answered: the timeout ended it, not the dependency.
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, false),
+            Outcome::Ignore
+        );
+        // A failure faster than the timeout is the dependency's.
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, ms(20), false),
+            Outcome::Overload
+        );
+        // A call given the ceiling fails past the learned timeout: calls that
+        // slow do not answer, and for a window the expiries are drops.
+        let hung = at + ms(15_000);
+        assert_eq!(
+            learner.judge(hung, Outcome::Overload, ms(15_000), true),
+            Outcome::Overload
+        );
+        assert_eq!(
+            learner.judge(hung, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        let window = LearnedTimeout::default().window;
+        assert_eq!(
+            learner.judge(hung + window - ms(1), Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        assert_eq!(
+            learner.judge(hung + window, Outcome::Overload, value, false),
+            Outcome::Ignore
+        );
+    }
+
+    #[test]
+    fn a_call_given_the_ceiling_that_answers_past_the_timeout_clears_the_evidence_of_hangs() {
+        let t0 = Instant::now();
+        let (mut learner, at) = learned_100ms(t0);
+        let value = learner.value().unwrap();
+        learner.judge(at, Outcome::Overload, ms(15_000), true);
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        // One answers in 2 s: the dependency slowed down, it does not hang.
+        let slow = ms(2_000);
+        assert_eq!(
+            learner.judge(at, Outcome::Success, slow, true),
+            Outcome::Success
+        );
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, false),
+            Outcome::Ignore
+        );
+        // Successes and ignored calls are told as they are, whatever the
+        // evidence; and nothing is judged before a timeout is learned.
+        assert_eq!(
+            learner.judge(at, Outcome::Ignore, value, false),
+            Outcome::Ignore
+        );
+        let mut fresh = Learner::new(LearnedTimeout::default(), t0);
+        assert_eq!(
+            fresh.judge(t0, Outcome::Overload, slow, false),
+            Outcome::Overload
+        );
     }
 
     #[test]

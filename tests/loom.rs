@@ -924,3 +924,63 @@ fn a_timeout_learned_while_calls_run_is_never_above_the_ceiling_and_is_shown_onc
         assert_eq!(limiter.in_flight(), 0);
     });
 }
+
+#[test]
+fn calls_given_a_learned_timeouts_ceiling_racing_for_the_one_slot_allowed_never_both_get_it() {
+    loom::model(|| {
+        // The count of calls given the ceiling is taken by compare-and-swap
+        // at admission and given back at the end, without the policy's
+        // lock: under a limit of 2, `share` 0.5 allows one such call at a
+        // time, whichever of two racing calls is drawn, and the count is
+        // given back (a later call can be given the ceiling again).
+        let ceiling = Duration::from_secs(1);
+        let limiter = Arc::new(
+            Limiter::builder(Fixed::new(2).unwrap())
+                .clock(ManualClock::new())
+                .timeout(
+                    rheostat::Timeout::learned(ceiling)
+                        .share(0.5)
+                        .min_samples(1),
+                )
+                // A seed whose two racing calls are both drawn for the
+                // ceiling: the count, not the draw, must hold one back.
+                .seed(0)
+                .build()
+                .unwrap(),
+        );
+        limiter.try_acquire().unwrap().success();
+        assert!(limiter.learned_timeout().is_some());
+        // (calls given the ceiling, calls holding a permit)
+        let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (limiter, counts) = (Arc::clone(&limiter), Arc::clone(&counts));
+                thread::spawn(move || {
+                    let permit = limiter.try_acquire().unwrap();
+                    if permit.timeout(ceiling) == ceiling {
+                        counts.0.fetch_add(1, Ordering::SeqCst);
+                    }
+                    // Both permits held at once, then judged.
+                    counts.1.fetch_add(1, Ordering::SeqCst);
+                    while counts.1.load(Ordering::SeqCst) < 2 {
+                        thread::yield_now();
+                    }
+                    assert!(
+                        counts.0.load(Ordering::SeqCst) <= 1,
+                        "two given the ceiling"
+                    );
+                    drop(permit);
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        assert_eq!(limiter.in_flight(), 0);
+        let again = (0..16).any(|_| {
+            let permit = limiter.try_acquire().unwrap();
+            permit.timeout(ceiling) == ceiling
+        });
+        assert!(again, "the count was not given back");
+    });
+}

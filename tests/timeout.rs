@@ -146,6 +146,83 @@ fn about_one_call_in_a_hundred_is_given_the_ceiling() {
     assert!((140..=260).contains(&uncut), "{uncut}");
 }
 
+/// A `Fixed(limit)` limiter that has learned about 100 ms, with half of
+/// its calls drawn for the ceiling (the most `share` allows), so that the
+/// bound in slots is what stops them.
+fn half_drawn(limit: u32) -> (Limiter<Fixed, ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Fixed::new(limit).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(Duration::from_secs(15)).share(0.5))
+        .seed(11)
+        .build()
+        .unwrap();
+    for _ in 0..200 {
+        call(&limiter, &clock, ms(50), Outcome::Success);
+    }
+    assert!(limiter.learned_timeout().is_some());
+    (limiter, clock)
+}
+
+#[test]
+fn calls_given_the_ceiling_hold_at_most_their_share_of_the_slots_and_at_least_one() {
+    let ceiling = Duration::from_secs(15);
+    for (limit, most) in [(1, 1), (3, 1), (10, 5), (40, 20)] {
+        let (limiter, _clock) = half_drawn(limit);
+        let mut fullest = 0;
+        for round in 0..100 {
+            let permits: Vec<_> = (0..limit).map(|_| limiter.try_acquire().unwrap()).collect();
+            let uncut = permits
+                .iter()
+                .filter(|p| p.timeout(ceiling) == ceiling)
+                .count();
+            assert!(uncut <= most, "limit {limit}: {uncut} given the ceiling");
+            if round >= 50 {
+                fullest = fullest.max(uncut);
+            }
+            // Every permit's end gives its count back, however it ends.
+            for (i, permit) in permits.into_iter().enumerate() {
+                match i % 3 {
+                    0 => permit.success(),
+                    1 => permit.overload(),
+                    _ => drop(permit),
+                }
+            }
+        }
+        // Half the calls are drawn: the bound, not the draw, is what holds
+        // them, and it is still reached after fifty rounds of calls ended
+        // (no count is lost).
+        assert_eq!(fullest, most, "limit {limit}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// However calls are admitted and end, the calls in flight given the
+    /// ceiling never pass `max(1, share × limit)`.
+    #[test]
+    fn the_calls_given_the_ceiling_in_flight_never_pass_their_slots(
+        steps in proptest::collection::vec((any::<bool>(), 0usize..8), 1..200),
+    ) {
+        let ceiling = Duration::from_secs(15);
+        let (limiter, _clock) = half_drawn(8);
+        let mut held = Vec::new();
+        for (acquire, pick) in steps {
+            if acquire {
+                if let Ok(permit) = limiter.try_acquire() {
+                    held.push(permit);
+                }
+            } else if !held.is_empty() {
+                let permit = held.swap_remove(pick % held.len());
+                permit.success();
+            }
+            let uncut = held.iter().filter(|p| p.timeout(ceiling) == ceiling).count();
+            prop_assert!(uncut <= 4, "{uncut} of {} given the ceiling", held.len());
+        }
+    }
+}
+
 #[test]
 fn a_probe_keeps_its_own_timeout_and_a_limiter_that_learns_nothing_gives_the_ceiling() {
     let typed = Limiter::builder(Fixed::new(4).unwrap())

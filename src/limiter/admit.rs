@@ -75,11 +75,20 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// `ticket`, drawn into the share of calls given the ceiling if the
-    /// timeout is learned ([`crate::timeout`]).
+    /// timeout is learned ([`crate::timeout`]): a `share` of calls, with at
+    /// most `share` of the limit's slots (at least one) held by such calls
+    /// at once.
     #[inline]
     pub(super) fn draw_uncut(&self, ticket: Ticket) -> Ticket {
         match self.options.learned() {
-            Some(learned) if self.draw() < learned.share_threshold() => ticket.uncut(),
+            Some(learned)
+                if self.draw() < learned.share_threshold()
+                    && self
+                        .board
+                        .start_uncut(learned.uncut_slots(self.board.gate().limit())) =>
+            {
+                ticket.uncut()
+            }
             _ => ticket,
         }
     }

@@ -89,6 +89,9 @@ pub(super) struct Board {
     /// ([`crate::timeout`]); stored under the policy's lock like the
     /// answer, by [`Board::set_learned`].
     learned: AtomicU64,
+    /// Calls in flight given the ceiling of a learned timeout
+    /// ([`Board::start_uncut`]).
+    uncut: AtomicU32,
 }
 
 /// The instants of the answer last stored (as `u64::MAX` on the board while
@@ -124,6 +127,7 @@ impl Board {
             members,
             timed,
             learned: AtomicU64::new(0),
+            uncut: AtomicU32::new(0),
         }
     }
 
@@ -143,6 +147,27 @@ impl Board {
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
         });
         self.learned.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Count one more call given the ceiling of a learned timeout, unless
+    /// `most` are in flight already: whether it was counted. A slot held to
+    /// the ceiling by a call that hangs is a slot the others cannot use, so
+    /// the share given the ceiling is bounded in slots as well as in calls.
+    /// Counted and given back by compare-and-swap: the count never passes
+    /// `most`, whatever the threads racing for it.
+    #[inline]
+    pub(super) fn start_uncut(&self, most: u32) -> bool {
+        self.uncut
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// A call counted by [`Board::start_uncut`] has ended.
+    #[inline]
+    pub(super) fn end_uncut(&self) {
+        self.uncut.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Nanoseconds from the epoch to `at` (0 before it).

@@ -15,6 +15,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         self.release_class(ticket);
+        if ticket.is_uncut() {
+            self.board.end_uncut();
+        }
         let feedback = self.feedback();
         if feedback == Feedback::Nothing && !self.board.wakes() {
             // The policy learns nothing from it, no observer is set and the
@@ -93,7 +96,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant, at: u64) {
         let sample = self.sample(ticket, Outcome::Success, latency);
-        let transitions = self.learn_sample(sample, now, Some(at));
+        let transitions = self.learn_sample(sample, now, Some(at), ticket.is_uncut());
         self.release_observed(Outcome::Success, latency);
         self.report(transitions);
     }
@@ -164,7 +167,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         latency: Duration,
         now: Instant,
     ) -> Vec<Transition> {
-        self.learn_sample(self.sample(ticket, outcome, latency), now, None)
+        self.learn_sample(
+            self.sample(ticket, outcome, latency),
+            now,
+            None,
+            ticket.is_uncut(),
+        )
     }
 
     /// Tell the policy of `sample`, under its lock, and publish what it
@@ -174,16 +182,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// policy publishes moves (the deferral's promise), and it is asked
     /// nothing.
     #[inline]
-    fn learn_sample(&self, sample: Sample, now: Instant, covered: Option<u64>) -> Vec<Transition> {
+    fn learn_sample(
+        &self,
+        sample: Sample,
+        now: Instant,
+        covered: Option<u64>,
+        uncut: bool,
+    ) -> Vec<Transition> {
         let mut policy = self.lock_or_defer();
         if covered.is_some_and(|at| {
             self.board.covers(at, sample.latency, sample.in_flight) && !self.pending(at)
         }) {
-            self.tell(&mut policy, now, &sample);
+            self.tell(&mut policy, now, &sample, uncut);
             return Vec::new();
         }
         self.catch_up(&mut policy, now);
-        self.tell(&mut policy, now, &sample);
+        self.tell(&mut policy, now, &sample, uncut);
         let mut published = policy.publish();
         if published.wake_at.is_some_and(|t| t <= now) {
             policy.handle_timeout(now);

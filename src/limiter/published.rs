@@ -106,18 +106,32 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let mut scratch = std::mem::take(&mut held.scratch);
         self.deferred.take(&mut scratch);
         for (at, sample) in scratch.drain(..) {
-            self.tell(held, at, &sample);
+            self.tell(held, at, &sample, false);
         }
         held.scratch = scratch;
     }
 
     /// Tell the policy, and the timeout's learner if any, how a call ended
-    /// at `at`; show the learned timeout if it moved. Every sample reaches
-    /// the policy through here, so the learner sees what the policy sees.
+    /// at `at` (`uncut` if it was given a learned timeout's ceiling); show
+    /// the learned timeout if it moved. Every sample reaches the policy
+    /// through here, so the learner sees what the policy sees; the
+    /// learner first says whether a call its timeout cut is evidence
+    /// ([`crate::timeout`], "What an expiry says").
     #[inline]
-    pub(super) fn tell(&self, held: &mut Held<A>, at: Instant, sample: &Sample) {
-        held.policy.on_sample(at, sample);
-        if let Some(learner) = &mut held.learner {
+    pub(super) fn tell(&self, held: &mut Held<A>, at: Instant, sample: &Sample, uncut: bool) {
+        let Some(learner) = &mut held.learner else {
+            held.policy.on_sample(at, sample);
+            return;
+        };
+        let outcome = learner.judge(at, sample.outcome, sample.latency, uncut);
+        if outcome == sample.outcome {
+            held.policy.on_sample(at, sample);
+        } else {
+            let mut judged = *sample;
+            judged.outcome = outcome;
+            held.policy.on_sample(at, &judged);
+        }
+        {
             if learner.tell(at, sample.outcome, sample.latency) {
                 self.board.set_learned(learner.value());
                 if let (Some(observer), Some(in_force)) = (&self.observer, self.timeout_in_force())

@@ -183,8 +183,10 @@ impl Rounds {
                     self.fresh = self.fresh.saturating_add(1);
                 }
             }
-            self.window.add(now, sample);
         }
+        // An ignored call is not evidence, but it came back: the window
+        // counts its time out as answered (Little's law).
+        self.window.add(now, sample);
         self.handle_timeout(core, now);
     }
 

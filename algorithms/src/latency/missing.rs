@@ -41,7 +41,9 @@ pub(crate) fn served_and_missing(summary: &WindowSummary) -> Option<(f64, f64)> 
                 && span >= 2.0 * average.as_secs_f64() =>
         {
             let served = f64::from(summary.successes()) * average.as_secs_f64() / span;
-            let answered = served + summary.drop_latency.as_secs_f64() / span;
+            let answered = served
+                + (summary.drop_latency.as_secs_f64() + summary.ignored_latency.as_secs_f64())
+                    / span;
             let in_flight = summary.mean_in_flight();
             let missing = if in_flight > 0.0 {
                 (1.0 - answered / in_flight).max(0.0)
@@ -51,5 +53,49 @@ pub(crate) fn served_and_missing(summary: &WindowSummary) -> Option<(f64, f64)> 
             Some((served, missing))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::window::{Window, WindowConfig};
+    use crate::{Outcome, Sample};
+
+    /// Over one second, 40 successes of 50 ms and 20 calls that a timeout
+    /// cut at 300 ms, each admitted with `in_flight` calls out: told as
+    /// `cut`.
+    fn second(cut: Outcome, in_flight: u32) -> WindowSummary {
+        let t0 = Instant::now();
+        let mut w = Window::new(WindowConfig {
+            min_samples: 1,
+            ..WindowConfig::default()
+        })
+        .expect("valid");
+        for i in 0..60u32 {
+            let at = t0 + Duration::from_millis(u64::from(i) * 1_000 / 60);
+            let sample = if i % 3 == 2 {
+                Sample::new(cut, Duration::from_millis(300), in_flight)
+            } else {
+                Sample::new(Outcome::Success, Duration::from_millis(50), in_flight)
+            };
+            w.add(at, &sample);
+        }
+        w.flush(t0 + Duration::from_secs(1)).expect("sixty calls")
+    }
+
+    #[test]
+    fn calls_cut_by_a_timeout_came_back_whether_they_are_drops_or_ignored() {
+        // 40 × 50 ms + 20 × 300 ms over about a second: 8 calls out at a
+        // time, all of them answered.
+        for cut in [Outcome::Overload, Outcome::Ignore] {
+            let (_, missing) = served_and_missing(&second(cut, 8)).expect("enough successes");
+            assert!(missing < 0.1, "{cut:?}: {missing}");
+        }
+        // With 40 out at a time, most of them never came back.
+        let (_, missing) = served_and_missing(&second(Outcome::Ignore, 40)).expect("enough");
+        assert!(missing > MISSING, "{missing}");
     }
 }

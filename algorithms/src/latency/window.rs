@@ -237,6 +237,10 @@ pub struct WindowSummary {
     /// The drops' latencies, summed: with the successes', the time the
     /// calls that came back spent out (Little's law over the window).
     pub drop_latency: Duration,
+    /// The latencies of the [`Outcome::Ignore`] calls, summed: not
+    /// evidence, but they came back, and were in flight beside the calls
+    /// recorded (Little's law over the window counts them as answered).
+    pub ignored_latency: Duration,
 }
 
 impl WindowSummary {
@@ -333,6 +337,7 @@ pub struct Window {
     last_drop_started: Option<Instant>,
     slowest_drop: Option<Duration>,
     drop_nanos: u128,
+    ignored_nanos: u128,
     reservoir: Vec<u64>,
     rng: SplitMix64,
 }
@@ -375,6 +380,7 @@ impl Window {
             last_drop_started: None,
             slowest_drop: None,
             drop_nanos: 0,
+            ignored_nanos: 0,
             reservoir: Vec::with_capacity(capacity),
             rng: SplitMix64::new(seed),
         })
@@ -443,7 +449,10 @@ impl Window {
     /// [`Outcome::Ignore`] calls are not recorded.
     pub fn add(&mut self, now: Instant, sample: &Sample) {
         match sample.outcome {
-            Outcome::Ignore => return,
+            Outcome::Ignore => {
+                self.ignored_nanos = self.ignored_nanos.saturating_add(sample.latency.as_nanos());
+                return;
+            }
             Outcome::Success => self.add_latency(sample.latency),
             Outcome::Overload => {
                 self.drops = self.drops.saturating_add(1);
@@ -512,6 +521,7 @@ impl Window {
         self.last_drop_started = None;
         self.slowest_drop = None;
         self.drop_nanos = 0;
+        self.ignored_nanos = 0;
         self.reservoir.clear();
     }
 
@@ -590,6 +600,9 @@ impl Window {
             last_drop_started: self.last_drop_started,
             slowest_drop: self.slowest_drop,
             drop_latency: Duration::from_nanos(u64::try_from(self.drop_nanos).unwrap_or(u64::MAX)),
+            ignored_latency: Duration::from_nanos(
+                u64::try_from(self.ignored_nanos).unwrap_or(u64::MAX),
+            ),
         };
         self.clear();
         summary

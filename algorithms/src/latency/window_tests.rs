@@ -100,7 +100,7 @@ fn a_window_of_drops_alone_has_no_latency() {
 }
 
 #[test]
-fn ignored_calls_are_never_recorded() {
+fn ignored_calls_are_never_recorded_but_their_time_out_is_summed() {
     let t0 = Instant::now();
     let mut w = window(100, 1000, 1);
     assert!(w
@@ -115,6 +115,9 @@ fn ignored_calls_are_never_recorded() {
         .expect("due");
     assert_eq!(s.samples, 1);
     assert_eq!(s.max_in_flight, 1);
+    // They came back, and Little's law over the window counts them.
+    assert_eq!(s.ignored_latency, ms(109));
+    assert_eq!(s.drop_latency, Duration::ZERO);
 }
 
 #[test]

@@ -47,10 +47,14 @@
 //!   [`Outcome::Ignore`]: the timeout ended it, not the dependency, and an
 //!   adaptive limit must not read a slowdown the timeout has not caught up
 //!   with as loss. Once one has, expiries are drops, as a typed timeout's
-//!   are, so a dependency that hangs is seen as one (a call given the
-//!   ceiling that answers past the timeout clears that evidence). The
-//!   limit's count of calls that went missing still counts an ignored
-//!   call as answered.
+//!   are, so a dependency that hangs is seen as one; the evidence stands
+//!   while the expiries it explains keep coming, and lapses a window after
+//!   the last (a call given the ceiling that answers past the timeout
+//!   clears it at once). The call given the ceiling that failed is itself
+//!   told as ignored: the expiries beside it carry the loss, and a drop of
+//!   the ceiling's length would have the policy wait out the ceiling, as
+//!   if every call were given it. The limit's count of calls that went
+//!   missing counts an ignored call as answered.
 //! - **Too little to go on.** Until the window first holds
 //!   [`min_samples`](LearnedTimeout::min_samples) successes (100 by
 //!   default), the ceiling applies: the largest of a hundred latencies is
@@ -424,9 +428,11 @@ impl Learner {
     /// call given the ceiling has shown, within the last window, that calls
     /// this slow do not answer: that one is [`Outcome::Ignore`], since the
     /// timeout ended it, not the dependency. A call given the ceiling that
-    /// fails past the learned timeout is that evidence; one that succeeds
-    /// past it is evidence of the opposite (the dependency slowed down, and
-    /// the timeout rises: [`Learner::tell`]).
+    /// fails past the learned timeout is that evidence, and it stands
+    /// while the expiries it explains keep coming (until a window passes
+    /// without one); one that succeeds past it is evidence of the opposite
+    /// (the dependency slowed down, and the timeout rises:
+    /// [`Learner::tell`]).
     pub(crate) fn judge(
         &mut self,
         at: Instant,
@@ -443,11 +449,19 @@ impl Learner {
         match outcome {
             Outcome::Success if uncut => self.hangs_until = None,
             Outcome::Overload if uncut => {
+                // The evidence. The expiries it explains carry the loss to
+                // the policy; told as a drop of the ceiling's length, it
+                // would also have the policy wait out the ceiling, as if
+                // every call were given it.
                 self.hangs_until = at.checked_add(self.config.window);
-            }
-            Outcome::Overload if self.hangs_until.is_none_or(|until| at >= until) => {
                 return Outcome::Ignore;
             }
+            Outcome::Overload if self.hangs_until.is_some_and(|until| at < until) => {
+                // An expiry the evidence explains: it stands while such
+                // calls keep coming, and lapses a window after the last.
+                self.hangs_until = at.checked_add(self.config.window);
+            }
+            Outcome::Overload => return Outcome::Ignore,
             _ => {}
         }
         outcome
@@ -659,23 +673,33 @@ mod tests {
             Outcome::Overload
         );
         // A call given the ceiling fails past the learned timeout: calls that
-        // slow do not answer, and for a window the expiries are drops.
+        // slow do not answer, and the expiries are drops (the call itself
+        // is evidence, told as ignored: the expiries carry the loss).
         let hung = at + ms(15_000);
         assert_eq!(
             learner.judge(hung, Outcome::Overload, ms(15_000), true),
-            Outcome::Overload
+            Outcome::Ignore
         );
         assert_eq!(
             learner.judge(hung, Outcome::Overload, value, false),
             Outcome::Overload
         );
+        // The evidence stands while the expiries it explains keep coming…
         let window = LearnedTimeout::default().window;
+        let later = hung + window - ms(1);
         assert_eq!(
-            learner.judge(hung + window - ms(1), Outcome::Overload, value, false),
+            learner.judge(later, Outcome::Overload, value, false),
             Outcome::Overload
         );
+        let later = later + window - ms(1);
         assert_eq!(
-            learner.judge(hung + window, Outcome::Overload, value, false),
+            learner.judge(later, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        // …and lapses a window after the last.
+        let after = later + window;
+        assert_eq!(
+            learner.judge(after, Outcome::Overload, value, false),
             Outcome::Ignore
         );
     }

@@ -802,12 +802,30 @@ fn a_server_table_makes_the_queue_newest_first_and_bounded_unless_told_otherwise
     );
 }
 
+/// The README's recommended configuration in a file — the recommended
+/// policy and a learned timeout, a line each — builds what
+/// `Limiter::recommended` builds in code.
 #[test]
-fn the_recommended_configuration_is_one_line_and_takes_no_fields() {
+fn the_recommended_limiter_in_a_file_is_the_recommended_limiter_in_code() {
+    let file = LimitersConfig::from_toml(
+        "[limiters.payments]\ntimeout = \"auto\"\n[limiters.payments.policy]\npolicy = \"recommended\"\n",
+    )
+    .unwrap();
+    let from_file = file.build("payments").unwrap();
+    let in_code = Limiter::recommended();
+    assert_eq!(from_file.snapshot().policy, in_code.snapshot().policy);
+    assert_eq!(from_file.gate(), in_code.gate());
+    assert_eq!(from_file.attempt_timeout(), Some(Duration::from_secs(15)));
+    assert_eq!(from_file.attempt_timeout(), in_code.attempt_timeout());
+    assert_eq!(from_file.timeout_in_force(), in_code.timeout_in_force());
+}
+
+#[test]
+fn the_recommended_policy_is_one_line_and_takes_no_fields() {
     let config = PolicyConfig::from_toml("policy = \"recommended\"").unwrap();
     assert_eq!(config, PolicyConfig::Recommended);
     assert_eq!(config.name(), "recommended");
-    // It round-trips, and builds what `Limiter::recommended` builds.
+    // It round-trips, and builds the policy `Limiter::recommended` has.
     let text = toml::to_string(&config).unwrap();
     assert_eq!(PolicyConfig::from_toml(&text).unwrap(), config);
     let json = serde_json::to_string(&config).unwrap();

@@ -203,7 +203,7 @@ pub fn svg(report: &ScenarioReport, rows: &[&str]) -> Result<String, String> {
 
 /// The rows a sweep's pictures show by default: no limiter, the binary
 /// breaker beside the throttle, each adaptive limit, and the recommended
-/// configuration, with the callers' timeout and with one learned.
+/// configuration, with its timeout learned and with the callers' own.
 pub const SWEEP_ROWS: [&str; 8] = [
     "none",
     "breaker",
@@ -212,7 +212,7 @@ pub const SWEEP_ROWS: [&str; 8] = [
     "vegas",
     "gradient",
     "recommended",
-    "rec. learned",
+    "rec. typed",
 ];
 
 /// The lines of one kind of a sweep's pictures, for each row in `rows`

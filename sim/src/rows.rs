@@ -35,7 +35,7 @@ pub fn all() -> Vec<Row> {
         aimd_priorities(),
         gradient_priorities(),
         recommended(),
-        recommended_learned(),
+        recommended_typed(),
     ]
 }
 
@@ -199,25 +199,28 @@ pub fn gradient_priorities() -> Row {
     around(gradient(), "gradient+priorities", with_priorities).only_where(Scenario::has_classes)
 }
 
-/// The README's first recommendation, at its defaults, as a configuration
-/// file names it (`policy = "recommended"`:
-/// [`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended)),
-/// told nothing of the scenario.
+/// The README's recommended configuration, at its defaults, as a
+/// configuration file writes it, told nothing of the scenario:
+/// `policy = "recommended"`
+/// ([`AimdConfig::recommended`](rheostat::algorithms::AimdConfig::recommended))
+/// and `timeout = "auto"` (the attempt timeout [learned](rheostat::timeout)
+/// at its defaults: the p99.9 of recent successes times 2, 1% of calls
+/// given the ceiling), below the callers' own timeout, which stays the
+/// ceiling.
 pub fn recommended() -> Row {
-    shipped("recommended", |_, _| {
+    around(recommended_typed(), "recommended", |_| {
+        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
+    })
+}
+
+/// The recommended policy with the callers' own timeout, typed (a file's
+/// `policy = "recommended"` with no `timeout`): the recommendation without
+/// its learned timeout, to show each scenario without it.
+pub fn recommended_typed() -> Row {
+    shipped("rec. typed", |_, _| {
         rheostat::config::PolicyConfig::Recommended.build()
     })
     .adaptive()
-}
-
-/// The recommendation with its attempt timeout
-/// [learned](rheostat::timeout) at the defaults (`timeout = "auto"`: the
-/// p99.9 of recent successes times 2, 1% of calls given the ceiling),
-/// below the callers' own timeout, which stays the ceiling.
-pub fn recommended_learned() -> Row {
-    around(recommended(), "rec. learned", |_| {
-        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
-    })
 }
 
 fn with_priorities(_: &Scenario) -> LimiterSetup {

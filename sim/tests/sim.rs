@@ -696,37 +696,53 @@ fn no_policy_beats_the_bound_on_any_shipped_scenario() {
     }
 }
 
-/// The learned timeout, on the shipped `pileup` at seed 1: the
-/// recommendation with a learned timeout (`rec. learned`) serves within 1%
-/// of what no limit serves (it runs one trial of sending less as the hangs
-/// begin) while holding at most a tenth of the workers no limit holds,
-/// where the recommendation with the callers' 15 s timeout serves almost
-/// nothing.
+/// The learned timeout of the recommended configuration, at seed 1: on
+/// `pileup` it serves within 2% of what no limit serves (it runs one trial
+/// of sending less once the hangs show) while holding at most a tenth of
+/// the workers no limit holds, where the recommendation with the callers'
+/// 15 s timeout (`rec. typed`) serves almost nothing; on `cold-start` it
+/// recovers no later than with the callers' timeout; and in no shipped
+/// scenario does it serve less than 0.95 of what the callers' timeout
+/// serves but `slow-success`, where both serve about 1% of the bound
+/// (every answer, at 9.9 s, is slower than the policy's own 5 s limit for
+/// a success) and the learned row holds fewer workers.
 #[test]
-#[ignore = "runs a shipped scenario; use --release"]
-fn a_learned_timeout_serves_the_pileup_with_a_tenth_of_the_workers() {
-    let scenarios: Vec<Scenario> = Scenario::builtin()
-        .unwrap()
-        .into_iter()
-        .filter(|s| s.name == "pileup")
-        .collect();
-    let rows = [
-        rows::none(),
-        rows::recommended(),
-        rows::recommended_learned(),
-    ];
+#[ignore = "runs the shipped scenarios; use --release"]
+fn the_recommended_timeout_learned_serves_the_pileup_with_a_tenth_of_the_workers() {
+    let scenarios = Scenario::builtin().unwrap();
+    let rows = [rows::none(), rows::recommended(), rows::recommended_typed()];
     let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();
-    let pileup = &report.scenarios[0];
+    let get = |s: &str| report.scenarios.iter().find(|r| r.name == s).unwrap();
+    let pileup = get("pileup");
     let none = pileup.policy("none").unwrap();
-    let typed = pileup.policy("recommended").unwrap();
-    let learned = pileup.policy("rec. learned").unwrap();
-    assert!(learned.goodput >= 0.99 * none.goodput, "{}", pileup.table());
+    let learned = pileup.policy("recommended").unwrap();
+    let typed = pileup.policy("rec. typed").unwrap();
+    assert!(learned.goodput >= 0.98 * none.goodput, "{}", pileup.table());
     assert!(
         learned.in_flight_mean <= 0.1 * none.in_flight_mean,
         "{}",
         pileup.table()
     );
     assert!(typed.goodput <= 0.05 * none.goodput, "{}", pileup.table());
+    let cold = get("cold-start");
+    let after = |p: &str| match cold.policy(p).unwrap().recovery {
+        Recovery::After(s) => s,
+        other => panic!("{p}: {other:?}\n{}", cold.table()),
+    };
+    assert!(
+        after("recommended") <= after("rec. typed"),
+        "{}",
+        cold.table()
+    );
+    for r in &report.scenarios {
+        let learned = r.policy("recommended").unwrap();
+        let typed = r.policy("rec. typed").unwrap();
+        if r.name == "slow-success" {
+            assert!(learned.pool_mean <= typed.pool_mean, "{}", r.table());
+            continue;
+        }
+        assert!(learned.goodput >= 0.95 * typed.goodput, "{}", r.table());
+    }
 }
 
 /// The headline claims of the comparison, on the shipped scenarios.

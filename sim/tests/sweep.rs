@@ -205,13 +205,14 @@ fn every_line_of_a_picture_spans_the_run() {
 
 /// The shipped sweep at the shipped defaults, seed 1: no row beats the
 /// bound in any cell; the recommended configuration keeps the caller whole
-/// in every cell, with the callers' timeout and with a learned one; with a
-/// learned one it holds 23 of the 24 (at least 0.9 of the best row that
-/// keeps the caller whole) and serves every cell of hangs at least as well
-/// as with the callers'; and the adaptive limits no longer read random errors as
-/// congestion (each keeps at least `NEVER_BELOW` of the best in every cell
-/// of errors, where they kept as little as 0.04). Other seeds are not
-/// asserted: the README and `docs/results.md` give the cells they miss.
+/// in every cell, with its learned timeout and with the callers' typed
+/// one; it holds every cell (at least 0.9 of the best row that keeps the
+/// caller whole), serves every cell of hangs at least as well as with the
+/// callers' timeout and no cell below 0.95 of it; and the adaptive limits
+/// no longer read random errors as congestion (each keeps at least
+/// `NEVER_BELOW` of the best in every cell of errors, where they kept as
+/// little as 0.04). Other seeds are not asserted: `docs/results.md` gives
+/// eight seeds' means.
 #[test]
 #[ignore = "runs the whole sweep; use --release"]
 fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
@@ -237,28 +238,31 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
         let sweep = SweepReport::new(&family.name, scored);
         let matrix = sweep.matrix();
         assert!(matrix.lines().all(|l| l.chars().count() <= 100), "{matrix}");
-        let mut learned_holds = 0;
+        let mut holds = 0;
         for cell in &sweep.cells {
-            let r = cell.row("recommended").unwrap();
-            assert!(r.whole, "{}: recommended {r:?}\n{matrix}", cell.scenario);
-            let learned = cell.row("rec. learned").unwrap();
+            let learned = cell.row("recommended").unwrap();
+            let typed = cell.row("rec. typed").unwrap();
+            for r in [learned, typed] {
+                assert!(r.whole, "{}: {r:?}\n{matrix}", cell.scenario);
+            }
+            holds += usize::from(learned.holds);
+            let (l, t) = (learned.vs_bound.unwrap(), typed.vs_bound.unwrap());
             assert!(
-                learned.whole,
-                "{}: rec. learned {learned:?}\n{matrix}",
+                l >= 0.95 * t,
+                "{}: {learned:?} against {typed:?}\n{matrix}",
                 cell.scenario
             );
-            learned_holds += usize::from(learned.holds);
             // A learned timeout serves every cell of hangs at least as well
             // as the callers' own.
             if cell.kind == Kind::Hangs {
                 assert!(
-                    learned.vs_bound.unwrap() >= r.vs_bound.unwrap(),
-                    "{}: rec. learned {learned:?} against {r:?}\n{matrix}",
+                    l >= t,
+                    "{}: {learned:?} against {typed:?}\n{matrix}",
                     cell.scenario
                 );
             }
         }
-        assert!(learned_holds >= 23, "{learned_holds} cells held\n{matrix}");
+        assert_eq!(holds, sweep.cells.len(), "{holds} cells held\n{matrix}");
         for policy in ["aimd", "vegas", "gradient"] {
             for cell in sweep.cells.iter().filter(|c| c.kind == Kind::Errors) {
                 assert!(

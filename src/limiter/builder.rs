@@ -473,23 +473,33 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
 
 impl Limiter<crate::algorithms::Aimd, DefaultClock> {
     /// A limiter with the recommended configuration for the interactive
-    /// path to a dependency the caller does not control
-    /// ([`AimdConfig::recommended`](crate::algorithms::AimdConfig::recommended)),
+    /// path to a dependency the caller does not control:
+    /// [`AimdConfig::recommended`](crate::algorithms::AimdConfig::recommended),
+    /// and an attempt timeout [learned](crate::timeout) from the
+    /// dependency, never above [`DEFAULT_CEILING`](crate::timeout::DEFAULT_CEILING)
+    /// (15 s; a caller's own timeout, given to
+    /// [`Permit::timeout`](crate::Permit::timeout), caps it further), with
     /// the system clock and default options. In a configuration file,
-    /// `policy = "recommended"`.
+    /// `policy = "recommended"` and `timeout = "auto"`.
     ///
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
     /// use rheostat::Limiter;
     ///
     /// let payments = Limiter::recommended();
     /// let permit = payments.try_acquire()?;
+    /// // Until it has learned, an attempt gets the caller's timeout.
+    /// assert_eq!(permit.timeout(Duration::from_secs(2)), Duration::from_secs(2));
     /// permit.success();
+    /// assert_eq!(payments.timeout_in_force(), Some(Duration::from_secs(15)));
     /// # Ok::<(), rheostat::Rejection>(())
     /// ```
     pub fn recommended() -> Self {
-        Limiter::new(crate::algorithms::Aimd::recommended())
+        Limiter::builder(crate::algorithms::Aimd::recommended())
+            .timeout(crate::timeout::LearnedTimeout::default())
+            .default_build()
     }
 }
 

@@ -1,0 +1,409 @@
+//! The learner of a [`LearnedTimeout`]: the window's histograms and the
+//! value read from them, and what an expiry of the learned timeout tells
+//! the policy ([the module docs](super) give the rules).
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::LearnedTimeout;
+use crate::algorithms::Outcome;
+
+/// How often, at most, the learned value is read again from the histograms:
+/// this many times a window (once a second at the default window), and
+/// whenever the window turns or a success slower than the timeout comes in.
+const READS_PER_WINDOW: u32 = 60;
+
+/// The learner: the window's histograms and the value read from them. Kept
+/// beside the policy, under its lock, and told every finished call the
+/// policy is told.
+pub(crate) struct Learner {
+    config: LearnedTimeout,
+    /// How many times a success slower than the learned timeout is
+    /// recorded: `1 / share`, rounded.
+    weight: u32,
+    current: Histogram<u32>,
+    previous: Histogram<u32>,
+    /// Where the two are added to read the quantile (kept for its
+    /// allocation).
+    both: Histogram<u32>,
+    /// Successes recorded in `current` and `previous`, each as many times
+    /// as it was recorded (a success slower than the timeout stands for
+    /// the calls like it that were cut).
+    seen: (u64, u64),
+    /// When `current` began.
+    turned: Instant,
+    /// When the value was last read.
+    read: Instant,
+    value: Option<Duration>,
+    /// Until when a call given the ceiling that outlived the learned
+    /// timeout and then did not answer says that the calls the timeout cuts
+    /// would not have answered either ([`Learner::judge`]).
+    hangs_until: Option<Instant>,
+}
+
+impl Learner {
+    /// A learner for `config` (validated), starting at `now`.
+    pub(crate) fn new(config: LearnedTimeout, now: Instant) -> Self {
+        let high = micros(config.ceiling).max(2);
+        let histogram = || {
+            Histogram::new_with_bounds(1, high, 1).unwrap_or_else(|_| {
+                // Unreachable: 1 ≤ low, 2 ≤ high, one significant digit.
+                Histogram::new(1).unwrap_or_else(|_| unreachable!("one significant digit is valid"))
+            })
+        };
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "share is in (0, 0.5]: 1 / share is in [2, 2^32)"
+        )]
+        let weight = (1.0 / config.share).round().min(f64::from(u32::MAX)) as u32;
+        Learner {
+            config,
+            weight: weight.max(1),
+            current: histogram(),
+            previous: histogram(),
+            both: histogram(),
+            seen: (0, 0),
+            turned: now,
+            read: now,
+            value: None,
+            hangs_until: None,
+        }
+    }
+
+    /// The timeout learned, before any caller's ceiling: `None` until the
+    /// window holds `min_samples` successes.
+    pub(crate) fn value(&self) -> Option<Duration> {
+        self.value
+    }
+
+    /// What the policy is told of a call that ended at `at` with `outcome`
+    /// after `latency` (`uncut` if it was given the ceiling): `outcome`,
+    /// but for a failure at or past the learned timeout of a call that was
+    /// not given the ceiling — most likely cut by the timeout — while no
+    /// call given the ceiling has shown, within the last window, that calls
+    /// this slow do not answer: that one is [`Outcome::Ignore`], since the
+    /// timeout ended it, not the dependency. A call given the ceiling that
+    /// fails past the learned timeout is that evidence, and it stands
+    /// while the expiries it explains keep coming (until a window passes
+    /// without one); one that succeeds past it is evidence of the opposite
+    /// (the dependency slowed down, and the timeout rises:
+    /// [`Learner::tell`]).
+    pub(crate) fn judge(
+        &mut self,
+        at: Instant,
+        outcome: Outcome,
+        latency: Duration,
+        uncut: bool,
+    ) -> Outcome {
+        let Some(value) = self.value else {
+            return outcome;
+        };
+        if latency < value {
+            return outcome;
+        }
+        match outcome {
+            Outcome::Success if uncut => self.hangs_until = None,
+            Outcome::Overload if uncut => {
+                // The evidence. The expiries it explains carry the loss to
+                // the policy; told as a drop of the ceiling's length, it
+                // would also have the policy wait out the ceiling, as if
+                // every call were given it.
+                self.hangs_until = at.checked_add(self.config.window);
+                return Outcome::Ignore;
+            }
+            Outcome::Overload if self.hangs_until.is_some_and(|until| at < until) => {
+                // An expiry the evidence explains: it stands while such
+                // calls keep coming, and lapses a window after the last.
+                self.hangs_until = at.checked_add(self.config.window);
+            }
+            Outcome::Overload => return Outcome::Ignore,
+            _ => {}
+        }
+        outcome
+    }
+
+    /// A call ended at `at` with `outcome` after `latency`; whether the
+    /// learned value changed. Only a success teaches anything, and only a
+    /// success moves the window on: a failure, a timeout or an ignored
+    /// call leaves the learner as it was.
+    pub(crate) fn tell(&mut self, at: Instant, outcome: Outcome, latency: Duration) -> bool {
+        if outcome != Outcome::Success {
+            return false;
+        }
+        let turned = self.turn(at);
+        // Slower than the timeout the others were given: it stands for the
+        // calls like it that were cut.
+        let slower = self.value.is_some_and(|value| latency > value);
+        let count = if slower { self.weight } else { 1 };
+        self.current
+            .saturating_record_n(micros(latency).max(1), count);
+        self.seen.0 += u64::from(count);
+        let due = turned
+            || slower
+            || self.value.is_none()
+            || at.saturating_duration_since(self.read) >= self.config.window / READS_PER_WINDOW;
+        if !due {
+            return false;
+        }
+        self.read = at;
+        let value = self.read_value();
+        let changed = value != self.value;
+        self.value = value;
+        changed
+    }
+
+    /// Start a new half window if the current one has run its half; forget
+    /// both if a whole window has passed. Whether it turned.
+    fn turn(&mut self, at: Instant) -> bool {
+        let since = at.saturating_duration_since(self.turned);
+        if since < self.config.window / 2 {
+            return false;
+        }
+        if since >= self.config.window {
+            self.previous.reset();
+            self.seen.1 = 0;
+        } else {
+            std::mem::swap(&mut self.current, &mut self.previous);
+            self.seen.1 = self.seen.0;
+        }
+        self.current.reset();
+        self.seen.0 = 0;
+        self.turned = at;
+        true
+    }
+
+    /// The quantile over the window times the margin, within the floor and
+    /// the ceiling; `None` with too few successes.
+    fn read_value(&mut self) -> Option<Duration> {
+        if self.seen.0 + self.seen.1 < u64::from(self.config.min_samples) {
+            // Too little new to go on: what was learned stands.
+            return self.value;
+        }
+        if self.both.set_to(&self.previous).is_err() || self.both.add(&self.current).is_err() {
+            // Unreachable: the three share their bounds.
+            return self.value;
+        }
+        #[allow(clippy::cast_precision_loss, reason = "microseconds below 2^53")]
+        let quantile = self.both.value_at_quantile(self.config.quantile) as f64 / 1e6;
+        let learned = Duration::try_from_secs_f64(quantile * self.config.margin)
+            .unwrap_or(self.config.ceiling);
+        Some(learned.clamp(self.config.floor, self.config.ceiling))
+    }
+}
+
+impl fmt::Debug for Learner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Learner")
+            .field("config", &self.config)
+            .field("seen", &(self.seen.0 + self.seen.1))
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `d` in whole microseconds, saturating.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A learner with a 15 s ceiling, fed `n` successes of `latency`, one
+    /// every 10 ms from `t0`; the instant after the last.
+    fn fed(learner: &mut Learner, t0: Instant, n: u32, latency: Duration) -> Instant {
+        let mut at = t0;
+        for _ in 0..n {
+            at += ms(10);
+            learner.tell(at, Outcome::Success, latency);
+        }
+        at
+    }
+
+    #[test]
+    fn nothing_is_learned_before_a_hundred_successes_and_then_about_twice_the_p999() {
+        let t0 = Instant::now();
+        let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+        fed(&mut learner, t0, 99, ms(50));
+        assert_eq!(learner.value(), None);
+        fed(&mut learner, t0 + Duration::from_secs(1), 1, ms(50));
+        let value = learner.value().unwrap();
+        // Twice 50 ms, rounded up to the histogram's sixteenth.
+        assert!(value >= ms(100) && value <= ms(107), "{value:?}");
+    }
+
+    #[test]
+    fn failures_timeouts_and_ignored_calls_leave_the_learner_as_it_was() {
+        let t0 = Instant::now();
+        let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+        let at = fed(&mut learner, t0, 200, ms(50));
+        let before = learner.value();
+        let secs = Duration::from_secs;
+        let outcomes = [Outcome::Overload, Outcome::Ignore].into_iter().cycle();
+        for (i, outcome) in (0..1_000).zip(outcomes) {
+            assert!(!learner.tell(at + secs(i), outcome, secs(14)));
+        }
+        assert_eq!(learner.value(), before);
+        assert_eq!(learner.seen, (200, 0));
+    }
+
+    #[test]
+    fn a_success_slower_than_the_timeout_stands_for_the_calls_cut_and_raises_it_at_once() {
+        let t0 = Instant::now();
+        let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+        let at = fed(&mut learner, t0, 1_000, ms(50));
+        let before = learner.value().unwrap();
+        // One call of the 1% given the ceiling answers in 2 s: it is
+        // recorded 100 times, a tenth of the window, above its p99.9.
+        assert!(learner.tell(at + ms(1), Outcome::Success, Duration::from_secs(2)));
+        let after = learner.value().unwrap();
+        assert!(after >= Duration::from_secs(4), "{before:?} -> {after:?}");
+        assert!(after <= Duration::from_secs(15));
+    }
+
+    #[test]
+    fn the_window_forgets_a_slow_past_within_a_window() {
+        let t0 = Instant::now();
+        let config = LearnedTimeout::new(Duration::from_secs(15));
+        let mut learner = Learner::new(config, t0);
+        let at = fed(&mut learner, t0, 500, ms(400));
+        assert!(learner.value().unwrap() >= ms(800));
+        // The dependency gets faster: within a window of 10 ms answers, the
+        // 400 ms ones are forgotten.
+        let at = fed(&mut learner, at, 6_000, ms(10));
+        assert!(at - t0 <= config.window * 2);
+        let value = learner.value().unwrap();
+        assert!(value <= ms(22), "{value:?}");
+    }
+
+    #[test]
+    fn a_whole_window_without_a_success_forgets_its_latencies_but_not_its_value() {
+        let t0 = Instant::now();
+        let config = LearnedTimeout::new(Duration::from_secs(15));
+        let mut learner = Learner::new(config, t0);
+        let at = fed(&mut learner, t0, 500, ms(50));
+        let learned = learner.value().unwrap();
+        // An outage: a window without a success forgets the latencies; too
+        // few new ones to go on, so what was learned stands.
+        let at = at + config.window;
+        learner.tell(at, Outcome::Success, ms(50));
+        assert_eq!(learner.seen, (1, 0));
+        assert_eq!(learner.value(), Some(learned));
+        // A hundred new successes, ten times slower, are the new value.
+        fed(&mut learner, at, 100, ms(500));
+        assert!(
+            learner.value().unwrap() >= ms(1_000),
+            "{:?}",
+            learner.value()
+        );
+    }
+
+    /// A learner with a 15 s ceiling that has learned about 100 ms from
+    /// 50 ms successes; the instant after the last.
+    fn learned_100ms(t0: Instant) -> (Learner, Instant) {
+        let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+        let at = fed(&mut learner, t0, 200, ms(50));
+        (learner, at)
+    }
+
+    #[test]
+    fn an_expiry_of_the_learned_timeout_is_ignored_until_a_call_given_the_ceiling_hangs() {
+        let t0 = Instant::now();
+        let (mut learner, at) = learned_100ms(t0);
+        let value = learner.value().unwrap();
+        // Cut at the learned timeout, with nothing to say those calls would
+        // not have answered: the timeout ended it, not the dependency.
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, false),
+            Outcome::Ignore
+        );
+        // A failure faster than the timeout is the dependency's.
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, ms(20), false),
+            Outcome::Overload
+        );
+        // A call given the ceiling fails past the learned timeout: calls that
+        // slow do not answer, and the expiries are drops (the call itself
+        // is evidence, told as ignored: the expiries carry the loss).
+        let hung = at + ms(15_000);
+        assert_eq!(
+            learner.judge(hung, Outcome::Overload, ms(15_000), true),
+            Outcome::Ignore
+        );
+        assert_eq!(
+            learner.judge(hung, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        // The evidence stands while the expiries it explains keep coming…
+        let window = LearnedTimeout::default().window;
+        let later = hung + window - ms(1);
+        assert_eq!(
+            learner.judge(later, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        let later = later + window - ms(1);
+        assert_eq!(
+            learner.judge(later, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        // …and lapses a window after the last.
+        let after = later + window;
+        assert_eq!(
+            learner.judge(after, Outcome::Overload, value, false),
+            Outcome::Ignore
+        );
+    }
+
+    #[test]
+    fn a_call_given_the_ceiling_that_answers_past_the_timeout_clears_the_evidence_of_hangs() {
+        let t0 = Instant::now();
+        let (mut learner, at) = learned_100ms(t0);
+        let value = learner.value().unwrap();
+        learner.judge(at, Outcome::Overload, ms(15_000), true);
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, false),
+            Outcome::Overload
+        );
+        // One answers in 2 s: the dependency slowed down, it does not hang.
+        let slow = ms(2_000);
+        assert_eq!(
+            learner.judge(at, Outcome::Success, slow, true),
+            Outcome::Success
+        );
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, false),
+            Outcome::Ignore
+        );
+        // Successes and ignored calls are told as they are, whatever the
+        // evidence; and nothing is judged before a timeout is learned.
+        assert_eq!(
+            learner.judge(at, Outcome::Ignore, value, false),
+            Outcome::Ignore
+        );
+        let mut fresh = Learner::new(LearnedTimeout::default(), t0);
+        assert_eq!(
+            fresh.judge(t0, Outcome::Overload, slow, false),
+            Outcome::Overload
+        );
+    }
+
+    #[test]
+    fn the_learned_value_stays_between_the_floor_and_the_ceiling() {
+        let t0 = Instant::now();
+        let config = LearnedTimeout::new(ms(300)).floor(ms(20));
+        let mut fast = Learner::new(config, t0);
+        fed(&mut fast, t0, 200, Duration::from_micros(100));
+        assert_eq!(fast.value(), Some(ms(20)));
+        let mut slow = Learner::new(config, t0);
+        fed(&mut slow, t0, 200, ms(250));
+        assert_eq!(slow.value(), Some(ms(300)));
+    }
+}

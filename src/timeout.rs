@@ -44,7 +44,7 @@
 //!   ceiling tell which. Until one of them has failed past the learned
 //!   timeout (hung to the ceiling, or failed slowly) within the last
 //!   window, an expiry of the learned timeout reaches the policy as
-//!   [`Outcome::Ignore`]: the timeout ended it, not the dependency, and an
+//!   [`Outcome::Ignore`](crate::Outcome::Ignore): the timeout ended it, not the dependency, and an
 //!   adaptive limit must not read a slowdown the timeout has not caught up
 //!   with as loss. Once one has, expiries are drops, as a typed timeout's
 //!   are, so a dependency that hangs is seen as one; the evidence stands

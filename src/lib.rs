@@ -62,6 +62,7 @@ mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod observe;
+pub mod overrides;
 pub mod priority;
 pub mod retry;
 mod sync;

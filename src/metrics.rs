@@ -9,6 +9,7 @@
 //! | `rheostat_in_flight` | gauge | `limiter` | calls in flight |
 //! | `rheostat_admit_probability` | gauge | `limiter` | the gate's admit probability, 0 to 1 |
 //! | `rheostat_breaker_state` | gauge | `limiter` | the breaker's state (see below); only for policies with a breaker |
+//! | `rheostat_override` | gauge | `limiter`, `kind` | 1 while an operator's [override](crate::overrides) of that `kind` (`force_open`, `force_closed`, `cap`, `metrics_only`) is in force, else 0; registered at a limiter's first override |
 //! | `rheostat_timeout_seconds` | gauge | `limiter` | the attempt timeout in force ([`Limiter::timeout_in_force`](crate::Limiter::timeout_in_force): a [learned](crate::timeout) one, within its ceiling); only for a limiter with a timeout |
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome` | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter) |
 //! | `rheostat_rejected_total` | counter | `limiter`, `reason` | the calls refused, by `reason` (see below) |
@@ -107,6 +108,7 @@ use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
 use crate::limiter::{Builder, Named};
 use crate::observe::Observer;
+use crate::overrides::Override;
 use crate::priority::Class;
 use crate::retry::RetryOutcome;
 
@@ -126,6 +128,9 @@ pub struct MetricsObserver {
     /// Registered when the limiter is built with a timeout: never for one
     /// without.
     timeout: OnceLock<Gauge>,
+    /// By [`Override::KINDS`]: registered at the first override, never for
+    /// a limiter without one.
+    overrides: OnceLock<[Gauge; Override::KINDS.len()]>,
     success: Counter,
     overload: Counter,
     ignored: Counter,
@@ -195,6 +200,7 @@ impl MetricsObserver {
             admit_probability: own("rheostat_admit_probability"),
             breaker_state: OnceLock::new(),
             timeout: OnceLock::new(),
+            overrides: OnceLock::new(),
             success: calls("success"),
             overload: calls("overload"),
             ignored: calls("ignored"),
@@ -423,6 +429,35 @@ impl Observer for MetricsObserver {
                 || ::metrics::gauge!("rheostat_timeout_seconds", "limiter" => self.limiter.clone()),
             )
             .set(timeout.as_secs_f64());
+    }
+
+    fn override_applied(&self, overriding: Override, _lasting: Duration) {
+        if self.summed {
+            // One key's override means nothing summed.
+            return;
+        }
+        let gauges = self.overrides.get_or_init(|| {
+            Override::KINDS.map(|kind| {
+                ::metrics::gauge!("rheostat_override", "limiter" => self.limiter.clone(), "kind" => kind)
+            })
+        });
+        for (gauge, kind) in gauges.iter().zip(Override::KINDS) {
+            gauge.set(if kind == overriding.as_str() {
+                1.0
+            } else {
+                0.0
+            });
+        }
+    }
+
+    fn override_ended(&self, overriding: Override, _expired: bool) {
+        if let Some(gauges) = self.overrides.get() {
+            for (gauge, kind) in gauges.iter().zip(Override::KINDS) {
+                if kind == overriding.as_str() {
+                    gauge.set(0.0);
+                }
+            }
+        }
     }
 
     fn transition(&self, transition: &Transition) {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::algorithms::{Gate, Outcome, Transition};
 use crate::error::Rejection;
+use crate::overrides::Override;
 use crate::priority::Class;
 use crate::retry::RetryOutcome;
 
@@ -94,6 +95,18 @@ pub trait Observer: Send + Sync + 'static {
     /// The retry budget has just run dry: the first retry it refused after
     /// one it granted (or since the limiter was built).
     fn retry_budget_exhausted(&self) {}
+
+    /// An operator's [override](crate::overrides) took effect, for
+    /// `lasting`.
+    fn override_applied(&self, overriding: Override, lasting: Duration) {
+        let _ = (overriding, lasting);
+    }
+
+    /// The override ended: `expired` if its time ran out, else it was
+    /// cleared or replaced.
+    fn override_ended(&self, overriding: Override, expired: bool) {
+        let _ = (overriding, expired);
+    }
 }
 
 /// The observer that observes nothing.
@@ -162,6 +175,14 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.retry_budget_exhausted();
         self.1.retry_budget_exhausted();
     }
+    fn override_applied(&self, overriding: Override, lasting: Duration) {
+        self.0.override_applied(overriding, lasting);
+        self.1.override_applied(overriding, lasting);
+    }
+    fn override_ended(&self, overriding: Override, expired: bool) {
+        self.0.override_ended(overriding, expired);
+        self.1.override_ended(overriding, expired);
+    }
 }
 
 /// Observing through a pointer: `Box<O>` and `Arc<O>` tell `O`.
@@ -194,6 +215,12 @@ macro_rules! forward {
             }
             fn retry_budget_exhausted(&self) {
                 (**self).retry_budget_exhausted();
+            }
+            fn override_applied(&self, overriding: Override, lasting: Duration) {
+                (**self).override_applied(overriding, lasting);
+            }
+            fn override_ended(&self, overriding: Override, expired: bool) {
+                (**self).override_ended(overriding, expired);
             }
         }
     };

@@ -15,6 +15,10 @@
 //!   no time for a storm of log lines. The first warning after a quiet
 //!   minute says how many were held back (`suppressed`).
 //!
+//! - an [override](crate::overrides) applied at `WARN`: `override applied`
+//!   (`limiter`, `kind`, `seconds` it lasts, `cap` for a cap); ended at
+//!   `INFO`: `override expired` or `override cleared` (`limiter`, `kind`).
+//!
 //! Nothing is logged per call.
 //!
 //! # Examples
@@ -38,6 +42,7 @@ use crate::algorithms::{Algorithm, BreakerState, Transition};
 use crate::clock::Clock;
 use crate::limiter::Builder;
 use crate::observe::Observer;
+use crate::overrides::Override;
 
 /// Logs one limiter's breaker transitions; see the [module
 /// documentation](self).
@@ -86,6 +91,26 @@ impl Observer for TracingObserver {
             BreakerState::Open | BreakerState::ForcedOpen => event!(warn, "circuit opened"),
             BreakerState::Closed | BreakerState::ForcedClosed => event!(info, "circuit closed"),
             _ => event!(debug, "breaker state changed"),
+        }
+    }
+
+    fn override_applied(&self, overriding: Override, lasting: Duration) {
+        let limiter: &str = &self.limiter;
+        let kind = overriding.as_str();
+        let seconds = lasting.as_secs_f64();
+        match overriding {
+            Override::Cap(cap) => ::tracing::warn!(limiter, kind, cap, seconds, "override applied"),
+            _ => ::tracing::warn!(limiter, kind, seconds, "override applied"),
+        }
+    }
+
+    fn override_ended(&self, overriding: Override, expired: bool) {
+        let limiter: &str = &self.limiter;
+        let kind = overriding.as_str();
+        if expired {
+            ::tracing::info!(limiter, kind, "override expired");
+        } else {
+            ::tracing::info!(limiter, kind, "override cleared");
         }
     }
 

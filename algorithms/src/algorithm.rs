@@ -140,6 +140,36 @@ pub trait Algorithm: Send {
         None
     }
 
+    /// An operator holds the policy's breaker closed (`hold`), or lets it
+    /// go back to judging for itself (`!hold`), at `now`: whether the
+    /// policy has a breaker to hold (default `false`, none). A breaker
+    /// held closed admits every call it would and never opens; let go, it
+    /// starts closed with a fresh window. The runtime's override
+    /// `force_closed` calls it, and refuses itself for a policy that
+    /// answers `false`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use rheostat_algorithms::{Algorithm, BreakerState, Fixed};
+    /// use rheostat_algorithms::breaker::{Breaker, BreakerConfig};
+    ///
+    /// let now = Instant::now();
+    /// let mut breaker = Breaker::new(BreakerConfig::recommended())?;
+    /// breaker.force_open(now);
+    /// assert!(breaker.hold_closed(now, true));
+    /// assert_eq!(breaker.state(), BreakerState::ForcedClosed);
+    /// assert!(breaker.hold_closed(now, false));
+    /// assert_eq!(breaker.state(), BreakerState::Closed);
+    /// assert!(!Fixed::new(8)?.hold_closed(now, true));
+    /// # Ok::<(), rheostat_algorithms::ConfigError>(())
+    /// ```
+    fn hold_closed(&mut self, now: Instant, hold: bool) -> bool {
+        let _ = (now, hold);
+        false
+    }
+
     /// A view of the policy for metrics and logs.
     fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.name(), self.publish().gate)
@@ -181,6 +211,9 @@ impl<A: Algorithm + ?Sized> Algorithm for Box<A> {
     }
     fn probe_timeout(&self) -> Option<Duration> {
         (**self).probe_timeout()
+    }
+    fn hold_closed(&mut self, now: Instant, hold: bool) -> bool {
+        (**self).hold_closed(now, hold)
     }
     fn snapshot(&self) -> Snapshot {
         (**self).snapshot()

@@ -166,6 +166,9 @@ pub struct Snapshot {
     /// has one (a policy's own snapshot has none: the limiter fills it in,
     /// learned or typed).
     pub timeout: Option<Duration>,
+    /// The operator's override in force, and when it ends (a policy's own
+    /// snapshot has none: the limiter fills it in).
+    pub overridden: Option<(crate::overrides::Override, Instant)>,
 }
 
 impl Snapshot {
@@ -177,6 +180,7 @@ impl Snapshot {
             raw_limit: None,
             state: None,
             timeout: None,
+            overridden: None,
         }
     }
 
@@ -198,6 +202,16 @@ impl Snapshot {
     #[must_use]
     pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// The same snapshot with the override in force and when it ends.
+    #[must_use]
+    pub fn with_override(
+        mut self,
+        overridden: Option<(crate::overrides::Override, Instant)>,
+    ) -> Self {
+        self.overridden = overridden;
         self
     }
 }

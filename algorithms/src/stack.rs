@@ -259,6 +259,13 @@ impl Algorithm for Stack {
         self.members.iter().filter_map(|m| m.probe_timeout()).min()
     }
 
+    /// Every member with a breaker is held (or let go); whether any was.
+    fn hold_closed(&mut self, now: Instant, hold: bool) -> bool {
+        self.members
+            .iter_mut()
+            .fold(false, |any, m| m.hold_closed(now, hold) || any)
+    }
+
     fn members(&self) -> Vec<&'static str> {
         self.names.clone()
     }

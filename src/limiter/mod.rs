@@ -63,6 +63,7 @@ mod classes;
 mod deferred;
 mod finish;
 mod gate;
+mod overriding;
 mod permit;
 mod published;
 mod queue;
@@ -108,6 +109,7 @@ pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 use slots::Slots;
 
+use crate::overrides::Override;
 use crate::timeout::{LearnedTimeout, Learner, Timeout};
 
 /// Most waiters a queue may be configured to hold.
@@ -264,6 +266,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub fn snapshot(&self) -> Snapshot {
         self.update(|policy| policy.snapshot())
             .with_timeout(self.timeout_in_force())
+            .with_override(self.override_in_force())
     }
 
     /// Run `f` on the policy — to change a fixed limit, force a breaker

@@ -16,6 +16,10 @@ pub(super) struct Held<A> {
     /// The attempt timeout's learner, if it is learned: told every call the
     /// policy is told, through [`Limiter::tell`].
     learner: Option<Box<Learner>>,
+    /// An operator's override and when it ends ([`crate::overrides`]):
+    /// applied to every answer published while it lasts, ended by the
+    /// first event at or after its end ([`Limiter::catch_up`]).
+    pub(super) overriding: Option<(Override, Instant)>,
 }
 
 impl<A> Held<A> {
@@ -25,6 +29,20 @@ impl<A> Held<A> {
             last: Last::default(),
             scratch: Vec::new(),
             learner,
+            overriding: None,
+        }
+    }
+}
+
+impl<A: Algorithm> Held<A> {
+    /// The policy's answer, under the override while one lasts: what the
+    /// board shows, and what every path that publishes reads.
+    #[inline]
+    pub(super) fn publish(&self) -> Published {
+        let published = self.policy.publish();
+        match self.overriding {
+            None => published,
+            Some((overriding, until)) => overriding.apply(published, until),
         }
     }
 }
@@ -84,6 +102,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// and batched for it, then the rejections counted since it last heard.
     #[inline]
     pub(super) fn catch_up(&self, held: &mut Held<A>, now: Instant) {
+        if held.overriding.is_some_and(|(_, until)| now >= until) {
+            self.end_override(held, now, true);
+        }
         if !self.deferred.is_empty() {
             self.hand_over(held);
         }
@@ -145,7 +166,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Ask the policy for its answer and copy it where the hot path reads it.
     #[inline]
     pub(super) fn publish(&self, held: &mut Held<A>) {
-        let published = held.policy.publish();
+        let published = held.publish();
         self.store(&published, &mut held.last);
     }
 

@@ -632,6 +632,15 @@ impl Algorithm for Breaker {
         Some(self.config.probe_timeout)
     }
 
+    fn hold_closed(&mut self, now: Instant, hold: bool) -> bool {
+        if hold {
+            self.force_closed(now);
+        } else {
+            self.reset(now);
+        }
+        true
+    }
+
     fn snapshot(&self) -> Snapshot {
         Snapshot::new(NAME, self.gate()).with_state(self.state())
     }

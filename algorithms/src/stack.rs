@@ -261,9 +261,12 @@ impl Algorithm for Stack {
 
     /// Every member with a breaker is held (or let go); whether any was.
     fn hold_closed(&mut self, now: Instant, hold: bool) -> bool {
-        self.members
-            .iter_mut()
-            .fold(false, |any, m| m.hold_closed(now, hold) || any)
+        let mut any = false;
+        for member in &mut self.members {
+            // Every member, not only up to the first with a breaker.
+            any |= member.hold_closed(now, hold);
+        }
+        any
     }
 
     fn members(&self) -> Vec<&'static str> {

@@ -325,6 +325,10 @@ fn describe() {
         "0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed, 5 disabled, 6 metrics-only"
     );
     ::metrics::describe_gauge!(
+        "rheostat_override",
+        "1 while an operator's override of this kind is in force, else 0"
+    );
+    ::metrics::describe_gauge!(
         "rheostat_timeout_seconds",
         Unit::Seconds,
         "The attempt timeout in force: learned from the dependency within its ceiling, or typed"

@@ -939,3 +939,62 @@ mod keyed {
         );
     }
 }
+
+#[test]
+fn the_override_gauge_shows_the_kind_in_force_and_none_before_the_first_override() {
+    use rheostat::overrides::Override;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let clock = ManualClock::new();
+    let kinds = |text: &str| -> BTreeMap<String, f64> {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("rheostat_override{"))
+            .filter(|line| line.contains("limiter=\"payments\""))
+            .map(|line| {
+                let kind = line
+                    .split("kind=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                let value = line.rsplit(' ').next().unwrap().parse().unwrap();
+                (kind.to_string(), value)
+            })
+            .collect()
+    };
+    metrics::with_local_recorder(&recorder, || {
+        let limiter = Limiter::builder(Fixed::new(8).unwrap())
+            .name("payments")
+            .clock(clock.clone())
+            .metrics()
+            .build()
+            .unwrap();
+        assert!(kinds(&recorder.handle().render()).is_empty());
+        limiter
+            .set_override(Override::Cap(2), Duration::from_secs(60))
+            .unwrap();
+        let text = recorder.handle().render();
+        assert!(text.contains("# HELP rheostat_override "), "{text}");
+        let on: BTreeMap<String, f64> = [
+            ("cap", 1.0),
+            ("force_closed", 0.0),
+            ("force_open", 0.0),
+            ("metrics_only", 0.0),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .into();
+        assert_eq!(kinds(&text), on);
+        limiter
+            .set_override(Override::ForceOpen, Duration::from_secs(60))
+            .unwrap();
+        let text = recorder.handle().render();
+        assert_eq!(kinds(&text)["force_open"], 1.0);
+        assert_eq!(kinds(&text)["cap"], 0.0);
+        // It expires, and every kind reads 0.
+        clock.advance(Duration::from_secs(60));
+        limiter.handle_timeout();
+        let text = recorder.handle().render();
+        assert!(kinds(&text).values().all(|&v| v == 0.0), "{text}");
+    });
+}

@@ -178,3 +178,63 @@ fn a_retry_budget_at_its_edge_warns_at_most_once_a_minute() {
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(lines[0].contains("retry budget exhausted"), "{}", lines[0]);
 }
+
+#[test]
+fn an_override_applied_warns_and_its_end_informs_with_its_kind() {
+    use rheostat::algorithms::Fixed;
+    use rheostat::overrides::Override;
+
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let clock = ManualClock::new();
+        let limiter = Limiter::builder(Fixed::new(8).unwrap())
+            .name("payments")
+            .clock(clock.clone())
+            .tracing()
+            .build()
+            .unwrap();
+        limiter
+            .set_override(Override::Cap(3), Duration::from_secs(90))
+            .unwrap();
+        limiter.clear_override();
+        limiter
+            .set_override(Override::ForceOpen, Duration::from_secs(60))
+            .unwrap();
+        clock.advance(Duration::from_secs(60));
+        limiter.handle_timeout();
+    });
+    let lines = buffer.lines();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    let expect = [
+        (
+            "WARN",
+            "override applied limiter=\"payments\" kind=\"cap\" cap=3 seconds=90",
+        ),
+        ("INFO", "override cleared limiter=\"payments\" kind=\"cap\""),
+        (
+            "WARN",
+            "override applied limiter=\"payments\" kind=\"force_open\" seconds=60",
+        ),
+        (
+            "INFO",
+            "override expired limiter=\"payments\" kind=\"force_open\"",
+        ),
+    ];
+    for (line, (level, text)) in lines.iter().zip(expect) {
+        assert!(line.contains(level), "{line}");
+        let message_then_fields = line.split_once(": ").map_or("", |(_, rest)| rest);
+        assert!(
+            message_then_fields.contains(text.split(' ').next().unwrap()),
+            "{line}"
+        );
+        for field in text.split(' ').skip(2) {
+            assert!(line.contains(field), "{line} lacks {field}");
+        }
+    }
+}

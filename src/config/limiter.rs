@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
@@ -11,6 +11,7 @@ use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
 use super::parse::parse_checked;
 use super::paths::located;
 use super::timeout;
+use super::OverrideConfig;
 use super::PolicyConfig;
 use super::ServerConfig;
 use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
@@ -383,6 +384,10 @@ pub struct LimitersConfig {
     /// Limiters by name.
     #[serde(default)]
     pub limiters: BTreeMap<String, LimiterConfig>,
+    /// Operators' overrides of listed limiters, each until its end
+    /// ([`OverrideConfig`]); applied by a [`LiveLimiters`](super::LiveLimiters).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideConfig>,
 }
 
 impl LimitersConfig {
@@ -413,7 +418,12 @@ impl LimitersConfig {
     /// A [`ConfigFileError`] naming the file, and the field, the reason and
     /// the line; or saying why the file could not be read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
-        let path = path.as_ref();
+        Self::load_with_text(path.as_ref()).map(|(file, _, _)| file)
+    }
+
+    /// [`LimitersConfig::load`], with the text read and its format, for
+    /// errors found later to name their lines.
+    pub(super) fn load_with_text(path: &Path) -> Result<(Self, String, Format), ConfigFileError> {
         let extension = path
             .extension()
             .and_then(|e| e.to_str())
@@ -422,13 +432,18 @@ impl LimitersConfig {
             return Err(ConfigFileError::yaml().in_file(path));
         }
         let text = read_bounded(path)?;
-        let json = extension.as_deref() == Some("json");
-        let loaded = if json {
-            Self::from_json(&text)
+        let format = if extension.as_deref() == Some("json") {
+            Format::Json
         } else {
-            Self::from_toml(&text)
+            Format::Toml
         };
-        loaded.map_err(|e| e.in_file(path))
+        let loaded = match format {
+            Format::Json => Self::from_json(&text),
+            Format::Toml => Self::from_toml(&text),
+        };
+        loaded
+            .map(|file| (file, text, format))
+            .map_err(|e| e.in_file(path))
     }
 
     /// The configuration of the limiter called `name`, or the default.
@@ -497,6 +512,25 @@ impl LimitersConfig {
         for (location, config) in self.entries() {
             config.validate().map_err(|e| located(&location, &e))?;
         }
+        self.check_overrides(SystemTime::now())
+            .map_err(|(location, e)| located(&location, &e))
+    }
+
+    /// Each override names a listed limiter and is valid at `now`; the
+    /// first that is not, with its place in the file (`overrides[0]`).
+    fn check_overrides(&self, now: SystemTime) -> Result<(), (String, ConfigError)> {
+        for (i, o) in self.overrides.iter().enumerate() {
+            let location = format!("overrides[{i}]");
+            if !self.limiters.contains_key(&o.limiter) {
+                let e = ConfigError::new(
+                    "limiter",
+                    format_args!("`{}`", o.limiter),
+                    "a limiter the file lists under `limiters`",
+                );
+                return Err((location, e));
+            }
+            o.validate(now).map_err(|e| (location, e))?;
+        }
         Ok(())
     }
 
@@ -520,7 +554,8 @@ impl LimitersConfig {
                 .check_options()
                 .map_err(|e| ConfigFileError::invalid(text, format, &location, &e))?;
         }
-        Ok(())
+        self.check_overrides(SystemTime::now())
+            .map_err(|(location, e)| ConfigFileError::invalid(text, format, &location, &e))
     }
 }
 

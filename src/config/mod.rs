@@ -125,7 +125,9 @@ mod file;
 mod gather;
 mod keyed;
 mod limiter;
+mod live;
 mod locate;
+mod overrides;
 mod parse;
 mod paths;
 mod policy;
@@ -137,6 +139,8 @@ pub use file::{ConfigFileError, MAX_FILE_BYTES};
 pub use gather::MAX_ERRORS;
 pub use keyed::KeyedConfig;
 pub use limiter::{LimiterConfig, LimitersConfig};
+pub use live::{LiveLimiters, LiveOptions};
+pub use overrides::{OverrideConfig, OverrideKind};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;
 

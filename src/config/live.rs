@@ -1,0 +1,410 @@
+//! [`LiveLimiters`]: the limiters of a file that can change while they run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use super::file::Format;
+use super::{ConfigFileError, LimiterConfig, LimitersConfig};
+use crate::algorithms::{Algorithm, ConfigError};
+use crate::limiter::{Builder, DynLimiter};
+use crate::overrides::Override;
+
+/// What each limiter is given before it is built: observers, metrics.
+type Each = dyn Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync;
+
+/// The limiters of a configuration file, kept up to date with it while
+/// they run: the embedded way to change a limit, a policy or an override
+/// without a deploy, on one machine.
+///
+/// [`LiveLimiters::reload`] reads the file again and applies it as a
+/// whole, or not at all:
+///
+/// - a limiter whose `policy` table changed gets the new policy, swapped
+///   in as [`Limiter::update`](crate::Limiter::update) swaps one: calls in
+///   flight finish and are counted against the limit as before (the
+///   in-flight count is the limiter's, not the policy's); the new policy
+///   starts from its own initial state (a breaker closed, an adaptive limit
+///   at its `initial`);
+/// - a limiter the file now lists is built; one it no longer lists leaves
+///   the set (callers holding it keep a working limiter, no longer
+///   updated);
+/// - each limiter's [`[[overrides]]`](OverrideConfig) that applies to this
+///   instance's labels and has not ended is set on it, and one the file no
+///   longer holds is cleared;
+/// - a change to a limiter's other options (its queue, timeout, retry,
+///   priorities…) is refused: they are fixed when a limiter is built, and
+///   the error says so, naming the field;
+/// - a file that does not read, does not check, or was deleted is refused
+///   with the usual error ([`ConfigFileError`]: the file, the field, the
+///   line), and the last good configuration stays in force.
+///
+/// [`LiveLimiters::watch`] does this every period, and ends overrides on
+/// time with no traffic; it logs each reload refused (with the `tracing`
+/// feature, at `WARN`) and counts reloads in
+/// `rheostat_config_reloads_total{result="applied"|"refused"}` with the
+/// version in force in `rheostat_config_version` (with the `metrics`
+/// feature).
+///
+/// # Examples
+///
+/// ```
+/// use rheostat::config::LiveLimiters;
+///
+/// let dir = std::env::temp_dir().join(format!("rheostat-live-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("limits.toml");
+/// std::fs::write(&path, "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 8\n")?;
+/// let live = LiveLimiters::load(&path)?;
+/// let payments = live.get("payments").unwrap();
+/// assert_eq!(payments.gate().limit, 8);
+/// // An operator edits the file: the running limiter follows.
+/// std::fs::write(&path, "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 3\n")?;
+/// assert!(live.reload()?);
+/// assert_eq!(payments.gate().limit, 3);
+/// // A bad edit is refused, with its line; the last good file stays.
+/// std::fs::write(&path, "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 0\n")?;
+/// let e = live.reload().unwrap_err();
+/// assert_eq!((e.field(), e.line()), ("limiters.payments.policy.limit", Some(3)));
+/// assert_eq!(payments.gate().limit, 3);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct LiveLimiters {
+    path: PathBuf,
+    labels: BTreeMap<String, String>,
+    each: Option<Box<Each>>,
+    state: Mutex<State>,
+}
+
+/// What the file last applied.
+struct State {
+    file: LimitersConfig,
+    limiters: BTreeMap<String, Arc<DynLimiter>>,
+    /// The override the file set on each limiter, and its end.
+    overridden: BTreeMap<String, (Override, SystemTime)>,
+    version: u64,
+}
+
+/// How to load a [`LiveLimiters`]: this instance's labels, and what each
+/// limiter is given before it is built.
+#[must_use]
+pub struct LiveOptions {
+    path: PathBuf,
+    labels: BTreeMap<String, String>,
+    each: Option<Box<Each>>,
+}
+
+impl LiveOptions {
+    /// This instance carries the label `key = value`: the overrides whose
+    /// `instances` name labels apply only where every one matches.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Give each limiter `f` before it is built (`|b| b.metrics()`), on
+    /// load and whenever a reload builds one.
+    pub fn each(
+        mut self,
+        f: impl Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync + 'static,
+    ) -> Self {
+        self.each = Some(Box::new(f));
+        self
+    }
+
+    /// Read the file, check it and build its limiters.
+    ///
+    /// # Errors
+    ///
+    /// The file's [`ConfigFileError`]; or a limiter that does not build,
+    /// or an override it cannot take, named by its place in the file.
+    pub fn load(self) -> Result<LiveLimiters, ConfigFileError> {
+        let (file, text, format) = LimitersConfig::load_with_text(&self.path)?;
+        let live = LiveLimiters {
+            path: self.path,
+            labels: self.labels,
+            each: self.each,
+            state: Mutex::new(State {
+                file: LimitersConfig::default(),
+                limiters: BTreeMap::new(),
+                overridden: BTreeMap::new(),
+                version: 0,
+            }),
+        };
+        live.apply(file)
+            .map_err(|e| e.in_text(&text, format, &live.path))?;
+        Ok(live)
+    }
+}
+
+impl LiveLimiters {
+    /// The limiters of the file at `path`, with no labels.
+    ///
+    /// # Errors
+    ///
+    /// As [`LiveOptions::load`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
+        Self::options(path).load()
+    }
+
+    /// Options for the file at `path`, to [`load`](LiveOptions::load).
+    pub fn options(path: impl AsRef<Path>) -> LiveOptions {
+        LiveOptions {
+            path: path.as_ref().to_path_buf(),
+            labels: BTreeMap::new(),
+            each: None,
+        }
+    }
+
+    /// The limiter the file lists as `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<DynLimiter>> {
+        self.lock().limiters.get(name).cloned()
+    }
+
+    /// The names of the limiters, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().limiters.keys().cloned().collect()
+    }
+
+    /// How many versions of the file have been applied (1 after loading).
+    pub fn version(&self) -> u64 {
+        self.lock().version
+    }
+
+    /// The configuration in force: the last file applied.
+    pub fn config(&self) -> LimitersConfig {
+        self.lock().file.clone()
+    }
+
+    /// Read the file again and apply it, as a whole or not at all: `true`
+    /// if it changed anything, `false` if it is as last applied.
+    ///
+    /// # Errors
+    ///
+    /// The file's [`ConfigFileError`] (unreadable, deleted, invalid), or a
+    /// change that cannot be applied to a running limiter, with its place
+    /// in the file. The last good configuration stays in force.
+    pub fn reload(&self) -> Result<bool, ConfigFileError> {
+        let result = LimitersConfig::load_with_text(&self.path).and_then(|(file, text, format)| {
+            self.apply(file)
+                .map_err(|e| e.in_text(&text, format, &self.path))
+        });
+        self.count(&result);
+        result
+    }
+
+    /// Reload every `every` (an unchanged file applies nothing), logging
+    /// and counting each reload refused, and end each override on time.
+    /// Runs until dropped: spawn it.
+    ///
+    /// ```no_run
+    /// # async fn run(live: std::sync::Arc<rheostat::config::LiveLimiters>) {
+    /// tokio::spawn(std::sync::Arc::clone(&live).watch(std::time::Duration::from_secs(5)));
+    /// # }
+    /// ```
+    pub async fn watch(self: Arc<Self>, every: Duration) {
+        let every = every.max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            if let Err(_e) = self.reload() {
+                #[cfg(feature = "tracing")]
+                ::tracing::warn!(file = %self.path.display(), error = %_e, "configuration reload refused");
+            }
+            let limiters: Vec<_> = self.lock().limiters.values().cloned().collect();
+            for limiter in limiters {
+                limiter.handle_timeout();
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn count(&self, _result: &Result<bool, ConfigFileError>) {
+        #[cfg(feature = "metrics")]
+        {
+            let result = if _result.is_ok() {
+                "applied"
+            } else {
+                "refused"
+            };
+            ::metrics::counter!("rheostat_config_reloads_total", "result" => result).increment(1);
+            #[allow(clippy::cast_precision_loss, reason = "a count of reloads")]
+            ::metrics::gauge!("rheostat_config_version").set(self.version() as f64);
+        }
+    }
+
+    /// Apply `file` to the running limiters, or nothing of it.
+    fn apply(&self, file: LimitersConfig) -> Result<bool, Located> {
+        let mut state = self.lock();
+        let now = SystemTime::now();
+        let overrides = self.wanted(&file, now);
+        if state.version > 0 && file == state.file && overrides == state.overridden {
+            return Ok(false);
+        }
+        // Everything that can fail, first.
+        let mut swaps = Vec::new();
+        let mut built = Vec::new();
+        for (name, config) in &file.limiters {
+            let location = format!("limiters.{name}");
+            match (state.limiters.get(name), state.file.limiters.get(name)) {
+                (Some(limiter), Some(old)) if old != config => {
+                    same_options(old, config).map_err(|e| Located(location.clone(), e))?;
+                    let policy = config
+                        .policy
+                        .build()
+                        .map_err(|e| Located(format!("{location}.policy"), e))?;
+                    swaps.push((Arc::clone(limiter), policy));
+                }
+                (Some(_), _) => {}
+                (None, _) => {
+                    let builder = file.builder(name).map_err(|e| Located(String::new(), e))?;
+                    let builder = match &self.each {
+                        Some(each) => each(builder),
+                        None => builder,
+                    };
+                    let limiter = builder.build().map_err(|e| Located(location.clone(), e))?;
+                    built.push((name.clone(), Arc::new(limiter)));
+                }
+            }
+        }
+        for (name, (overriding, _)) in &overrides {
+            if *overriding == Override::ForceClosed && !has_breaker(&file.limiters[name]) {
+                let i = file
+                    .overrides
+                    .iter()
+                    .rposition(|o| &o.limiter == name)
+                    .unwrap_or(0);
+                return Err(Located(
+                    format!("overrides[{i}]"),
+                    ConfigError::new(
+                        "kind",
+                        "\"force_closed\"",
+                        "an override a policy without a breaker can take: force_open, cap or metrics_only",
+                    ),
+                ));
+            }
+        }
+        // Then the changes, none of which fails.
+        for (limiter, policy) in swaps {
+            limiter.update(move |running| *running = policy);
+        }
+        state.limiters.extend(built);
+        state
+            .limiters
+            .retain(|name, _| file.limiters.contains_key(name));
+        state
+            .overridden
+            .retain(|name, _| file.limiters.contains_key(name));
+        for (name, limiter) in &state.limiters {
+            let wanted = overrides.get(name);
+            if wanted == state.overridden.get(name) {
+                continue;
+            }
+            match wanted.and_then(|&(o, until)| Some((o, until.duration_since(now).ok()?))) {
+                Some((overriding, lasting)) => {
+                    // Checked above: a kind the policy takes, a lasting in range.
+                    let _ = limiter.set_override(overriding, lasting);
+                }
+                None => limiter.clear_override(),
+            }
+        }
+        state.overridden = overrides;
+        state.file = file;
+        state.version += 1;
+        #[cfg(feature = "tracing")]
+        ::tracing::info!(file = %self.path.display(), version = state.version, "configuration applied");
+        Ok(true)
+    }
+
+    /// The override the file sets on each limiter on this instance now:
+    /// the last in file order that applies and has not ended.
+    fn wanted(
+        &self,
+        file: &LimitersConfig,
+        now: SystemTime,
+    ) -> BTreeMap<String, (Override, SystemTime)> {
+        let mut wanted = BTreeMap::new();
+        for o in &file.overrides {
+            if let (Ok(overriding), true, Some(_)) =
+                (o.overriding(), o.applies_to(&self.labels), o.lasting(now))
+            {
+                wanted.insert(o.limiter.clone(), (overriding, o.until));
+            }
+        }
+        wanted
+    }
+}
+
+impl fmt::Debug for LiveOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveOptions")
+            .field("path", &self.path)
+            .field("labels", &self.labels)
+            .field("each", &self.each.is_some())
+            .finish()
+    }
+}
+
+impl fmt::Debug for LiveLimiters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("LiveLimiters")
+            .field("path", &self.path)
+            .field("labels", &self.labels)
+            .field("limiters", &state.limiters.keys().collect::<Vec<_>>())
+            .field("version", &state.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An error at a place in the file.
+struct Located(String, ConfigError);
+
+impl Located {
+    /// The error of the file at `path`, whose `text` it was found in, with
+    /// its line.
+    fn in_text(self, text: &str, format: Format, path: &Path) -> ConfigFileError {
+        ConfigFileError::invalid(text, format, &self.0, &self.1).in_file(path)
+    }
+}
+
+/// Whether `config`'s policy has a breaker for `force_closed` to hold.
+fn has_breaker(config: &LimiterConfig) -> bool {
+    config
+        .policy
+        .build()
+        .is_ok_and(|mut policy| policy.hold_closed(std::time::Instant::now(), true))
+}
+
+/// The options of `new` other than its policy are those of `old`; the first
+/// that is not is named.
+fn same_options(old: &LimiterConfig, new: &LimiterConfig) -> Result<(), ConfigError> {
+    let as_table = |c: &LimiterConfig| {
+        let mut c = c.clone();
+        c.policy = old.policy.clone();
+        serde_json::to_value(c).unwrap_or_default()
+    };
+    let (old_table, new_table) = (as_table(old), as_table(new));
+    let (Some(a), Some(b)) = (old_table.as_object(), new_table.as_object()) else {
+        return Ok(());
+    };
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for key in keys {
+        if a.get(key) != b.get(key) {
+            let shown = |v: Option<&serde_json::Value>| {
+                v.map_or_else(|| "its default".to_owned(), ToString::to_string)
+            };
+            return Err(ConfigError::new(
+                key.clone(),
+                format_args!("{} (was {})", shown(b.get(key)), shown(a.get(key))),
+                "the value it had when the limiter was built: only `policy` and `[[overrides]]` change while it runs; restart for the rest",
+            ));
+        }
+    }
+    Ok(())
+}

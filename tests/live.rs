@@ -282,6 +282,11 @@ fn reloads_are_counted_by_result_beside_the_version_in_force() {
         live.reload().unwrap_err();
     });
     let text = recorder.handle().render();
+    assert!(
+        text.contains("# HELP rheostat_config_reloads_total "),
+        "{text}"
+    );
+    assert!(text.contains("# HELP rheostat_config_version "), "{text}");
     let value = |series: &str| -> f64 {
         text.lines()
             .find_map(|line| line.strip_prefix(series))

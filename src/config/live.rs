@@ -227,6 +227,14 @@ impl LiveLimiters {
     fn count(&self, _result: &Result<bool, ConfigFileError>) {
         #[cfg(feature = "metrics")]
         {
+            ::metrics::describe_counter!(
+                "rheostat_config_reloads_total",
+                "Reloads of a live configuration file, by result: applied or refused"
+            );
+            ::metrics::describe_gauge!(
+                "rheostat_config_version",
+                "How many versions of the live configuration file have been applied"
+            );
             let result = if _result.is_ok() {
                 "applied"
             } else {

@@ -31,7 +31,7 @@ type Each = dyn Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> +
 /// - a limiter the file now lists is built; one it no longer lists leaves
 ///   the set (callers holding it keep a working limiter, no longer
 ///   updated);
-/// - each limiter's [`[[overrides]]`](OverrideConfig) that applies to this
+/// - each limiter's [`[[overrides]]`](super::OverrideConfig) that applies to this
 ///   instance's labels and has not ended is set on it, and one the file no
 ///   longer holds is cleared;
 /// - a change to a limiter's other options (its queue, timeout, retry,

@@ -122,6 +122,8 @@
 //! ```
 
 mod file;
+#[cfg(feature = "redis")]
+pub mod fleet;
 mod gather;
 mod keyed;
 mod limiter;

@@ -1,0 +1,276 @@
+//! A fleet's overrides through a real Redis server (`rheostat::config::fleet`):
+//! several instances, each with its own connection, follow one operator's
+//! switch; Redis stopped, restarted and slowed leaves their calls alone.
+//!
+//! Each test starts its own `redis-server` on a free loopback port
+//! (`scripts/redis.sh` installs it; `.ci/run` runs these with `--features
+//! redis`).
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use rheostat::config::fleet::{self, RedisOverrides};
+use rheostat::config::{LiveLimiters, OverrideConfig, OverrideKind};
+use rheostat::overrides::Override;
+
+/// A `redis-server` on a loopback port, stopped on drop.
+struct Server {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = Server { port, child: None };
+        server.restart();
+        server
+    }
+
+    fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/redis.sh installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn config_file(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rheostat-fleet-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("limits.toml");
+    std::fs::write(
+        &path,
+        "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 8\n",
+    )
+    .unwrap();
+    path
+}
+
+/// `n` instances of one service, in `regions`, each following the fleet.
+fn instances(path: &Path, url: &str, regions: &[&str]) -> Vec<Arc<LiveLimiters>> {
+    regions
+        .iter()
+        .map(|region| {
+            let live = Arc::new(
+                LiveLimiters::options(path)
+                    .label("region", *region)
+                    .load()
+                    .unwrap(),
+            );
+            let reader = RedisOverrides::new(url, "test", Arc::clone(&live))
+                .unwrap()
+                .every(Duration::from_millis(100));
+            tokio::spawn(reader.run());
+            live
+        })
+        .collect()
+}
+
+fn force_open(until_secs: u64, region: Option<&str>) -> OverrideConfig {
+    OverrideConfig {
+        limiter: "payments".into(),
+        kind: OverrideKind::ForceOpen,
+        cap: None,
+        until: SystemTime::now() + Duration::from_secs(until_secs),
+        instances: region
+            .map(|r| [("region".to_string(), r.to_string())].into())
+            .unwrap_or_default(),
+        reason: Some("test".into()),
+    }
+}
+
+async fn operator(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Wait until `done` holds, at most `within`; how long it took.
+async fn until(within: Duration, done: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < within, "not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+fn overridden(live: &LiveLimiters) -> Option<Override> {
+    live.get("payments")
+        .unwrap()
+        .override_in_force()
+        .map(|o| o.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_open_reaches_every_instance_within_a_second_and_a_clear_too() {
+    let server = Server::start();
+    let path = config_file("reach");
+    let fleet = instances(&path, &server.url(), &["eu", "eu", "us"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut op = operator(&server.url()).await;
+    let version = fleet::publish(&mut op, "test", vec![force_open(600, None)])
+        .await
+        .unwrap();
+    let took = until(Duration::from_secs(1), || {
+        fleet
+            .iter()
+            .all(|l| overridden(l) == Some(Override::ForceOpen))
+    })
+    .await;
+    for live in &fleet {
+        assert!(live.get("payments").unwrap().try_acquire().is_err());
+    }
+    eprintln!("forced open on 3 instances in {took:?} (version {version})");
+    // Scoped to a region, it reaches only that region's instances.
+    fleet::publish(&mut op, "test", vec![force_open(600, Some("us"))])
+        .await
+        .unwrap();
+    until(Duration::from_secs(1), || {
+        overridden(&fleet[0]).is_none()
+            && overridden(&fleet[1]).is_none()
+            && overridden(&fleet[2]) == Some(Override::ForceOpen)
+    })
+    .await;
+    fleet::publish(&mut op, "test", Vec::new()).await.unwrap();
+    until(Duration::from_secs(1), || {
+        fleet.iter().all(|l| overridden(l).is_none())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_slowed_and_restarted_leaves_calls_and_decisions_local() {
+    let mut server = Server::start();
+    let path = config_file("faults");
+    let fleet = instances(&path, &server.url(), &["eu", "eu"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut op = operator(&server.url()).await;
+    // A cap the fleet obeys, ending in 3 s.
+    let mut cap = force_open(3, None);
+    cap.kind = OverrideKind::Cap;
+    cap.cap = Some(1);
+    fleet::publish(&mut op, "test", vec![cap]).await.unwrap();
+    until(Duration::from_secs(1), || {
+        fleet
+            .iter()
+            .all(|l| overridden(l) == Some(Override::Cap(1)))
+    })
+    .await;
+    // Slowed (DEBUG SLEEP blocks the server for 2 s): every call is
+    // admitted or refused at once, as decided.
+    let started = Instant::now();
+    let slow = tokio::spawn(async move {
+        let mut con = op;
+        let _: redis::RedisResult<()> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(2)
+            .query_async(&mut con)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for live in &fleet {
+        let payments = live.get("payments").unwrap();
+        let first = payments.try_acquire().unwrap();
+        assert!(payments.try_acquire().is_err(), "capped at 1");
+        first.success();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a call waited for Redis"
+    );
+    let _ = slow.await;
+    // Stopped: the cap stays until its end, then each limiter decides alone.
+    server.stop();
+    for live in &fleet {
+        assert_eq!(overridden(live), Some(Override::Cap(1)));
+    }
+    until(Duration::from_secs(5), || {
+        fleet.iter().all(|l| {
+            let payments = l.get("payments").unwrap();
+            payments.handle_timeout();
+            payments.override_in_force().is_none()
+        })
+    })
+    .await;
+    for live in &fleet {
+        let payments = live.get("payments").unwrap();
+        let held: Vec<_> = (0..8).map(|_| payments.try_acquire().unwrap()).collect();
+        drop(held);
+    }
+    // Restarted: the next override reaches the fleet again.
+    server.restart();
+    let mut op = operator(&server.url()).await;
+    fleet::publish(&mut op, "test", vec![force_open(600, None)])
+        .await
+        .unwrap();
+    until(Duration::from_secs(3), || {
+        fleet
+            .iter()
+            .all(|l| overridden(l) == Some(Override::ForceOpen))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_that_does_not_read_is_refused_and_the_overrides_in_force_stay() {
+    let server = Server::start();
+    let path = config_file("refused");
+    let fleet = instances(&path, &server.url(), &["eu"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut op = operator(&server.url()).await;
+    fleet::publish(&mut op, "test", vec![force_open(600, None)])
+        .await
+        .unwrap();
+    until(Duration::from_secs(1), || overridden(&fleet[0]).is_some()).await;
+    // Garbage, then an override of a limiter the instance does not have.
+    let _: () = redis::AsyncCommands::set(&mut op, fleet::overrides_key("test"), "{not json")
+        .await
+        .unwrap();
+    let mut billing = force_open(600, None);
+    billing.limiter = "billing".into();
+    fleet::publish(&mut op, "test", vec![billing])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(overridden(&fleet[0]), Some(Override::ForceOpen));
+}

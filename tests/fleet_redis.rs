@@ -18,6 +18,9 @@ use rheostat::config::fleet::{self, RedisOverrides};
 use rheostat::config::{LiveLimiters, OverrideConfig, OverrideKind};
 use rheostat::overrides::Override;
 
+#[path = "support/admin.rs"]
+mod admin;
+
 /// A `redis-server` on a loopback port, stopped on drop.
 struct Server {
     port: u16,
@@ -273,4 +276,74 @@ async fn a_document_that_does_not_read_is_refused_and_the_overrides_in_force_sta
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(overridden(&fleet[0]), Some(Override::ForceOpen));
+}
+
+/// One HTTP/1.1 request over loopback: the status and the body.
+async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_endpoint_lists_the_limiters_and_sets_and_clears_an_override_for_the_fleet() {
+    let server = Server::start();
+    let path = config_file("admin");
+    let fleet = instances(&path, &server.url(), &["eu", "us"]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = admin::router(
+        Arc::clone(&fleet[0]),
+        redis::Client::open(server.url()).unwrap(),
+        "test",
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (status, body) = http(addr, "GET", "/limiters", "").await;
+    assert_eq!(status, 200, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed["limiters"][0]["name"], "payments");
+    assert_eq!(listed["limiters"][0]["limit"], 8);
+    assert!(listed["limiters"][0]["override"].is_null());
+
+    let until = humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(600));
+    let overrides =
+        format!(r#"[{{"limiter": "payments", "kind": "cap", "cap": 2, "until": "{until}"}}]"#);
+    let (status, body) = http(addr, "PUT", "/overrides", &overrides).await;
+    assert_eq!((status, body.trim()), (200, r#"{"version":1}"#));
+    until_all(&fleet, Some(Override::Cap(2))).await;
+    let (_, body) = http(addr, "GET", "/limiters", "").await;
+    let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed["limiters"][0]["override"]["kind"], "cap");
+    assert_eq!(listed["limiters"][0]["limit"], 2);
+    assert_eq!(listed["limiters"][0]["policy_limit"], 8);
+    assert!(
+        listed["limiters"][0]["override"]["seconds_left"]
+            .as_u64()
+            .unwrap()
+            > 590
+    );
+
+    let (status, _) = http(addr, "PUT", "/overrides", "[{\"limiter\": 3}]").await;
+    assert_eq!(status, 400);
+    let (status, body) = http(addr, "DELETE", "/overrides", "").await;
+    assert_eq!((status, body.trim()), (200, r#"{"version":2}"#));
+    until_all(&fleet, None).await;
+}
+
+async fn until_all(fleet: &[Arc<LiveLimiters>], overriding: Option<Override>) {
+    until(Duration::from_secs(1), || {
+        fleet.iter().all(|l| overridden(l) == overriding)
+    })
+    .await;
 }

@@ -88,6 +88,16 @@ fn config_file(test: &str) -> PathBuf {
 
 /// `n` instances of one service, in `regions`, each following the fleet.
 fn instances(path: &Path, url: &str, regions: &[&str]) -> Vec<Arc<LiveLimiters>> {
+    instances_under(path, url, regions, "test")
+}
+
+/// [`instances`] following the document under `prefix`.
+fn instances_under(
+    path: &Path,
+    url: &str,
+    regions: &[&str],
+    prefix: &str,
+) -> Vec<Arc<LiveLimiters>> {
     regions
         .iter()
         .map(|region| {
@@ -97,7 +107,7 @@ fn instances(path: &Path, url: &str, regions: &[&str]) -> Vec<Arc<LiveLimiters>>
                     .load()
                     .unwrap(),
             );
-            let reader = RedisOverrides::new(url, "test", Arc::clone(&live))
+            let reader = RedisOverrides::new(url, prefix, Arc::clone(&live))
                 .unwrap()
                 .every(Duration::from_millis(100));
             tokio::spawn(reader.run());
@@ -256,26 +266,52 @@ async fn redis_stopped_slowed_and_restarted_leaves_calls_and_decisions_local() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_document_that_does_not_read_is_refused_and_the_overrides_in_force_stay() {
+    // The reads run on the runtime's threads: a recorder for the process
+    // (this test binary's only one), to count the refusals.
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
     let server = Server::start();
     let path = config_file("refused");
-    let fleet = instances(&path, &server.url(), &["eu"]);
+    let fleet = instances_under(&path, &server.url(), &["eu"], "refused-test");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut op = operator(&server.url()).await;
-    fleet::publish(&mut op, "test", vec![force_open(600, None)])
+    fleet::publish(&mut op, "refused-test", vec![force_open(600, None)])
         .await
         .unwrap();
     until(Duration::from_secs(1), || overridden(&fleet[0]).is_some()).await;
     // Garbage, then an override of a limiter the instance does not have.
-    let _: () = redis::AsyncCommands::set(&mut op, fleet::overrides_key("test"), "{not json")
-        .await
-        .unwrap();
+    let _: () =
+        redis::AsyncCommands::set(&mut op, fleet::overrides_key("refused-test"), "{not json")
+            .await
+            .unwrap();
     let mut billing = force_open(600, None);
     billing.limiter = "billing".into();
-    fleet::publish(&mut op, "test", vec![billing])
+    fleet::publish(&mut op, "refused-test", vec![billing])
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(overridden(&fleet[0]), Some(Override::ForceOpen));
+    let refused: u64 = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| {
+            let key = key.key();
+            key.name() == "rheostat_fleet_reads_total"
+                && key
+                    .labels()
+                    .any(|l| l.key() == "result" && l.value() == "refused")
+                && key
+                    .labels()
+                    .any(|l| l.key() == "prefix" && l.value() == "refused-test")
+        })
+        .map(|(.., value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum();
+    assert!(refused >= 2, "{refused} reads refused");
 }
 
 /// One HTTP/1.1 request over loopback: the status and the body.

@@ -287,19 +287,21 @@ fn reloads_are_counted_by_result_beside_the_version_in_force() {
         "{text}"
     );
     assert!(text.contains("# HELP rheostat_config_version "), "{text}");
+    let file = path.display().to_string();
     let value = |series: &str| -> f64 {
+        let series = series.replace("FILE", &file);
         text.lines()
-            .find_map(|line| line.strip_prefix(series))
+            .find_map(|line| line.strip_prefix(series.as_str()))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {series} in\n{text}"))
     };
     assert_eq!(
-        value("rheostat_config_reloads_total{result=\"applied\"}"),
+        value("rheostat_config_reloads_total{file=\"FILE\",result=\"applied\"}"),
         1.0
     );
     assert_eq!(
-        value("rheostat_config_reloads_total{result=\"refused\"}"),
+        value("rheostat_config_reloads_total{file=\"FILE\",result=\"refused\"}"),
         2.0
     );
-    assert_eq!(value("rheostat_config_version"), 2.0);
+    assert_eq!(value("rheostat_config_version{file=\"FILE\"}"), 2.0);
 }

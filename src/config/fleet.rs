@@ -21,9 +21,9 @@
 //!   once.
 //! - A document that does not read or names a limiter this instance does
 //!   not have is refused as a whole, counted
-//!   (`rheostat_fleet_reads_total{result="refused"}`) and logged (with the
+//!   (`rheostat_fleet_reads_total{prefix, result="refused"}`) and logged (with the
 //!   `tracing` feature); the overrides in force stay. The version applied
-//!   is the gauge `rheostat_fleet_version`, so an operator can see which
+//!   is the gauge `rheostat_fleet_version{prefix}`, so an operator can see which
 //!   instances obeyed.
 //!
 //! # The document
@@ -196,7 +196,7 @@ impl RedisOverrides {
             None => FleetOverrides::default(),
             Some(Ok(document)) => document,
             Some(Err(_e)) => {
-                count("refused", None);
+                count(&self.prefix, "refused", None);
                 #[cfg(feature = "tracing")]
                 ::tracing::warn!(key = %overrides_key(&self.prefix), error = %_e, "fleet overrides refused");
                 return Ok(());
@@ -206,9 +206,9 @@ impl RedisOverrides {
             .live
             .set_fleet_overrides(document.overrides, SystemTime::now())
         {
-            Ok(_) => count("applied", Some(document.version)),
+            Ok(_) => count(&self.prefix, "applied", Some(document.version)),
             Err(_e) => {
-                count("refused", None);
+                count(&self.prefix, "refused", None);
                 #[cfg(feature = "tracing")]
                 ::tracing::warn!(key = %overrides_key(&self.prefix), error = %_e, "fleet overrides refused");
             }
@@ -218,7 +218,7 @@ impl RedisOverrides {
 }
 
 /// Count a read of the document, and the version applied.
-fn count(_result: &'static str, _version: Option<u64>) {
+fn count(_prefix: &str, _result: &'static str, _version: Option<u64>) {
     #[cfg(feature = "metrics")]
     {
         ::metrics::describe_counter!(
@@ -229,10 +229,16 @@ fn count(_result: &'static str, _version: Option<u64>) {
             "rheostat_fleet_version",
             "The version of the fleet's overrides this instance applied"
         );
-        ::metrics::counter!("rheostat_fleet_reads_total", "result" => _result).increment(1);
+        ::metrics::counter!(
+            "rheostat_fleet_reads_total",
+            "prefix" => _prefix.to_owned(),
+            "result" => _result
+        )
+        .increment(1);
         if let Some(version) = _version {
             #[allow(clippy::cast_precision_loss, reason = "a version count")]
-            ::metrics::gauge!("rheostat_fleet_version").set(version as f64);
+            ::metrics::gauge!("rheostat_fleet_version", "prefix" => _prefix.to_owned())
+                .set(version as f64);
         }
     }
 }

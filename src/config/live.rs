@@ -45,8 +45,8 @@ type Each = dyn Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> +
 /// [`LiveLimiters::watch`] does this every period, and ends overrides on
 /// time with no traffic; it logs each reload refused (with the `tracing`
 /// feature, at `WARN`) and counts reloads in
-/// `rheostat_config_reloads_total{result="applied"|"refused"}` with the
-/// version in force in `rheostat_config_version` (with the `metrics`
+/// `rheostat_config_reloads_total{file, result="applied"|"refused"}` with
+/// the version in force in `rheostat_config_version{file}` (with the `metrics`
 /// feature).
 ///
 /// # Examples
@@ -164,7 +164,9 @@ impl LiveLimiters {
         }
     }
 
-    /// The limiter the file lists as `name`.
+    /// The limiter the file lists as `name`. It takes a lock: keep the
+    /// `Arc` (it follows every later version of the file) rather than ask
+    /// on every call.
     pub fn get(&self, name: &str) -> Option<Arc<DynLimiter>> {
         self.lock().limiters.get(name).cloned()
     }
@@ -245,9 +247,15 @@ impl LiveLimiters {
             } else {
                 "refused"
             };
-            ::metrics::counter!("rheostat_config_reloads_total", "result" => result).increment(1);
+            let file = self.path.display().to_string();
+            ::metrics::counter!(
+                "rheostat_config_reloads_total",
+                "file" => file.clone(),
+                "result" => result
+            )
+            .increment(1);
             #[allow(clippy::cast_precision_loss, reason = "a count of reloads")]
-            ::metrics::gauge!("rheostat_config_version").set(self.version() as f64);
+            ::metrics::gauge!("rheostat_config_version", "file" => file).set(self.version() as f64);
         }
     }
 

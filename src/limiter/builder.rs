@@ -25,6 +25,9 @@ pub(super) struct Rare {
     pub(super) timeout: Option<Timeout>,
     pub(super) wait: bool,
     pub(super) active_probe: Option<ActiveProbe>,
+    /// Whether a probe also needs a token granted from outside
+    /// ([`Builder::shared_probes`]).
+    pub(super) shared_probes: bool,
     pub(super) on_transition: Option<TransitionHook>,
     pub(super) retry: Option<crate::retry::Retry>,
 }
@@ -60,6 +63,10 @@ impl Options {
         self.rare.as_ref().and_then(|r| r.active_probe.as_ref())
     }
 
+    pub(super) fn shared_probes(&self) -> bool {
+        self.rare.as_ref().is_some_and(|r| r.shared_probes)
+    }
+
     pub(super) fn retry(&self) -> Option<&crate::retry::Retry> {
         self.rare.as_ref().and_then(|r| r.retry.as_ref())
     }
@@ -76,6 +83,7 @@ impl fmt::Debug for Rare {
             .field("timeout", &self.timeout)
             .field("wait", &self.wait)
             .field("active_probe", &self.active_probe)
+            .field("shared_probes", &self.shared_probes)
             .field("on_transition", &self.on_transition.is_some())
             .field("retry", &self.retry)
             .finish()
@@ -303,6 +311,18 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         Fut: Future<Output = Outcome> + Send + 'static,
     {
         self.options.rare_mut().active_probe = Some(ActiveProbe::new(timeout, check));
+        self
+    }
+
+    /// A probe also needs a token granted from outside
+    /// ([`Limiter::grant_probes`]): the allowance a fleet's instances share,
+    /// claimed by a task beside the limiter, so that the fleet stakes what
+    /// one breaker would. The breaker's own allowance and its judgement of
+    /// its probes stay as they are; without a token, a probe is refused as
+    /// [`RejectReason::Open`], as when the breaker's allowance is spent.
+    #[must_use]
+    pub fn shared_probes(mut self) -> Self {
+        self.options.rare_mut().shared_probes = true;
         self
     }
 

@@ -69,6 +69,7 @@ mod published;
 mod queue;
 mod ready;
 mod shards;
+mod shared_probes;
 mod slots;
 mod wait;
 

@@ -20,6 +20,9 @@ pub(super) struct Held<A> {
     /// applied to every answer published while it lasts, ended by the
     /// first event at or after its end ([`Limiter::catch_up`]).
     pub(super) overriding: Option<(Override, Instant)>,
+    /// Probe tokens granted from outside and when they lapse
+    /// ([`Limiter::grant_probes`]); read only with shared probes.
+    pub(super) probe_tokens: (u32, Option<Instant>),
 }
 
 impl<A> Held<A> {
@@ -30,6 +33,7 @@ impl<A> Held<A> {
             scratch: Vec::new(),
             learner,
             overriding: None,
+            probe_tokens: (0, None),
         }
     }
 }

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use rheostat::config::fleet::{self, RedisOverrides};
+use rheostat::config::fleet::{self, RedisOverrides, RedisProbes};
 use rheostat::config::{LiveLimiters, OverrideConfig, OverrideKind};
 use rheostat::overrides::Override;
 
@@ -382,4 +382,72 @@ async fn until_all(fleet: &[Arc<LiveLimiters>], overriding: Option<Override>) {
         fleet.iter().all(|l| overridden(l) == overriding)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_of_ten_sends_at_most_its_shared_allowance_of_probes_and_one_each_without_redis() {
+    let mut server = Server::start();
+    let dir = std::env::temp_dir().join(format!("rheostat-fleet-probes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("limits.toml");
+    std::fs::write(
+        &path,
+        "[limiters.payments.policy]\npolicy = \"breaker\"\ncooldown.fixed = \"1s\"\ncooldown_jitter = 0.0\n",
+    )
+    .unwrap();
+    // Ten instances sharing 5 probes a cycle, one cycle an hour: the
+    // test's cooldowns all end in one.
+    let start = |path: &Path, url: &str| -> Vec<Arc<LiveLimiters>> {
+        (0..10)
+            .map(|_| {
+                let live = Arc::new(
+                    LiveLimiters::options(path)
+                        .each(|b| b.shared_probes())
+                        .load()
+                        .unwrap(),
+                );
+                let mut probes = RedisProbes::new(url, "probes", Arc::clone(&live)).unwrap();
+                probes.cycle = Duration::from_secs(3600);
+                tokio::spawn(probes.run());
+                live
+            })
+            .collect()
+    };
+    let fleet = start(&path, &server.url());
+    // Open every breaker, wait out the cooldown, and try three calls each.
+    let trip = |fleet: &[Arc<LiveLimiters>]| {
+        for live in fleet {
+            let payments = live.get("payments").unwrap();
+            for _ in 0..10 {
+                if let Ok(permit) = payments.try_acquire() {
+                    permit.overload();
+                }
+            }
+        }
+    };
+    let probes_sent = |fleet: &[Arc<LiveLimiters>]| -> usize {
+        fleet
+            .iter()
+            .map(|live| {
+                let payments = live.get("payments").unwrap();
+                (0..3)
+                    .filter_map(|_| payments.try_acquire().ok())
+                    .map(drop)
+                    .count()
+            })
+            .sum()
+    };
+    trip(&fleet);
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let sent = probes_sent(&fleet);
+    assert!((1..=5).contains(&sent), "{sent} probes from the fleet");
+    eprintln!("shared allowance of 5: {sent} probes from 10 instances");
+    // Redis gone: a fleet whose claims go unanswered grants itself one
+    // probe an instance, as `fleet_size` scaling would.
+    server.stop();
+    let alone = start(&path, &server.url());
+    trip(&alone);
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(probes_sent(&alone), 10, "one each without Redis");
 }

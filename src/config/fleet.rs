@@ -34,7 +34,7 @@
 //! publishes the version on channel `<prefix>:changed`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::StreamExt as _;
 use redis::AsyncCommands as _;
@@ -240,5 +240,148 @@ fn count(_prefix: &str, _result: &'static str, _version: Option<u64>) {
             ::metrics::gauge!("rheostat_fleet_version", "prefix" => _prefix.to_owned())
                 .set(version as f64);
         }
+    }
+}
+
+/// How much earlier than a breaker's cooldown ends a [`RedisProbes`]
+/// claims its probes: 250 ms.
+pub const CLAIM_LEAD: Duration = Duration::from_millis(250);
+
+/// Claim up to `ARGV[1]` of the cycle's `ARGV[2]` probes; the counter
+/// lapses `ARGV[3]` milliseconds after its first claim. Returns how many
+/// were granted.
+const CLAIM: &str = r"
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+local left = tonumber(ARGV[2]) - (n - tonumber(ARGV[1]))
+if left < 0 then left = 0 end
+if left > tonumber(ARGV[1]) then left = tonumber(ARGV[1]) end
+return left
+";
+
+/// A fleet's probe allowance, shared through Redis: shortly before a
+/// breaker's cooldown ends, each instance claims its probes from a
+/// per-limiter counter for the cycle (the cooldown's end, in buckets of
+/// `cycle`), so the fleet as a whole sends `allowance` probes a cycle; it
+/// grants what it got to the limiter ([`Limiter::grant_probes`]), built
+/// with [`Builder::shared_probes`]. When Redis does not answer within
+/// [`REQUEST_TIMEOUT`], the instance grants itself `fallback` (its share
+/// of the allowance as `fleet_size` would scale it).
+///
+/// [`Limiter::grant_probes`]: crate::Limiter::grant_probes
+/// [`Builder::shared_probes`]: crate::Builder::shared_probes
+#[derive(Debug)]
+pub struct RedisProbes {
+    client: redis::Client,
+    prefix: String,
+    live: Arc<LiveLimiters>,
+    /// Probes the fleet sends a cycle.
+    pub allowance: u32,
+    /// Probes one instance claims a cycle.
+    pub per_instance: u32,
+    /// Probes an instance grants itself without an answer from Redis.
+    pub fallback: u32,
+    /// The length of a cycle: cooldowns ending in the same one share its
+    /// allowance.
+    pub cycle: Duration,
+    every: Duration,
+}
+
+impl RedisProbes {
+    /// Claims for `live`'s limiters from the Redis at `url` under
+    /// `prefix`: 5 probes a cycle for the fleet, one per instance, one
+    /// without Redis, cycles of 10 s.
+    ///
+    /// # Errors
+    ///
+    /// A `url` Redis does not take.
+    pub fn new(url: &str, prefix: &str, live: Arc<LiveLimiters>) -> redis::RedisResult<Self> {
+        Ok(RedisProbes {
+            client: redis::Client::open(url)?,
+            prefix: prefix.to_owned(),
+            live,
+            allowance: 5,
+            per_instance: 1,
+            fallback: 1,
+            cycle: Duration::from_secs(10),
+            every: Duration::from_millis(50),
+        })
+    }
+
+    /// Claim until dropped: spawn it. A limiter's probes are claimed once
+    /// a cycle: shortly before its breaker's cooldown ends, and again in
+    /// each later cycle while it is half-open with no token left (an
+    /// instance the fleet's allowance passed over tries the next cycle).
+    pub async fn run(self) {
+        let mut claimed: std::collections::BTreeMap<String, u128> = Default::default();
+        let mut connection = None;
+        loop {
+            tokio::time::sleep(self.every).await;
+            for name in self.live.names() {
+                let Some(limiter) = self.live.get(&name) else {
+                    continue;
+                };
+                let gate = limiter.gate();
+                let now = Instant::now();
+                let at = match gate.until {
+                    Some(end)
+                        if gate.is_shut() && end.saturating_duration_since(now) <= CLAIM_LEAD =>
+                    {
+                        end
+                    }
+                    _ if gate.probe && limiter.probe_tokens().0 == 0 => now,
+                    _ => continue,
+                };
+                let cycle = self.cycle_of(at, now);
+                if claimed.get(&name) == Some(&cycle) {
+                    continue;
+                }
+                claimed.insert(name.clone(), cycle);
+                let lapse = at + self.cycle;
+                let granted = match self.claim(&mut connection, &name, cycle).await {
+                    Ok(granted) => granted,
+                    Err(_) => {
+                        connection = None;
+                        self.fallback
+                    }
+                };
+                limiter.grant_probes(granted, Some(lapse));
+            }
+        }
+    }
+
+    /// The cycle `at` falls in, by the wall clock.
+    fn cycle_of(&self, at: Instant, now: Instant) -> u128 {
+        let wall = SystemTime::now() + at.saturating_duration_since(now);
+        let millis = wall
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        millis / self.cycle.as_millis().max(1)
+    }
+
+    /// Claim this instance's probes for `cycle`.
+    async fn claim(
+        &self,
+        connection: &mut Option<redis::aio::MultiplexedConnection>,
+        name: &str,
+        cycle: u128,
+    ) -> redis::RedisResult<u32> {
+        if connection.is_none() {
+            *connection = Some(bounded(self.client.get_multiplexed_async_connection()).await?);
+        }
+        let Some(con) = connection.as_mut() else {
+            unreachable!("just set")
+        };
+        let key = format!("{}:probes:{name}:{cycle}", self.prefix);
+        let lapse = u64::try_from(self.cycle.as_millis().saturating_mul(2)).unwrap_or(u64::MAX);
+        bounded(
+            redis::Script::new(CLAIM)
+                .key(key)
+                .arg(self.per_instance)
+                .arg(self.allowance)
+                .arg(lapse)
+                .invoke_async(con),
+        )
+        .await
     }
 }

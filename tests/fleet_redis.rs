@@ -73,16 +73,21 @@ impl Drop for Server {
     }
 }
 
+/// A file listing `payments` as a fixed limit of 8.
 fn config_file(test: &str) -> PathBuf {
+    file_of(
+        test,
+        "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 8\n",
+    )
+}
+
+/// A fresh directory for one test, with `text` as its configuration file.
+fn file_of(test: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rheostat-fleet-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("limits.toml");
-    std::fs::write(
-        &path,
-        "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 8\n",
-    )
-    .unwrap();
+    std::fs::write(&path, text).unwrap();
     path
 }
 
@@ -387,15 +392,10 @@ async fn until_all(fleet: &[Arc<LiveLimiters>], overriding: Option<Override>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_ten_sends_at_most_its_shared_allowance_of_probes_and_one_each_without_redis() {
     let mut server = Server::start();
-    let dir = std::env::temp_dir().join(format!("rheostat-fleet-probes-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("limits.toml");
-    std::fs::write(
-        &path,
+    let path = file_of(
+        "probes",
         "[limiters.payments.policy]\npolicy = \"breaker\"\ncooldown.fixed = \"1s\"\ncooldown_jitter = 0.0\n",
-    )
-    .unwrap();
+    );
     // Ten instances sharing 5 probes a cycle, one cycle an hour: the
     // test's cooldowns all end in one.
     let start = |path: &Path, url: &str| -> Vec<Arc<LiveLimiters>> {

@@ -36,8 +36,8 @@ impl Buffer {
     }
 }
 
-#[test]
-fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
+/// The lines logged at `INFO` and above while `run` runs.
+fn logged(run: impl FnOnce()) -> Vec<String> {
     let buffer = Buffer::default();
     let writer = buffer.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -45,7 +45,13 @@ fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
         .with_ansi(false)
         .with_max_level(tracing::Level::INFO)
         .finish();
-    tracing::subscriber::with_default(subscriber, || {
+    tracing::subscriber::with_default(subscriber, run);
+    buffer.lines()
+}
+
+#[test]
+fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
+    let lines = logged(|| {
         let clock = ManualClock::new();
         let config = BreakerConfig {
             cooldown: Cooldown::Fixed(Duration::from_secs(10)),
@@ -69,7 +75,6 @@ fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
             p.success();
         }
     });
-    let lines = buffer.lines();
     // Half-open is logged at debug, below this subscriber's level.
     assert_eq!(lines.len(), 2, "{lines:#?}");
     let opened = &lines[0];
@@ -107,14 +112,7 @@ fn budget_log(rounds: usize, calls: usize, pause: Duration) -> Vec<String> {
     use rheostat::retry::{Backoff, Budget, RetryConfig};
     use rheostat::{Outcome, TokioClock};
 
-    let buffer = Buffer::default();
-    let writer = buffer.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    tracing::subscriber::with_default(subscriber, || {
+    let lines = logged(|| {
         let limiter = Limiter::builder(Fixed::new(4).unwrap())
             .name("payments")
             .clock(TokioClock)
@@ -151,7 +149,7 @@ fn budget_log(rounds: usize, calls: usize, pause: Duration) -> Vec<String> {
             }
         });
     });
-    buffer.lines()
+    lines
 }
 
 #[test]
@@ -184,14 +182,7 @@ fn an_override_applied_warns_and_its_end_informs_with_its_kind() {
     use rheostat::algorithms::Fixed;
     use rheostat::overrides::Override;
 
-    let buffer = Buffer::default();
-    let writer = buffer.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    tracing::subscriber::with_default(subscriber, || {
+    let lines = logged(|| {
         let clock = ManualClock::new();
         let limiter = Limiter::builder(Fixed::new(8).unwrap())
             .name("payments")
@@ -209,7 +200,6 @@ fn an_override_applied_warns_and_its_end_informs_with_its_kind() {
         clock.advance(Duration::from_secs(60));
         limiter.handle_timeout();
     });
-    let lines = buffer.lines();
     assert_eq!(lines.len(), 4, "{lines:#?}");
     let expect = [
         (

@@ -265,9 +265,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// successes counted for it without its lock), with the attempt
     /// timeout in force ([`Limiter::timeout_in_force`]).
     pub fn snapshot(&self) -> Snapshot {
-        self.update(|policy| policy.snapshot())
-            .with_timeout(self.timeout_in_force())
-            .with_override(self.override_in_force())
+        self.with_held(self.clock.now(), |held| {
+            held.policy.snapshot().with_override(held.overriding)
+        })
+        .with_timeout(self.timeout_in_force())
     }
 
     /// Run `f` on the policy — to change a fixed limit, force a breaker
@@ -286,16 +287,20 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut A) -> R) -> R {
-        self.update_at(self.clock.now(), f)
+        self.with_held(self.clock.now(), |held| f(&mut held.policy))
     }
 
-    fn update_at<R>(&self, now: Instant, f: impl FnOnce(&mut A) -> R) -> R {
+    /// Run `f` on the policy and what is kept beside it (an override, probe
+    /// tokens) under the lock at `now`, after catching the policy up; then
+    /// publish, report its transitions and wake any waiter it lets through.
+    /// Every change made from outside goes through here.
+    fn with_held<R>(&self, now: Instant, f: impl FnOnce(&mut Held<A>) -> R) -> R {
         let (result, transitions) = {
-            let mut policy = self.lock();
-            self.catch_up(&mut policy, now);
-            let result = f(&mut policy);
-            let transitions = self.drain(&mut policy);
-            self.publish(&mut policy);
+            let mut held = self.lock();
+            self.catch_up(&mut held, now);
+            let result = f(&mut held);
+            let transitions = self.drain(&mut held);
+            self.publish(&mut held);
             (result, transitions)
         };
         self.report(transitions);

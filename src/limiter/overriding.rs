@@ -58,34 +58,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
         let now = self.clock.now();
         let until = now.checked_add(lasting).unwrap_or(now);
-        let (result, transitions) = {
-            let mut held = self.lock();
-            self.catch_up(&mut held, now);
-            let result = self.start_override(&mut held, now, overriding, until, lasting);
-            let transitions = self.drain(&mut held);
-            self.publish(&mut held);
-            (result, transitions)
-        };
-        self.report(transitions);
-        self.wake_waiters();
-        result
+        self.with_held(now, |held| {
+            self.start_override(held, now, overriding, until, lasting)
+        })
     }
 
     /// End the override in force, if any: the policy decides again.
     pub fn clear_override(&self) {
         let now = self.clock.now();
-        let transitions = {
-            let mut held = self.lock();
-            self.catch_up(&mut held, now);
-            if held.overriding.is_some() {
-                self.end_override(&mut held, now, false);
-            }
-            let transitions = self.drain(&mut held);
-            self.publish(&mut held);
-            transitions
-        };
-        self.report(transitions);
-        self.wake_waiters();
+        self.with_held(now, |held| self.end_override(held, now, false));
     }
 
     /// The override in force and when it ends, by the limiter's clock;

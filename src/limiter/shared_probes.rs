@@ -24,13 +24,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// A fleet's shared allowance, claimed by a task beside the limiter,
     /// reaches it here.
     pub fn grant_probes(&self, count: u32, until: Option<Instant>) {
-        let now = self.clock.now();
-        {
-            let mut held = self.lock();
-            self.catch_up(&mut held, now);
-            held.probe_tokens = (count, until);
-        }
-        self.wake_waiters();
+        self.with_held(self.clock.now(), |held| held.probe_tokens = (count, until));
     }
 
     /// The probe tokens left and when they lapse (see

@@ -6,8 +6,14 @@ use crate::algorithms::Outcome;
 use crate::retry::Verdict;
 
 #[cfg(feature = "http")]
+mod grpc;
+#[cfg(feature = "http")]
 mod http_response;
 
+#[cfg(feature = "http")]
+pub use grpc::{GrpcClassifier, GrpcCode};
+#[cfg(feature = "http")]
+pub(crate) use grpc::{GRPC_PUSHBACK, GRPC_STATUS};
 #[cfg(feature = "http")]
 pub use http_response::HttpClassifier;
 
@@ -81,6 +87,82 @@ pub trait Classify<Res, E> {
     fn verdict(&self, result: &Result<Res, E>, latency: Duration) -> Verdict {
         Verdict::from(self.classify(result, latency))
     }
+}
+
+/// Turns an HTTP response whose outcome may come after its headers — at
+/// the end of its body, in its trailers, as a gRPC call's status does —
+/// into what it says about the dependency: the classifier of a layer
+/// built with [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end)
+/// ([`GrpcClassifier`] for gRPC).
+///
+/// The layer asks [`head`](Self::head) when the response's headers come
+/// (or the inner service fails); if it answers `None`, the layer hands the
+/// call's permit to the response's body and asks [`end`](Self::end) when
+/// the body ends, with the latency to then.
+///
+/// # Examples
+///
+/// A classifier for an HTTP download whose body may break: the response's
+/// status if it is an error, otherwise whether the body arrived whole.
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat::tower::{BodyEnd, ClassifyEnd};
+/// use rheostat::Outcome;
+///
+/// struct Download;
+///
+/// impl ClassifyEnd for Download {
+///     fn head<B, E>(&self, result: &Result<http::Response<B>, E>, _: Duration) -> Option<Outcome> {
+///         match result {
+///             Ok(response) if response.status().is_server_error() => Some(Outcome::Overload),
+///             Ok(response) if !response.status().is_success() => Some(Outcome::Ignore),
+///             Ok(_) => None, // wait for the body
+///             Err(_) => Some(Outcome::Overload),
+///         }
+///     }
+///     fn end(&self, end: BodyEnd<'_>, _: Duration) -> Outcome {
+///         match end {
+///             BodyEnd::Failed => Outcome::Overload,
+///             BodyEnd::Finished | BodyEnd::Trailers(_) => Outcome::Success,
+///         }
+///     }
+/// }
+///
+/// let ok = Ok::<_, ()>(http::Response::new(()));
+/// assert_eq!(Download.head(&ok, Duration::ZERO), None);
+/// assert_eq!(Download.end(BodyEnd::Failed, Duration::ZERO), Outcome::Overload);
+/// ```
+#[cfg(feature = "http")]
+pub trait ClassifyEnd {
+    /// What `result`, `latency` after admission, says about the dependency,
+    /// if its headers say it (a gRPC status in a trailers-only response, an
+    /// error from the inner service); `None` if the outcome comes with the
+    /// end of the body. (An error from the inner service has no body: an
+    /// error left for later is classified at once as a body that
+    /// [failed](BodyEnd::Failed).)
+    fn head<B, E>(
+        &self,
+        result: &Result<http::Response<B>, E>,
+        latency: Duration,
+    ) -> Option<Outcome>;
+
+    /// What a response whose body ended as `end`, `latency` after
+    /// admission, says about the dependency.
+    fn end(&self, end: BodyEnd<'_>, latency: Duration) -> Outcome;
+}
+
+/// How a response's body ended, for [`ClassifyEnd::end`].
+#[cfg(feature = "http")]
+#[derive(Clone, Copy, Debug)]
+pub enum BodyEnd<'a> {
+    /// With these trailers (for gRPC, where its status is).
+    Trailers(&'a http::HeaderMap),
+    /// Without trailers.
+    Finished,
+    /// With an error: the connection reset, the stream broken, the layer's
+    /// timeout run out.
+    Failed,
 }
 
 /// A closure `Fn(&Result<Res, E>, Duration) -> Outcome` as a [`Classify`].

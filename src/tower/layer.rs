@@ -1,6 +1,7 @@
 //! The layer.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,9 @@ use tower_layer::Layer;
 
 use super::class::{ByRequest, DefaultClass};
 use super::classify::Unclassified;
+#[cfg(feature = "http")]
+use super::end::AtBodyEnd;
+use super::end::AtResponse;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -35,12 +39,19 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
+pub struct RheostatLayer<
+    K,
+    A = Box<dyn Algorithm>,
+    C = DefaultClock,
+    P = DefaultClass,
+    M = AtResponse,
+> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
     classify: P,
+    end: PhantomData<fn() -> M>,
 }
 
 impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
@@ -55,22 +66,85 @@ impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
             timeout: None,
             wait: false,
             classify: DefaultClass,
+            end: PhantomData,
         }
     }
 }
 
-impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
+impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier)
     /// for HTTP, a [`ResultClassifier`](super::ResultClassifier) if every
     /// response is a success and every error an overload, a closure in a
     /// [`ClassifyFn`](super::ClassifyFn), any [`Classify`](super::Classify)).
-    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P> {
+    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M> {
         RheostatLayer {
             limiter: self.limiter,
             classifier,
             timeout: self.timeout,
             wait: self.wait,
             classify: self.classify,
+            end: PhantomData,
+        }
+    }
+
+    /// Classify each call when its outcome is known — at the response's
+    /// headers if they say it, otherwise when the response's body ends —
+    /// with `classifier`, a [`ClassifyEnd`](super::ClassifyEnd): a
+    /// [`GrpcClassifier`](super::GrpcClassifier) for gRPC, whose status
+    /// comes in the trailers after the body unless the server failed at
+    /// once.
+    ///
+    /// The call's permit is then held past the response future: the
+    /// service answers `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`,
+    /// whose body holds the permit until it ends, and records the outcome
+    /// with the latency to then. The layer's [timeout](Self::timeout) runs
+    /// on into the body. A body dropped before it ends releases the permit
+    /// as the limiter's drop outcome, as a dropped response future does.
+    ///
+    /// A streaming call holds its slot for as long as its stream lasts:
+    /// see [gRPC](super#grpc) for what to do about long streams. The
+    /// layer does not [retry](Self::retry) such calls.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use bytes::Bytes;
+    /// use http_body_util::{BodyExt, Full};
+    /// use rheostat::{algorithms::Fixed, tower::{GrpcClassifier, RheostatLayer}, Limiter};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// let limiter = Arc::new(Limiter::new(Fixed::new(8)?));
+    /// let client = RheostatLayer::new(Arc::clone(&limiter))
+    ///     .classify_at_end(GrpcClassifier::new())
+    ///     .layer(service_fn(|_: http::Request<()>| async {
+    ///         // A gRPC answer whose status comes in the trailers.
+    ///         let mut trailers = http::HeaderMap::new();
+    ///         trailers.insert("grpc-status", http::HeaderValue::from_static("14"));
+    ///         let body = Full::new(Bytes::from_static(b"\0\0\0\0\0")).with_trailers(async { Some(Ok(trailers)) });
+    ///         Ok::<_, std::convert::Infallible>(http::Response::new(body))
+    ///     }));
+    ///
+    /// let response = client.oneshot(http::Request::new(())).await?;
+    /// assert_eq!(limiter.in_flight(), 1, "the body holds the permit");
+    /// let trailers = response.into_body().collect().await?.trailers().cloned();
+    /// assert_eq!(trailers.unwrap()["grpc-status"], "14");
+    /// assert_eq!(limiter.in_flight(), 0, "released at the status");
+    /// assert_eq!(limiter.snapshot().overloads, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "http")]
+    pub fn classify_at_end<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, AtBodyEnd> {
+        RheostatLayer {
+            limiter: self.limiter,
+            classifier,
+            timeout: self.timeout,
+            wait: self.wait,
+            classify: self.classify,
+            end: PhantomData,
         }
     }
 
@@ -168,13 +242,14 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>> {
+    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>, M> {
         RheostatLayer {
             limiter: self.limiter,
             classifier: self.classifier,
             timeout: self.timeout,
             wait: self.wait,
             classify: ByRequest(classify),
+            end: PhantomData,
         }
     }
 
@@ -184,10 +259,10 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     }
 }
 
-impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
-    for RheostatLayer<K, A, C, P>
+impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone, M> Layer<S>
+    for RheostatLayer<K, A, C, P, M>
 {
-    type Service = Rheostat<S, K, A, C, P>;
+    type Service = Rheostat<S, K, A, C, P, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Rheostat::new(
@@ -201,7 +276,7 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
     }
 }
 
-impl<K: Clone, A, C, P: Clone> Clone for RheostatLayer<K, A, C, P> {
+impl<K: Clone, A, C, P: Clone, M> Clone for RheostatLayer<K, A, C, P, M> {
     fn clone(&self) -> Self {
         RheostatLayer {
             limiter: Arc::clone(&self.limiter),
@@ -209,12 +284,13 @@ impl<K: Clone, A, C, P: Clone> Clone for RheostatLayer<K, A, C, P> {
             timeout: self.timeout,
             wait: self.wait,
             classify: self.classify.clone(),
+            end: PhantomData,
         }
     }
 }
 
-impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
-    for RheostatLayer<K, A, C, P>
+impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
+    for RheostatLayer<K, A, C, P, M>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatLayer")

@@ -187,6 +187,7 @@
 
 mod class;
 mod classify;
+mod end;
 pub mod future;
 mod keyed;
 mod layer;
@@ -199,8 +200,11 @@ mod service;
 
 pub use class::{ByRequest, ClassifyRequest, DefaultClass, LowerOnly};
 #[cfg(feature = "http")]
-pub use classify::HttpClassifier;
+pub use classify::{BodyEnd, ClassifyEnd, GrpcClassifier, GrpcCode, HttpClassifier};
 pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
+#[cfg(feature = "http")]
+pub use end::AtBodyEnd;
+pub use end::{AtResponse, CallEnd};
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
 #[cfg(feature = "tower-retry")]

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::class::{ByRequest, ClassifyRequest, DefaultClass};
-use super::classify::Classify;
+use super::end::{AtResponse, CallEnd};
 use super::future::{ClassResponseFuture, ResponseFuture};
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
@@ -51,7 +52,20 @@ pub(crate) fn start_acquire<A: Algorithm + 'static, C: Clock>(
 /// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)
 /// (each request admitted as its class; waiting, in the response future, a
 /// [`ClassResponseFuture`], so the inner service must be `Clone`).
-pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::DefaultClock, P = DefaultClass> {
+///
+/// `M` is when a call is over: [`AtResponse`] (the default: when the inner
+/// service's response comes), or [`AtBodyEnd`](super::AtBodyEnd) after
+/// [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end)
+/// (when the response's body ends, for gRPC: the service then answers
+/// `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`).
+pub struct Rheostat<
+    S,
+    K,
+    A = Box<dyn Algorithm>,
+    C = crate::DefaultClock,
+    P = DefaultClass,
+    M = AtResponse,
+> {
     inner: S,
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
@@ -63,9 +77,10 @@ pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::DefaultClock, P = D
     acquiring: Option<Acquire<A, C>>,
     /// The slot (or refusal) `poll_ready` got for the next `call`.
     reserved: Option<Result<OwnedPermit<A, C>, Rejection>>,
+    end: PhantomData<fn() -> M>,
 }
 
-impl<S, K, A: Algorithm + 'static, C: Clock, P> Rheostat<S, K, A, C, P> {
+impl<S, K, A: Algorithm + 'static, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     pub(crate) fn new(
         inner: S,
         limiter: Arc<Limiter<A, C>>,
@@ -84,11 +99,12 @@ impl<S, K, A: Algorithm + 'static, C: Clock, P> Rheostat<S, K, A, C, P> {
             start_acquire: start_acquire::<A, C>,
             acquiring: None,
             reserved: None,
+            end: PhantomData,
         }
     }
 }
 
-impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
+impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -152,7 +168,7 @@ impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     }
 }
 
-impl<S: Clone, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
+impl<S: Clone, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     /// The inner service readied by `poll_ready`, for a response future to
     /// call later; a clone takes its place (as tower advises).
     pub(crate) fn take_ready(&mut self) -> S {
@@ -161,16 +177,17 @@ impl<S: Clone, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     }
 }
 
-impl<S, Req, K, A, C> Service<Req> for Rheostat<S, K, A, C, DefaultClass>
+impl<S, Req, K, A, C, M> Service<Req> for Rheostat<S, K, A, C, DefaultClass, M>
 where
     S: Service<Req>,
-    K: Classify<S::Response, S::Error> + Clone,
+    K: Clone,
+    M: CallEnd<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
 {
-    type Response = S::Response;
+    type Response = M::Response;
     type Error = CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K, A, C>;
+    type Future = ResponseFuture<S::Future, K, A, C, M>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if self.wait && self.reserved.is_none() {
@@ -207,17 +224,18 @@ where
 /// With a class function: admission is for the request's class, so it is
 /// decided per request — in `call` failing fast, in the response future
 /// waiting — and `poll_ready` is the inner service's readiness.
-impl<S, Req, K, A, C, F> Service<Req> for Rheostat<S, K, A, C, ByRequest<F>>
+impl<S, Req, K, A, C, F, M> Service<Req> for Rheostat<S, K, A, C, ByRequest<F>, M>
 where
     S: Service<Req> + Clone,
-    K: Classify<S::Response, S::Error> + Clone,
+    K: Clone,
+    M: CallEnd<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
     F: ClassifyRequest<Req>,
 {
-    type Response = S::Response;
+    type Response = M::Response;
     type Error = CallError<S::Error>;
-    type Future = ClassResponseFuture<S, Req, K, A, C>;
+    type Future = ClassResponseFuture<S, Req, K, A, C, M>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(CallError::Failed)
@@ -249,7 +267,7 @@ where
     }
 }
 
-impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone> Clone for Rheostat<S, K, A, C, P> {
+impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone, M> Clone for Rheostat<S, K, A, C, P, M> {
     /// A clone shares the limiter but not a slot reserved by `poll_ready`.
     fn clone(&self) -> Self {
         Rheostat {
@@ -262,12 +280,13 @@ impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone> Clone for Rheostat<S,
             start_acquire: self.start_acquire,
             acquiring: None,
             reserved: None,
+            end: PhantomData,
         }
     }
 }
 
-impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
-    for Rheostat<S, K, A, C, P>
+impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
+    for Rheostat<S, K, A, C, P, M>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rheostat")

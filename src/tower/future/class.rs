@@ -14,7 +14,7 @@ use super::response::ResponseFuture;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
-use crate::tower::classify::Classify;
+use crate::tower::end::{AtResponse, CallEnd};
 use crate::tower::service::Acquire;
 
 pin_project! {
@@ -38,18 +38,18 @@ pin_project! {
     /// As a [`ResponseFuture`]; and, while waiting for a slot under a
     /// limiter with a `max_wait`, if polled outside a Tokio runtime with the
     /// time driver enabled.
-    pub struct ClassResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock>
+    pub struct ClassResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock, M = AtResponse>
     where
         S: Service<Req>,
     {
         #[pin]
-        state: ClassState<S, Req, S::Future, K, A, C>,
+        state: ClassState<S, Req, S::Future, K, A, C, M>,
     }
 }
 
 pin_project! {
     #[project = ClassStateProj]
-    enum ClassState<S, Req, F, K, A, C> {
+    enum ClassState<S, Req, F, K, A, C, M> {
         /// Waiting for a slot, with the service readied for the request.
         Waiting {
             acquire: Acquire<A, C>,
@@ -61,12 +61,12 @@ pin_project! {
         /// Admitted (or refused).
         Admitted {
             #[pin]
-            future: ResponseFuture<F, K, A, C>,
+            future: ResponseFuture<F, K, A, C, M>,
         },
     }
 }
 
-impl<S: Service<Req>, Req, K, A, C> ClassResponseFuture<S, Req, K, A, C> {
+impl<S: Service<Req>, Req, K, A, C, M> ClassResponseFuture<S, Req, K, A, C, M> {
     /// Waits for `acquire`, then sends `request` with `service`.
     pub(crate) fn waiting(
         acquire: Acquire<A, C>,
@@ -87,21 +87,21 @@ impl<S: Service<Req>, Req, K, A, C> ClassResponseFuture<S, Req, K, A, C> {
     }
 
     /// Admitted or refused already.
-    pub(crate) fn admitted(future: ResponseFuture<S::Future, K, A, C>) -> Self {
+    pub(crate) fn admitted(future: ResponseFuture<S::Future, K, A, C, M>) -> Self {
         ClassResponseFuture {
             state: ClassState::Admitted { future },
         }
     }
 }
 
-impl<S, Req, K, A, C> Future for ClassResponseFuture<S, Req, K, A, C>
+impl<S, Req, K, A, C, M> Future for ClassResponseFuture<S, Req, K, A, C, M>
 where
     S: Service<Req>,
-    K: Classify<S::Response, S::Error>,
+    M: CallEnd<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
 {
-    type Output = Result<S::Response, CallError<S::Error>>;
+    type Output = Result<M::Response, CallError<S::Error>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
@@ -137,8 +137,8 @@ where
     }
 }
 
-impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> fmt::Debug
-    for ClassResponseFuture<S, Req, K, A, C>
+impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock, M> fmt::Debug
+    for ClassResponseFuture<S, Req, K, A, C, M>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.state {

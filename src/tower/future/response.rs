@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::OwnedPermit;
-use crate::tower::classify::Classify;
+use crate::tower::end::{AtResponse, CallEnd};
 
 pin_project! {
     /// The response of a [`Rheostat`](crate::tower::Rheostat) service: the inner
@@ -21,21 +22,31 @@ pin_project! {
     ///
     /// It holds the call's permit until it completes; the outcome is then
     /// recorded as the classifier says (or as an overload if the timeout ran
-    /// out). Dropped before it completes, it releases the permit as the
-    /// limiter's drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore)
-    /// unless configured otherwise).
+    /// out). With [`AtBodyEnd`](crate::tower::AtBodyEnd) (a layer built
+    /// with [`classify_at_end`](crate::tower::RheostatLayer::classify_at_end)),
+    /// a response whose headers do not say the outcome takes the permit on
+    /// in its body, a [`ResponseBody`](super::ResponseBody), with what is
+    /// left of the timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it completes, it drops the inner call and releases the
+    /// permit as the limiter's drop outcome
+    /// ([`Outcome::Ignore`](crate::Outcome::Ignore) unless configured
+    /// otherwise).
     ///
     /// # Panics
     ///
     /// If polled after it completed, or, with a timeout, polled outside a
     /// Tokio runtime with the time driver enabled.
-    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = DefaultClock> {
+    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = DefaultClock, M = AtResponse> {
         #[pin]
         kind: Kind<F>,
         permit: Option<OwnedPermit<A, C>>,
         classifier: K,
         timeout: Option<Duration>,
         sleep: Option<Pin<Box<Sleep>>>,
+        end: PhantomData<fn() -> M>,
     }
 }
 
@@ -59,7 +70,7 @@ enum Refusal {
     NoLimiter(crate::keyed::KeyedError),
 }
 
-impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
+impl<F, K, A: Algorithm, C: Clock, M> ResponseFuture<F, K, A, C, M> {
     /// The call admitted under `permit`, given at most the layer's
     /// `timeout`, or, if it is a probe, the limiter's probe timeout (with or
     /// without a timeout of the layer's own).
@@ -76,6 +87,7 @@ impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
             classifier,
             timeout,
             sleep: None,
+            end: PhantomData,
         }
     }
 
@@ -97,18 +109,19 @@ impl<F, K, A: Algorithm, C: Clock> ResponseFuture<F, K, A, C> {
             classifier,
             timeout: None,
             sleep: None,
+            end: PhantomData,
         }
     }
 }
 
-impl<F, K, Res, E, A, C> Future for ResponseFuture<F, K, A, C>
+impl<F, K, Res, E, A, C, M> Future for ResponseFuture<F, K, A, C, M>
 where
     F: Future<Output = Result<Res, E>>,
-    K: Classify<Res, E>,
+    M: CallEnd<Res, E, K, A, C>,
     A: Algorithm,
     C: Clock,
 {
-    type Output = Result<Res, CallError<E>>;
+    type Output = Result<M::Response, CallError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -124,14 +137,14 @@ where
             }
         };
         if let Poll::Ready(result) = future.poll(cx) {
-            if let Some(permit) = this.permit.take() {
-                let now = permit.limiter().clock().now();
-                let latency = permit
-                    .started()
-                    .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
-                permit.record(this.classifier.classify(&result, latency));
-            }
-            return Poll::Ready(result.map_err(CallError::Failed));
+            let finished = M::finish(
+                this.classifier,
+                result,
+                this.permit.take(),
+                *this.timeout,
+                this.sleep.take(),
+            );
+            return Poll::Ready(finished.map_err(CallError::Failed));
         }
         if let Some(after) = *this.timeout {
             let sleep = this
@@ -148,7 +161,7 @@ where
     }
 }
 
-impl<F, K, A: Algorithm, C: Clock> fmt::Debug for ResponseFuture<F, K, A, C> {
+impl<F, K, A: Algorithm, C: Clock, M> fmt::Debug for ResponseFuture<F, K, A, C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("permit", &self.permit)

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use http::header::{HeaderValue, RETRY_AFTER};
-use http::Response;
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -16,6 +16,7 @@ use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::Rejection;
 use crate::limiter::OwnedPermit;
+use crate::tower::classify::{GrpcClassifier, GrpcCode, GRPC_PUSHBACK, GRPC_STATUS};
 use crate::tower::service::Acquire;
 
 pin_project! {
@@ -24,7 +25,9 @@ pin_project! {
     ///
     /// Waiting for a slot, it holds the request and the inner service
     /// readied for it; admitted, it holds the permit until the inner
-    /// service's response comes, then records the outcome.
+    /// service's response comes, then records the outcome. A refused gRPC
+    /// request is answered as gRPC expects (see
+    /// [gRPC](super::ShedLayer#grpc)).
     ///
     /// # Cancel safety
     ///
@@ -46,6 +49,8 @@ pin_project! {
         state: State<S, Req, S::Future, A, C>,
         permit: Option<OwnedPermit<A, C>>,
         settings: Settings,
+        // Whether the request is a gRPC call.
+        grpc: bool,
     }
 }
 
@@ -77,18 +82,77 @@ impl<S: Service<Req>, Req, A, C> ShedFuture<S, Req, A, C> {
         state: State<S, Req, S::Future, A, C>,
         permit: Option<OwnedPermit<A, C>>,
         settings: Settings,
+        grpc: bool,
     ) -> Self {
         ShedFuture {
             state,
             permit,
             settings,
+            grpc,
         }
     }
 }
 
-/// The response to a request refused as `rejection` says.
-fn refusal<B: Default>(rejection: Rejection, settings: &Settings) -> Response<B> {
+/// Whether a request with these headers is a gRPC call: its content type
+/// is `application/grpc`, or `application/grpc+` or `;` something.
+pub(super) fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers.get(CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes();
+        value
+            .strip_prefix(b"application/grpc")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"+") || rest.starts_with(b";"))
+    })
+}
+
+/// The outcome a server records for a gRPC response whose status came in
+/// its headers: a failure of the server's own (the codes a client counts
+/// as overloads by default) is an overload, anything else a success, as
+/// [`server_outcome`](super::server_outcome) says of HTTP statuses.
+pub(super) fn grpc_server_outcome(code: GrpcCode) -> Outcome {
+    if GrpcClassifier::DEFAULT_OVERLOAD.contains(&code) {
+        Outcome::Overload
+    } else {
+        Outcome::Success
+    }
+}
+
+/// `text` as a `grpc-message` writes it: percent-encoded UTF-8, every byte
+/// but a printable ASCII character other than `%` as `%XX`.
+fn grpc_message(text: &str) -> HeaderValue {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if (0x20..0x7f).contains(&byte) && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    HeaderValue::try_from(encoded).unwrap_or(HeaderValue::from_static("refused"))
+}
+
+/// The response to a request refused as `rejection` says: for a gRPC call,
+/// a trailers-only response with the layer's gRPC status and a
+/// `grpc-retry-pushback-ms`; otherwise the layer's status with a
+/// `Retry-After`.
+fn refusal<B: Default>(rejection: Rejection, settings: &Settings, grpc: bool) -> Response<B> {
     let after = rejection.retry_after().unwrap_or(settings.retry_after);
+    if grpc {
+        let millis = u64::try_from(after.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(u64::from(after.subsec_nanos() % 1_000_000 > 0));
+        let mut response = Response::new(B::default());
+        *response.status_mut() = StatusCode::OK;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(
+            GRPC_STATUS,
+            HeaderValue::from(settings.grpc_status.as_i32()),
+        );
+        headers.insert("grpc-message", grpc_message(&rejection.to_string()));
+        headers.insert(GRPC_PUSHBACK, HeaderValue::from(millis));
+        response.extensions_mut().insert(rejection);
+        return response;
+    }
     let seconds = after
         .as_secs()
         .saturating_add(u64::from(after.subsec_nanos() > 0));
@@ -130,14 +194,19 @@ where
                     }
                     Err(rejection) => {
                         this.state.set(State::Done);
-                        return Poll::Ready(Ok(refusal(rejection, this.settings)));
+                        return Poll::Ready(Ok(refusal(rejection, this.settings, *this.grpc)));
                     }
                 },
                 StateProj::Called { future } => {
                     let result = ready!(future.poll(cx));
                     if let Some(permit) = this.permit.take() {
                         permit.record(match &result {
-                            Ok(response) => (this.settings.outcome)(response.status()),
+                            Ok(response) => match response.headers().get(GRPC_STATUS) {
+                                Some(code) if *this.grpc => {
+                                    grpc_server_outcome(GrpcCode::parse(code.as_bytes()))
+                                }
+                                _ => (this.settings.outcome)(response.status()),
+                            },
                             Err(_) => Outcome::Overload,
                         });
                     }
@@ -147,7 +216,7 @@ where
                 StateProj::Refused { rejection } => {
                     let rejection = *rejection;
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(refusal(rejection, this.settings)));
+                    return Poll::Ready(Ok(refusal(rejection, this.settings, *this.grpc)));
                 }
                 StateProj::Done => panic!("polled after completion"),
             }
@@ -166,6 +235,7 @@ impl<S: Service<Req>, Req, A: Algorithm, C: Clock> fmt::Debug for ShedFuture<S, 
         f.debug_struct("ShedFuture")
             .field("state", &state)
             .field("permit", &self.permit)
+            .field("grpc", &self.grpc)
             .finish_non_exhaustive()
     }
 }
@@ -187,6 +257,7 @@ mod tests {
             wait: false,
             outcome: server_outcome,
             unclassified: None,
+            grpc_status: GrpcCode::Unavailable,
         };
         let rejection = Rejection::new(crate::RejectReason::LimitReached, "fixed", None);
         for (after, header) in [
@@ -197,7 +268,7 @@ mod tests {
             (Duration::from_secs(30), "30"),
             (Duration::MAX, "18446744073709551615"),
         ] {
-            let response: Response<()> = refusal(rejection, &settings(after));
+            let response: Response<()> = refusal(rejection, &settings(after), false);
             assert_eq!(response.headers()[RETRY_AFTER], header, "{after:?}");
         }
         // The rejection's own wait comes first.
@@ -206,7 +277,72 @@ mod tests {
             "breaker",
             Some(Duration::from_millis(2500)),
         );
-        let response: Response<()> = refusal(open, &settings(Duration::from_secs(9)));
+        let response: Response<()> = refusal(open, &settings(Duration::from_secs(9)), false);
         assert_eq!(response.headers()[RETRY_AFTER], "3");
+    }
+
+    #[test]
+    fn a_grpc_refusal_is_trailers_only_with_its_pushback_rounded_up_to_milliseconds() {
+        let settings = Settings {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after: Duration::from_secs(1),
+            wait: false,
+            outcome: server_outcome,
+            unclassified: None,
+            grpc_status: GrpcCode::ResourceExhausted,
+        };
+        for (after, header) in [
+            (None, "1000"),
+            (Some(Duration::ZERO), "0"),
+            (Some(Duration::from_micros(1)), "1"),
+            (Some(Duration::from_millis(2500)), "2500"),
+            (Some(Duration::from_micros(2_500_001)), "2501"),
+            (Some(Duration::MAX), "18446744073709551615"),
+        ] {
+            let rejection = Rejection::new(crate::RejectReason::Open, "breaker", after);
+            let response: Response<()> = refusal(rejection, &settings, true);
+            assert_eq!(response.status(), StatusCode::OK);
+            let headers = response.headers();
+            assert_eq!(headers[CONTENT_TYPE], "application/grpc");
+            assert_eq!(headers[GRPC_STATUS], "8");
+            assert_eq!(headers[GRPC_PUSHBACK], header, "{after:?}");
+            assert!(!headers.contains_key(RETRY_AFTER));
+            assert!(response.extensions().get::<Rejection>().is_some());
+        }
+    }
+
+    #[test]
+    fn grpc_requests_are_known_by_their_content_type() {
+        let headers = |value: &'static str| {
+            let mut map = http::HeaderMap::new();
+            map.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+            map
+        };
+        for grpc in [
+            "application/grpc",
+            "application/grpc+proto",
+            "application/grpc;charset=utf-8",
+        ] {
+            assert!(is_grpc(&headers(grpc)), "{grpc}");
+        }
+        for other in [
+            "application/grpc-web",
+            "application/json",
+            "text/plain",
+            "application/grpcx",
+        ] {
+            assert!(!is_grpc(&headers(other)), "{other}");
+        }
+        assert!(!is_grpc(&http::HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_grpc_message_is_percent_encoded() {
+        assert_eq!(
+            grpc_message("limit reached (fixed)"),
+            "limit reached (fixed)"
+        );
+        assert_eq!(grpc_message("100% ouvert\n"), "100%25 ouvert%0A");
+        assert_eq!(grpc_message("été"), "%C3%A9t%C3%A9");
     }
 }

@@ -14,6 +14,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Builder, Limiter, QueueOrder};
 use crate::priority::Class;
 use crate::tower::class::DefaultClass;
+use crate::tower::classify::GrpcCode;
 use crate::tower::service::start_acquire;
 
 /// The longest a request waits in the queue of a limiter started by
@@ -42,6 +43,8 @@ pub(super) struct Settings {
     /// The class of a request the class function gives none: the limiter's
     /// least critical (`None` for a limiter without priorities).
     pub(super) unclassified: Option<Class>,
+    /// The gRPC status of a gRPC call's refusal.
+    pub(super) grpc_status: GrpcCode,
 }
 
 impl fmt::Debug for Settings {
@@ -51,6 +54,7 @@ impl fmt::Debug for Settings {
             .field("retry_after", &self.retry_after)
             .field("wait", &self.wait)
             .field("unclassified", &self.unclassified)
+            .field("grpc_status", &self.grpc_status)
             .finish_non_exhaustive()
     }
 }
@@ -130,6 +134,30 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// next probe) where it knows one, the layer's default (1 s, or
 /// [`retry_after`](Self::retry_after)) otherwise — and the [`Rejection`](crate::Rejection) in
 /// its extensions, for an outer layer to log or count.
+///
+/// # gRPC
+///
+/// In front of a gRPC server (tonic), a refused gRPC call — a request whose
+/// `content-type` is `application/grpc`, `application/grpc+proto` or
+/// another `application/grpc+…` — is answered as gRPC expects, not with an
+/// HTTP status a gRPC client would read as a broken transport: a
+/// *trailers-only* response, HTTP 200 with `content-type:
+/// application/grpc`, `grpc-status` 14 (`UNAVAILABLE`, or the code given to
+/// [`grpc_status`](Self::grpc_status), such as 8, `RESOURCE_EXHAUSTED`), a
+/// `grpc-message` saying why, a `grpc-retry-pushback-ms` in whole
+/// milliseconds, rounded up, for the same wait a `Retry-After` would give,
+/// and the [`Rejection`](crate::Rejection) in its extensions. A gRPC client
+/// that retries (gRPC's retry design, A6) waits that long before it tries
+/// again. Other requests to the same server are refused as HTTP.
+///
+/// A gRPC response whose status is in its headers (a handler that failed)
+/// is recorded by its status: the codes a client counts as overloads by
+/// default ([`GrpcClassifier::DEFAULT_OVERLOAD`](crate::tower::GrpcClassifier::DEFAULT_OVERLOAD):
+/// `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, `DEADLINE_EXCEEDED`, `INTERNAL`,
+/// `UNKNOWN`, `DATA_LOSS`) as an overload, any other as a success. A
+/// status in the trailers is not waited for, as a streamed body is not:
+/// the server's latency is to its response's head, which for a unary call
+/// comes when the handler has answered.
 ///
 /// # Classes
 ///
@@ -357,6 +385,7 @@ impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
                 wait: true,
                 outcome: server_outcome,
                 unclassified,
+                grpc_status: GrpcCode::Unavailable,
             },
             classify: DefaultClass,
         }
@@ -411,8 +440,40 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
         Ok(self)
     }
 
+    /// Refuse a gRPC call with `code` instead of `UNAVAILABLE` (see
+    /// [gRPC](ShedLayer#grpc)): `RESOURCE_EXHAUSTED`, say.
+    ///
+    /// # Errors
+    ///
+    /// `shed.grpc_status` `OK`, which is no refusal.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rheostat::{algorithms::Fixed, tower::{GrpcCode, ShedLayer}, Limiter};
+    ///
+    /// let layer = ShedLayer::new(Arc::new(Limiter::new(Fixed::new(8)?)));
+    /// assert!(layer.clone().grpc_status(GrpcCode::Ok).is_err());
+    /// let layer = layer.grpc_status(GrpcCode::ResourceExhausted)?;
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn grpc_status(mut self, code: GrpcCode) -> Result<Self, ConfigError> {
+        if code == GrpcCode::Ok {
+            return Err(ConfigError::new(
+                "shed.grpc_status",
+                code,
+                "a code other than ok",
+            ));
+        }
+        self.settings.grpc_status = code;
+        Ok(self)
+    }
+
     /// The `Retry-After` of a refusal whose rejection does not say how long
-    /// to wait (default 1 s), sent in whole seconds, rounded up.
+    /// to wait (default 1 s), sent in whole seconds, rounded up (and a gRPC
+    /// refusal's `grpc-retry-pushback-ms`, in milliseconds).
     #[must_use]
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.settings.retry_after = after;

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::future::{ShedFuture, State};
+use super::future::{is_grpc, ShedFuture, State};
 use super::layer::Settings;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
@@ -66,6 +66,7 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let settings = self.settings;
         let class = self.classify.class(&request).or(settings.unclassified);
+        let grpc = is_grpc(request.headers());
         if settings.wait {
             // The service readied for this request goes with it, to be
             // called once a slot is had.
@@ -80,6 +81,7 @@ where
                 },
                 None,
                 settings,
+                grpc,
             );
         }
         let admitted = Admission::new(Arc::clone(&self.limiter))
@@ -92,8 +94,9 @@ where
                 },
                 Some(permit),
                 settings,
+                grpc,
             ),
-            Err(rejection) => ShedFuture::new(State::Refused { rejection }, None, settings),
+            Err(rejection) => ShedFuture::new(State::Refused { rejection }, None, settings, grpc),
         }
     }
 }

@@ -11,6 +11,7 @@ use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
 use super::parse::parse_checked;
 use super::paths::located;
 use super::timeout;
+use super::GrpcConfig;
 use super::OverrideConfig;
 use super::PolicyConfig;
 use super::ServerConfig;
@@ -167,6 +168,10 @@ pub struct LimiterConfig {
     /// `max_wait` to 100 ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerConfig>,
+    /// How the calls to a gRPC dependency are classified (see
+    /// [`GrpcConfig`]); the classifier's defaults if left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcConfig>,
 }
 
 /// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
@@ -198,6 +203,8 @@ struct LimiterFields {
     priorities: Option<Priorities>,
     #[serde(default)]
     server: Option<ServerConfig>,
+    #[serde(default)]
+    grpc: Option<GrpcConfig>,
 }
 
 impl From<LimiterFields> for LimiterConfig {
@@ -221,6 +228,7 @@ impl From<LimiterFields> for LimiterConfig {
             retry: f.retry,
             priorities: f.priorities,
             server: f.server,
+            grpc: f.grpc,
         }
     }
 }
@@ -257,6 +265,7 @@ impl LimiterConfig {
             retry: None,
             priorities: None,
             server: None,
+            grpc: None,
         }
     }
 
@@ -296,6 +305,9 @@ impl LimiterConfig {
         }
         if let Some(server) = &self.server {
             server.validate()?;
+        }
+        if let Some(grpc) = &self.grpc {
+            grpc.validate()?;
         }
         Ok(())
     }

@@ -125,6 +125,7 @@ mod file;
 #[cfg(feature = "redis")]
 pub mod fleet;
 mod gather;
+mod grpc;
 mod keyed;
 mod limiter;
 mod live;
@@ -139,6 +140,7 @@ mod wording;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};
 pub use gather::MAX_ERRORS;
+pub use grpc::GrpcConfig;
 pub use keyed::KeyedConfig;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use live::{LiveLimiters, LiveOptions};

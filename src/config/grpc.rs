@@ -57,10 +57,10 @@ const ALLOWED: &str = "a gRPC status code other than ok: cancelled, unknown, \
 ///     policy = "recommended"
 ///
 ///     [limiters.search.grpc]
-///     # RESOURCE_EXHAUSTED is a per-caller quota here: not an overload.
 ///     overload = ["unavailable", "deadline_exceeded", "internal", "unknown", "data_loss"]
 ///     slow_after = "2s"
 /// "#)?;
+/// // RESOURCE_EXHAUSTED is a per-caller quota here: not an overload.
 /// let grpc = file.limiters["search"].grpc.as_ref().unwrap();
 /// assert!(!grpc.overload.iter().any(|code| code == "resource_exhausted"));
 ///

@@ -33,8 +33,45 @@
 //! turns it around: the server's own requests are admitted through a
 //! limiter that learns from the server's own latency, waiting newest first,
 //! and a refused request is answered with a `503` and a `Retry-After`
-//! instead of an error. Its own documentation says how; the sections below
+//! (a gRPC call: a trailers-only `UNAVAILABLE` with a
+//! `grpc-retry-pushback-ms`) instead of an error. Its own documentation says how; the sections below
 //! are the client layer's.
+//!
+//! # gRPC
+//!
+//! A gRPC call answers HTTP 200 and puts its status in `grpc-status`: in
+//! the headers of a *trailers-only* response when the server fails at once,
+//! otherwise in the trailers after the body. So a gRPC layer is built with
+//! [`RheostatLayer::classify_at_end`] and a [`GrpcClassifier`] (the `http`
+//! feature): the status is read from the headers where it is there, and
+//! otherwise the response's body ([`future::ResponseBody`]) holds the
+//! call's permit until its trailers arrive; the call is recorded then, with
+//! the latency to its status. A body dropped early releases the permit as
+//! the limiter's drop outcome; the layer's timeout runs on into the body.
+//! The service answers `http::Response<ResponseBody<..>>`, which a tonic
+//! client takes as it takes a channel:
+//!
+//! ```ignore
+//! let channel = ServiceBuilder::new()
+//!     .layer(RheostatLayer::new(limiter).classify_at_end(GrpcClassifier::new()))
+//!     .service(tonic::transport::Endpoint::from_static("http://search:50051").connect().await?);
+//! let mut client = SearchClient::new(channel);
+//! ```
+//!
+//! A streaming call holds its slot until its stream ends, and the latency
+//! the limiter learns is the stream's length. Put long-lived streams
+//! (watches, subscriptions) behind a limiter of their own, a
+//! [`Fixed`](crate::algorithms::Fixed) bulkhead sized for them with no
+//! timeout shorter than a stream, and keep the adaptive limiter for unary
+//! calls and short streams, whose length says something about the
+//! dependency.
+//!
+//! The layer does not retry gRPC calls (a tonic request's body cannot be
+//! sent twice); [`GrpcClassifier::verdict`] gives gRPC's retry design's
+//! answer (retryable codes, `grpc-retry-pushback-ms`) to a retrying
+//! [`Limiter::call`](crate::Limiter::call) around a call of an idempotent
+//! method. On the server, `ShedLayer` answers a refused gRPC call with a
+//! trailers-only `UNAVAILABLE` and a pushback.
 //!
 //! # Readiness
 //!

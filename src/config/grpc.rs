@@ -37,7 +37,7 @@ const ALLOWED: &str = "a gRPC status code other than ok: cancelled, unknown, \
     internal, unavailable, data_loss or unauthenticated";
 
 /// How the calls to a gRPC dependency are classified (the `http` feature's
-/// `GrpcClassifier`, which [`GrpcConfig::classifier`] builds): the `grpc`
+/// `GrpcClassifier`, which `GrpcConfig::classifier` builds): the `grpc`
 /// table of a limiter in a file, beside its policy.
 ///
 /// Codes are written by name, in lower case (`"resource_exhausted"`). Left

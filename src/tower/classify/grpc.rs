@@ -25,7 +25,7 @@ pub(crate) const GRPC_PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// A gRPC call answers HTTP 200 and puts its status in `grpc-status`: in
 /// the response's headers when the server fails before sending a message
 /// (a *trailers-only* response), otherwise in the trailers after the body.
-/// Given to [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end),
+/// Given to [`RheostatLayer::classify_at_end`](crate::tower::RheostatLayer::classify_at_end),
 /// it reads the status from the headers where it is there, and otherwise
 /// has the layer hold the call's permit until the body ends, to read it
 /// from the trailers: the latency the limiter learns is the time to the

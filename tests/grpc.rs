@@ -30,7 +30,8 @@ use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerState};
 use rheostat::algorithms::{Aimd, AimdConfig, AimdMode, Fixed};
 use rheostat::config::LimitersConfig;
 use rheostat::retry::{Backoff, RetryConfig};
-use rheostat::tower::{GrpcClassifier, GrpcCode, RheostatLayer, ShedLayer};
+use rheostat::tower::future::{ResponseBody, ResponseFuture};
+use rheostat::tower::{AtBodyEnd, GrpcClassifier, GrpcCode, Rheostat, RheostatLayer, ShedLayer};
 use rheostat::{Limiter, Observer, Outcome};
 use support::{channel, serve, serve_with, Ask, EchoClient, EchoServer};
 use tonic::Code;
@@ -487,4 +488,41 @@ async fn a_files_grpc_table_makes_the_classifier_the_layer_uses() {
         seen.outcomes(),
         [Outcome::Ignore, Outcome::Ignore, Outcome::Overload]
     );
+}
+
+#[test]
+fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    type Channel = tonic::transport::Channel;
+    type Layered = Rheostat<
+        Channel,
+        GrpcClassifier,
+        Fixed,
+        rheostat::DefaultClock,
+        rheostat::tower::DefaultClass,
+        AtBodyEnd,
+    >;
+    send_sync::<Layered>();
+    send_sync::<
+        RheostatLayer<
+            GrpcClassifier,
+            Fixed,
+            rheostat::DefaultClock,
+            rheostat::tower::DefaultClass,
+            AtBodyEnd,
+        >,
+    >();
+    // As `Send` and `Sync` as the body it wraps (tonic's is only `Send`).
+    send::<ResponseBody<tonic::body::Body, GrpcClassifier, Fixed>>();
+    send_sync::<ResponseBody<http_body_util::Full<bytes::Bytes>, GrpcClassifier, Fixed>>();
+    send::<
+        ResponseFuture<
+            <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future,
+            GrpcClassifier,
+            Fixed,
+            rheostat::DefaultClock,
+            AtBodyEnd,
+        >,
+    >();
 }

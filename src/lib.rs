@@ -80,8 +80,8 @@ pub use clock::QuantaClock;
 pub use clock::{Clock, DefaultClock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
 pub use limiter::{
-    Admission, Builder, DynLimiter, Handle, Limiter, OwnedPermit, Permit, QueueOrder, Readiness,
-    Sharding, MAX_WAITERS, PARK_PER_SHARD,
+    Admission, Builder, Claim, DynLimiter, Handle, Limiter, OwnedPermit, Permit, ProbeAllowance,
+    ProbeClaims, QueueOrder, Readiness, Sharding, CLAIM_LEAD, MAX_WAITERS, PARK_PER_SHARD,
 };
 pub use observe::Observer;
 pub use timeout::{LearnedTimeout, Timeout};

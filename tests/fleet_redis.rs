@@ -408,7 +408,7 @@ async fn a_fleet_of_ten_sends_at_most_its_shared_allowance_of_probes_and_one_eac
                         .unwrap(),
                 );
                 let mut probes = RedisProbes::new(url, "probes", Arc::clone(&live)).unwrap();
-                probes.cycle = Duration::from_secs(3600);
+                probes.allowance.cycle = Duration::from_secs(3600);
                 tokio::spawn(probes.run());
                 live
             })
@@ -450,4 +450,80 @@ async fn a_fleet_of_ten_sends_at_most_its_shared_allowance_of_probes_and_one_eac
     trip(&alone);
     tokio::time::sleep(Duration::from_millis(1300)).await;
     assert_eq!(probes_sent(&alone), 10, "one each without Redis");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_one_instance_sees_the_dependency_recover_the_whole_fleet_may_probe() {
+    let server = Server::start();
+    // Breakers judging one probe each (as `fleet_size` scales them), a
+    // cooldown of 1 s, cycles of 2 s.
+    let path = file_of(
+        "recovered",
+        "[limiters.payments.policy]\npolicy = \"breaker\"\ncooldown.fixed = \"1s\"\ncooldown_jitter = 0.0\nfleet_size = 20\n",
+    );
+    let cycle = Duration::from_secs(2);
+    let fleet: Vec<Arc<LiveLimiters>> = (0..20)
+        .map(|_| {
+            let live = Arc::new(
+                LiveLimiters::options(&path)
+                    .each(|b| b.shared_probes())
+                    .load()
+                    .unwrap(),
+            );
+            let mut probes =
+                RedisProbes::new(&server.url(), "recovered", Arc::clone(&live)).unwrap();
+            probes.allowance.cycle = cycle;
+            tokio::spawn(probes.run());
+            live
+        })
+        .collect();
+    // Trip every breaker 100 ms into a cycle, so that every cooldown ends
+    // in that cycle.
+    let into_cycle = |at: SystemTime| {
+        let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+        Duration::from_nanos((since.as_nanos() % cycle.as_nanos()) as u64)
+    };
+    tokio::time::sleep(cycle + Duration::from_millis(100) - into_cycle(SystemTime::now())).await;
+    for live in &fleet {
+        let payments = live.get("payments").unwrap();
+        for _ in 0..10 {
+            if let Ok(permit) = payments.try_acquire() {
+                permit.overload();
+            }
+        }
+    }
+    // One call an instance once the cooldowns are over: the fleet's five
+    // probes go, and answer.
+    let probe_once = |fleet: &[Arc<LiveLimiters>]| -> usize {
+        fleet
+            .iter()
+            .filter(|live| {
+                let payments = live.get("payments").unwrap();
+                let Ok(permit) = payments.try_acquire() else {
+                    return false;
+                };
+                assert!(permit.is_probe());
+                permit.success();
+                true
+            })
+            .count()
+    };
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(
+        probe_once(&fleet),
+        5,
+        "the fleet's allowance in the first cycle"
+    );
+    // Their breakers closed; the store is told. In the next cycle every
+    // other instance is granted its probe, not five of them.
+    tokio::time::sleep(cycle - into_cycle(SystemTime::now()) + Duration::from_millis(300)).await;
+    assert_eq!(
+        probe_once(&fleet),
+        15,
+        "the rest of the fleet in the next cycle"
+    );
+    for live in &fleet {
+        let gate = live.get("payments").unwrap().gate();
+        assert!(!gate.is_shut() && !gate.probe, "every breaker closed");
+    }
 }

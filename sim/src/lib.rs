@@ -79,7 +79,7 @@ pub use report::{
     PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
     MIN_DENOMINATOR, NARROW_WIDTH,
 };
-pub use row::{BuildPolicy, LimiterSetup, Row};
+pub use row::{BuildPolicy, LimiterSetup, Row, SharedProbes};
 pub use scenario::{
     Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
     Scenario, Span, Traffic, TrafficClass, Wait,

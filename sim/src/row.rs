@@ -8,7 +8,8 @@ use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, ConfigError};
 use rheostat::priority::Priorities;
 use rheostat::retry::RetryConfig;
-use rheostat::Timeout;
+use rheostat::{ProbeAllowance, Timeout};
+use std::time::Duration;
 
 /// Builds a row's policy for one instance of a scenario's fleet: given the
 /// scenario and the instance's index (0 to the fleet's size − 1, to seed a
@@ -33,6 +34,41 @@ pub struct LimiterSetup {
     /// one gives each attempt the learned value below the caller's own
     /// timeout (which stays the ceiling).
     pub timeout: Option<Timeout>,
+    /// The fleet's shared probe allowance, if any: the limiters are built
+    /// with [`shared_probes`](rheostat::Builder::shared_probes) and their
+    /// probes claimed from a store modelled as [`SharedProbes`] says.
+    pub shared_probes: Option<SharedProbes>,
+}
+
+/// A fleet's probe allowance kept in a store, as the simulator models it:
+/// each instance asks [`ProbeClaims::due`](rheostat::ProbeClaims::due)
+/// every `every` (on the run's clock, the fleet's clock too); a claim due
+/// is counted at once against its cycle's counter
+/// ([`ProbeAllowance::granted`]) and its grant reaches the instance
+/// `delay` later. What `config::fleet::RedisProbes` does against Redis,
+/// less the network: the store here always answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedProbes {
+    /// The fleet's allowance.
+    pub allowance: ProbeAllowance,
+    /// From a claim to its grant: a store's round trip.
+    pub delay: Duration,
+    /// How often each instance asks whether a claim is due.
+    pub every: Duration,
+}
+
+impl Default for SharedProbes {
+    /// The allowance at its defaults (5 probes a 10 s cycle for the fleet,
+    /// one each), a 2 ms round trip (a store in the same region), asked
+    /// every 50 ms (as `RedisProbes` asks).
+    fn default() -> Self {
+        SharedProbes {
+            allowance: ProbeAllowance::default(),
+            delay: Duration::from_millis(2),
+            every: Duration::from_millis(50),
+        }
+    }
 }
 
 impl LimiterSetup {
@@ -51,6 +87,12 @@ impl LimiterSetup {
     /// A limiter with its attempt timeout set to `timeout`.
     pub fn with_timeout(mut self, timeout: Option<Timeout>) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Limiters sharing their probes through a store modelled as `shared`.
+    pub fn with_shared_probes(mut self, shared: Option<SharedProbes>) -> Self {
+        self.shared_probes = shared;
         self
     }
 }

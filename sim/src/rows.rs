@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::row::{LimiterSetup, Policy, Row};
+use super::row::{LimiterSetup, Policy, Row, SharedProbes};
 use super::scenario::Scenario;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
 use rheostat::algorithms::{
@@ -26,6 +26,7 @@ pub fn all() -> Vec<Row> {
         breaker_classic(),
         breaker(),
         breaker_unscaled(),
+        breaker_shared(),
         aimd(),
         vegas(),
         gradient(),
@@ -118,6 +119,17 @@ pub fn breaker_unscaled() -> Row {
         Ok(Box::new(Breaker::new(recommended_breaker(
             scenario, instance, 1,
         ))?))
+    })
+    .only_where(|scenario| instances(scenario) > 1)
+}
+
+/// The recommended breaker (its probes scaled by fleet size, which is
+/// what an instance falls back to without the store), its fleet's probes
+/// shared through a store at the defaults of [`SharedProbes`]: 5 a cycle
+/// for the fleet (fleets only).
+pub fn breaker_shared() -> Row {
+    around(breaker(), "breaker-shared", |_| {
+        LimiterSetup::default().with_shared_probes(Some(SharedProbes::default()))
     })
     .only_where(|scenario| instances(scenario) > 1)
 }

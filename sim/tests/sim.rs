@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use rheostat::config::PolicyConfig;
-use rheostat_sim::{compare, rows, Recovery, Row, Scenario, Span};
+use rheostat_sim::{compare, rows, PolicyReport, Recovery, Row, Scenario, Span};
 
 fn scenario(text: &str) -> Scenario {
     Scenario::from_toml("test", text).unwrap()
@@ -807,6 +807,26 @@ fn headline_claims_hold() {
     assert!(
         scaled as f64 <= 0.21 * unscaled as f64,
         "{scaled} vs {unscaled}"
+    );
+    // Shared through the store, the fleet stakes what one breaker would
+    // each cycle while the dependency is down, and, the evidence of its
+    // recovery shared too, recovers no later than with scaled probes.
+    let shared = fleet.policy("breaker-shared").unwrap();
+    let allowance = rheostat::ProbeAllowance::default();
+    assert!(
+        shared.probes_in_10s_max <= u64::from(allowance.fleet),
+        "{}",
+        fleet.table()
+    );
+    assert!(shared.probes_in_10s_max > 0 && shared.probes < scaled);
+    let after = |p: &PolicyReport| match p.recovery {
+        Recovery::After(s) => s,
+        _ => panic!("{}", fleet.table()),
+    };
+    assert!(
+        after(shared) <= after(fleet.policy("breaker").unwrap()),
+        "{}",
+        fleet.table()
     );
 
     for p in &get("low-traffic").policies {

@@ -34,13 +34,14 @@
 //! publishes the version on channel `<prefix>:changed`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt as _;
 use redis::AsyncCommands as _;
 use serde::{Deserialize, Serialize};
 
 use super::{LiveLimiters, OverrideConfig};
+use crate::{ProbeAllowance, ProbeClaims};
 
 /// How often a [`RedisOverrides`] reads the document with no message, and
 /// tries again after Redis stops answering: 5 s.
@@ -243,14 +244,13 @@ fn count(_prefix: &str, _result: &'static str, _version: Option<u64>) {
     }
 }
 
-/// How much earlier than a breaker's cooldown ends a [`RedisProbes`]
-/// claims its probes: 250 ms.
-pub const CLAIM_LEAD: Duration = Duration::from_millis(250);
-
-/// Claim up to `ARGV[1]` of the cycle's `ARGV[2]` probes; the counter
-/// lapses `ARGV[3]` milliseconds after its first claim. Returns how many
-/// were granted.
+/// Claim up to `ARGV[1]` of the cycle's `ARGV[2]` probes from counter
+/// `KEYS[1]`, which lapses `ARGV[3]` milliseconds after its first claim;
+/// `ARGV[4]` instead, uncounted, while `KEYS[2]` (an instance saw the
+/// dependency recover) stands. Returns how many were granted:
+/// [`ProbeAllowance::granted`], counted atomically.
 const CLAIM: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 1 then return tonumber(ARGV[4]) end
 local n = redis.call('INCRBY', KEYS[1], ARGV[1])
 if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 local left = tonumber(ARGV[2]) - (n - tonumber(ARGV[1]))
@@ -259,14 +259,19 @@ if left > tonumber(ARGV[1]) then left = tonumber(ARGV[1]) end
 return left
 ";
 
-/// A fleet's probe allowance, shared through Redis: shortly before a
-/// breaker's cooldown ends, each instance claims its probes from a
-/// per-limiter counter for the cycle (the cooldown's end, in buckets of
-/// `cycle`), so the fleet as a whole sends `allowance` probes a cycle; it
-/// grants what it got to the limiter ([`Limiter::grant_probes`]), built
-/// with [`Builder::shared_probes`]. When Redis does not answer within
-/// [`REQUEST_TIMEOUT`], the instance grants itself `fallback` (its share
-/// of the allowance as `fleet_size` would scale it).
+/// A fleet's probe allowance, shared through Redis: each limiter claims
+/// its probes when [`ProbeClaims`] says (shortly before its breaker's
+/// cooldown ends, and each later cycle while it is half-open without a
+/// token) from a per-limiter counter for the cycle, the wall clock's time
+/// since the Unix epoch in cycles, so that the fleet as a whole sends
+/// `allowance.fleet` probes a cycle; it grants what it got to the limiter
+/// ([`Limiter::grant_probes`]), built with [`Builder::shared_probes`]. When
+/// Redis does not answer within [`REQUEST_TIMEOUT`], the instance grants
+/// itself `allowance.fallback` (its share as `fleet_size` would scale it).
+/// An instance whose breaker closed after a claim
+/// ([`ProbeClaims::recovered`]) sets the limiter's recovered key for
+/// [`ProbeAllowance::recovered_for`]; while it stands, every claim is
+/// granted `allowance.fallback`, uncounted.
 ///
 /// [`Limiter::grant_probes`]: crate::Limiter::grant_probes
 /// [`Builder::shared_probes`]: crate::Builder::shared_probes
@@ -275,22 +280,15 @@ pub struct RedisProbes {
     client: redis::Client,
     prefix: String,
     live: Arc<LiveLimiters>,
-    /// Probes the fleet sends a cycle.
-    pub allowance: u32,
-    /// Probes one instance claims a cycle.
-    pub per_instance: u32,
-    /// Probes an instance grants itself without an answer from Redis.
-    pub fallback: u32,
-    /// The length of a cycle: cooldowns ending in the same one share its
-    /// allowance.
-    pub cycle: Duration,
+    /// The fleet's allowance: at its defaults, 5 probes a cycle for the
+    /// fleet, one per instance, one without Redis, cycles of 10 s.
+    pub allowance: ProbeAllowance,
     every: Duration,
 }
 
 impl RedisProbes {
     /// Claims for `live`'s limiters from the Redis at `url` under
-    /// `prefix`: 5 probes a cycle for the fleet, one per instance, one
-    /// without Redis, cycles of 10 s.
+    /// `prefix`, the allowance at its defaults.
     ///
     /// # Errors
     ///
@@ -300,20 +298,15 @@ impl RedisProbes {
             client: redis::Client::open(url)?,
             prefix: prefix.to_owned(),
             live,
-            allowance: 5,
-            per_instance: 1,
-            fallback: 1,
-            cycle: Duration::from_secs(10),
+            allowance: ProbeAllowance::default(),
             every: Duration::from_millis(50),
         })
     }
 
-    /// Claim until dropped: spawn it. A limiter's probes are claimed once
-    /// a cycle: shortly before its breaker's cooldown ends, and again in
-    /// each later cycle while it is half-open with no token left (an
-    /// instance the fleet's allowance passed over tries the next cycle).
+    /// Claim until dropped: spawn it. Each limiter is asked every 50 ms
+    /// whether a claim is due ([`ProbeClaims::due`]).
     pub async fn run(self) {
-        let mut claimed: std::collections::BTreeMap<String, u128> = Default::default();
+        let mut claims: std::collections::BTreeMap<String, ProbeClaims> = Default::default();
         let mut connection = None;
         loop {
             tokio::time::sleep(self.every).await;
@@ -321,42 +314,45 @@ impl RedisProbes {
                 let Some(limiter) = self.live.get(&name) else {
                     continue;
                 };
-                let gate = limiter.gate();
-                let now = Instant::now();
-                let at = match gate.until {
-                    Some(end)
-                        if gate.is_shut() && end.saturating_duration_since(now) <= CLAIM_LEAD =>
-                    {
-                        end
-                    }
-                    _ if gate.probe && limiter.probe_tokens().0 == 0 => now,
-                    _ => continue,
-                };
-                let cycle = self.cycle_of(at, now);
-                if claimed.get(&name) == Some(&cycle) {
-                    continue;
+                let since = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let claims = claims
+                    .entry(name.clone())
+                    .or_insert_with(|| ProbeClaims::new(self.allowance.cycle));
+                if claims.recovered(&*limiter)
+                    && self.recovered(&mut connection, &name).await.is_err()
+                {
+                    connection = None;
                 }
-                claimed.insert(name.clone(), cycle);
-                let lapse = at + self.cycle;
-                let granted = match self.claim(&mut connection, &name, cycle).await {
+                let Some(claim) = claims.due(&*limiter, since) else {
+                    continue;
+                };
+                let granted = match self.claim(&mut connection, &name, claim.cycle).await {
                     Ok(granted) => granted,
                     Err(_) => {
                         connection = None;
-                        self.fallback
+                        self.allowance.fallback
                     }
                 };
-                limiter.grant_probes(granted, Some(lapse));
+                limiter.grant_probes(granted, Some(claim.lapse));
             }
         }
     }
 
-    /// The cycle `at` falls in, by the wall clock.
-    fn cycle_of(&self, at: Instant, now: Instant) -> u128 {
-        let wall = SystemTime::now() + at.saturating_duration_since(now);
-        let millis = wall
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        millis / self.cycle.as_millis().max(1)
+    /// Tell the fleet this instance's breaker for `name` closed.
+    async fn recovered(
+        &self,
+        connection: &mut Option<redis::aio::MultiplexedConnection>,
+        name: &str,
+    ) -> redis::RedisResult<()> {
+        let con = connect(&self.client, connection).await?;
+        let lapse = millis(self.allowance.recovered_for());
+        bounded(con.pset_ex(self.recovered_key(name), 1, lapse)).await
+    }
+
+    fn recovered_key(&self, name: &str) -> String {
+        format!("{}:probes:{name}:recovered", self.prefix)
     }
 
     /// Claim this instance's probes for `cycle`.
@@ -364,24 +360,38 @@ impl RedisProbes {
         &self,
         connection: &mut Option<redis::aio::MultiplexedConnection>,
         name: &str,
-        cycle: u128,
+        cycle: u64,
     ) -> redis::RedisResult<u32> {
-        if connection.is_none() {
-            *connection = Some(bounded(self.client.get_multiplexed_async_connection()).await?);
-        }
-        let Some(con) = connection.as_mut() else {
-            unreachable!("just set")
-        };
+        let con = connect(&self.client, connection).await?;
         let key = format!("{}:probes:{name}:{cycle}", self.prefix);
-        let lapse = u64::try_from(self.cycle.as_millis().saturating_mul(2)).unwrap_or(u64::MAX);
         bounded(
             redis::Script::new(CLAIM)
                 .key(key)
-                .arg(self.per_instance)
-                .arg(self.allowance)
-                .arg(lapse)
+                .key(self.recovered_key(name))
+                .arg(self.allowance.per_instance)
+                .arg(self.allowance.fleet)
+                .arg(millis(self.allowance.cycle.saturating_mul(2)))
+                .arg(self.allowance.fallback)
                 .invoke_async(con),
         )
         .await
     }
+}
+
+/// The connection, opened if it is not.
+async fn connect<'c>(
+    client: &redis::Client,
+    connection: &'c mut Option<redis::aio::MultiplexedConnection>,
+) -> redis::RedisResult<&'c mut redis::aio::MultiplexedConnection> {
+    if connection.is_none() {
+        *connection = Some(bounded(client.get_multiplexed_async_connection()).await?);
+    }
+    Ok(connection
+        .as_mut()
+        .unwrap_or_else(|| unreachable!("just set")))
+}
+
+/// `d` in whole milliseconds, at least one (what `PX` takes).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }

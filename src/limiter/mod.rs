@@ -108,6 +108,7 @@ pub use queue::QueueOrder;
 pub(crate) use ready::ActiveProbe;
 pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
+pub use shared_probes::{Claim, ProbeAllowance, ProbeClaims, CLAIM_LEAD};
 use slots::Slots;
 
 use crate::overrides::Override;

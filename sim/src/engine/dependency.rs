@@ -99,6 +99,10 @@ impl<'a> World<'a> {
             self.r.sent += 1;
             if permit.is_probe() {
                 self.r.probes += 1;
+                let second = self.second();
+                if let Some(n) = self.r.probes_per_second.get_mut(second) {
+                    *n += 1;
+                }
             }
         }
         let job = self.jobs.insert(Job {

@@ -41,6 +41,7 @@ mod client;
 mod dependency;
 mod record;
 mod slab;
+mod store;
 
 use bulk::{Backlog, Consumer, Item};
 use callers::{Pools, Request};
@@ -48,6 +49,7 @@ use client::Waiting;
 use dependency::{Flapping, Job};
 pub(crate) use record::{ClassStats, RetryStats, RunResult, Series, MAX_TRANSITIONS};
 use slab::Slab;
+use store::Store;
 
 type Lim = Limiter<Box<dyn Algorithm>, ManualClock>;
 
@@ -74,6 +76,10 @@ enum Event {
     Wake(u32),
     /// A caller waiting in the limiter's queue gives up.
     WaitOver(u64),
+    /// The instances ask whether to claim shared probes.
+    ClaimRound,
+    /// Shared probes granted to an instance, lapsing at the instant.
+    Granted(u32, u32, std::time::Instant),
 }
 
 /// How an attempt ended.
@@ -146,6 +152,8 @@ struct World<'a> {
     budgets: Vec<CallerBudget>,
     pools: Pools,
     probe_in_flight: bool,
+    /// The store of a row whose fleet shares its probes.
+    store: Option<Store>,
     active: u64,
     last: u64,
     ticks: u64,
@@ -199,6 +207,10 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
         };
         let builder = match setup.timeout {
             Some(timeout) => builder.timeout(timeout),
+            None => builder,
+        };
+        let builder = match setup.shared_probes {
+            Some(_) => builder.shared_probes(),
             None => builder,
         };
         limiters.push(builder.build()?);
@@ -260,6 +272,9 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
             total: 0,
         },
         probe_in_flight: false,
+        store: setup
+            .shared_probes
+            .map(|shared| Store::new(shared, instances)),
         active: 0,
         last: 0,
         ticks: 0,
@@ -274,6 +289,7 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
             tried: 0,
             sent: 0,
             probes: 0,
+            probes_per_second: vec![0; seconds],
             in_flight_area: 0.0,
             in_flight_max: 0,
             pool_area: 0.0,
@@ -352,6 +368,9 @@ impl<'a> World<'a> {
 
     fn start(&mut self) {
         self.at(0, Event::Tick);
+        if self.store.is_some() {
+            self.at(0, Event::ClaimRound);
+        }
         for (i, phase) in self.sc.dependency.phase.iter().enumerate() {
             self.at(nanos(phase.at), Event::Phase(i as u32));
         }
@@ -416,6 +435,8 @@ impl<'a> World<'a> {
                 Event::Refused(req) => self.request_attempt_ended(req, Ended::Refused),
                 Event::Wake(c) => self.wake(c),
                 Event::WaitOver(req) => self.wait_over(req),
+                Event::ClaimRound => self.claim_round(),
+                Event::Granted(i, granted, lapse) => self.granted(i, granted, lapse),
             }
             if !self.waits.is_empty() {
                 self.poll_woken();

@@ -30,6 +30,8 @@ pub(crate) struct RunResult {
     pub(crate) tried: u64,
     pub(crate) sent: u64,
     pub(crate) probes: u64,
+    /// Probes sent in each second of the measured span.
+    pub(crate) probes_per_second: Vec<u32>,
     pub(crate) in_flight_area: f64,
     pub(crate) in_flight_max: u64,
     /// Workers busy in the callers' pools, summed over instances.

@@ -151,6 +151,13 @@ pub struct PolicyReport {
     pub amplification: Option<f64>,
     /// Probes that reached the dependency.
     pub probes: u64,
+    /// The most probes that reached the dependency in one 10-second span
+    /// of the run (spans from its start, as the cycles of
+    /// [`SharedProbes`](crate::SharedProbes) are), the fleet's instances
+    /// together, before it recovered (the spans that end by the scenario's
+    /// `recovers_at`; every span without one): what a dependency that is
+    /// down takes a cycle.
+    pub probes_in_10s_max: u64,
     /// The caller's requests to the dependency in progress (workers held
     /// for it), time-weighted mean.
     pub in_flight_mean: f64,
@@ -379,6 +386,12 @@ pub(crate) fn policy_report(
         sent: r.sent,
         amplification: (r.offered > 0).then(|| round(r.sent as f64 / r.offered as f64)),
         probes: r.probes,
+        probes_in_10s_max: most_in_10s(match scenario.recovers_at {
+            Some(at) => {
+                &r.probes_per_second[..(at.as_secs() as usize).min(r.probes_per_second.len())]
+            }
+            None => &r.probes_per_second,
+        }),
         in_flight_mean: round(r.in_flight_area / span),
         in_flight_max: r.in_flight_max,
         pool_mean: round(r.pool_area / span / instances),
@@ -459,6 +472,12 @@ fn recovery(successes: &[u32], bound: &[f64], from: usize) -> Option<usize> {
     (from..n.saturating_sub(SUSTAINED))
         .find(|&s| holds(s))
         .map(|s| s - from)
+}
+
+/// The most of `per_second` in one 10-second span from its start.
+fn most_in_10s(per_second: &[u32]) -> u64 {
+    let sum = |w: &[u32]| w.iter().map(|&n| u64::from(n)).sum();
+    per_second.chunks(10).map(sum).max().unwrap_or(0)
 }
 
 fn series(r: &RunResult) -> SeriesReport {

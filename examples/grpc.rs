@@ -70,14 +70,14 @@ async fn main() {
         .into_inner();
     stream.message().await.unwrap();
     println!(
-        "client: first message after {:?}, permits held: {}",
-        started.elapsed(),
+        "client: first message after {:.0} ms, permits held: {}",
+        ms(started.elapsed()),
         limiter.in_flight()
     );
     while stream.message().await.unwrap().is_some() {}
     println!(
-        "client: status OK after {:?}, permits held: {}",
-        started.elapsed(),
+        "client: status OK after {:.0} ms, permits held: {}",
+        ms(started.elapsed()),
         limiter.in_flight()
     );
 
@@ -85,18 +85,23 @@ async fn main() {
     let busy: Vec<_> = (0..4)
         .map(|_| server_limiter.try_acquire().unwrap())
         .collect();
+    let served = server.served();
     let status = client.call(Ask::default()).await.unwrap_err();
     println!(
-        "client: refused by the server with {:?} ({}), pushback {} ms; handlers reached: {}",
+        "client: refused by the server with {:?}, pushback {} ms; reached its handler: {}",
         status.code(),
-        status.message(),
         status
             .metadata()
             .get("grpc-retry-pushback-ms")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("no"),
-        server.served(),
+        if server.served() > served {
+            "yes"
+        } else {
+            "no"
+        },
     );
+    println!("        its message: {}", status.message());
     drop(busy);
 
     // 3. The dependency answers UNAVAILABLE to everything, each answer an
@@ -111,10 +116,18 @@ async fn main() {
             Ok(_) => {}
         }
     }
+    println!("client: 30 calls to a dependency answering UNAVAILABLE to everything:");
     println!(
-        "client: 30 calls to a dependency answering UNAVAILABLE: {unavailable} answered so, \
-         {refused} refused by the breaker ({:?}), {} reached the server",
-        limiter.snapshot().state,
+        "        {unavailable} answered so, {refused} refused by the client's breaker \
+         (now {}), {} reached the server",
+        limiter.snapshot().state.map_or_else(
+            || "no breaker".to_owned(),
+            |s| format!("{s:?}").to_lowercase()
+        ),
         server.served() - before,
     );
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }

@@ -321,6 +321,42 @@ async fn a_server_told_to_answer_resource_exhausted_does() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn a_files_server_table_sets_the_grpc_status_of_a_refusal_and_refuses_a_name_that_is_no_code()
+{
+    let text = |status: &str| {
+        format!(
+            "[limiters.api.policy]\npolicy = \"fixed\"\nlimit = 1\n\n[limiters.api.server]\nwait = false\ngrpc_status = \"{status}\"\n"
+        )
+    };
+    let file = LimitersConfig::from_toml(&text("resource_exhausted")).unwrap();
+    let limiter = Arc::new(file.build("api").unwrap());
+    let shed = file.limiters["api"]
+        .server
+        .as_ref()
+        .unwrap()
+        .apply(ShedLayer::new(Arc::clone(&limiter)))
+        .unwrap();
+    let server = EchoServer::default();
+    let addr = serve_with(server.clone(), shed).await;
+    let mut client = EchoClient::new(channel(addr).await);
+    let _held = limiter.try_acquire().unwrap();
+    let status = client.call(Ask::default()).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(server.served(), 0);
+    for wrong in ["ok", "busy"] {
+        let err = LimitersConfig::from_toml(&text(wrong))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!(
+                "line 7: invalid `limiters.api.server.grpc_status`: found \"{wrong}\""
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn no_permit_leaks_when_a_stream_or_a_call_is_dropped() {
     let addr = serve(EchoServer::default()).await;
     let seen = Seen::default();

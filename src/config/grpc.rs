@@ -31,7 +31,7 @@ const CODES: [&str; 17] = [
 ];
 
 /// What the names in a list must be.
-const ALLOWED: &str = "a gRPC status code other than ok: cancelled, unknown, \
+pub(super) const ALLOWED: &str = "a gRPC status code other than ok: cancelled, unknown, \
     invalid_argument, deadline_exceeded, not_found, already_exists, permission_denied, \
     resource_exhausted, failed_precondition, aborted, out_of_range, unimplemented, \
     internal, unavailable, data_loss or unauthenticated";
@@ -119,7 +119,7 @@ impl Default for GrpcConfig {
 
 /// The number of the code a file names `name` (in lower case, or as gRPC
 /// writes it), if it is one other than `ok`.
-fn code(name: &str) -> Option<usize> {
+pub(super) fn code(name: &str) -> Option<usize> {
     CODES
         .iter()
         .position(|code| name == *code || name.eq_ignore_ascii_case(code))

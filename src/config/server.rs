@@ -28,6 +28,7 @@ use crate::{algorithms::Algorithm, clock::Clock, tower::ShedLayer};
 ///     [limiters.api.server]
 ///     status = 429
 ///     retry_after = "2s"
+///     grpc_status = "resource_exhausted"   # for gRPC requests
 /// "#)?;
 /// let api = &file.limiters["api"];
 /// assert_eq!(api.server.as_ref().unwrap().status, 429);
@@ -46,6 +47,10 @@ pub struct ServerConfig {
     /// Whether a request may wait in the limiter's queue when the limit is
     /// reached (default true); false refuses at once.
     pub wait: bool,
+    /// The `grpc-status` of a refused gRPC request, by name (default
+    /// `"unavailable"`; `"resource_exhausted"` says the server is out of
+    /// capacity, which clients may read as a quota): any code but `ok`.
+    pub grpc_status: String,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +59,7 @@ impl Default for ServerConfig {
             status: 503,
             retry_after: Duration::from_secs(1),
             wait: true,
+            grpc_status: String::from("unavailable"),
         }
     }
 }
@@ -63,8 +69,10 @@ impl ServerConfig {
     ///
     /// # Errors
     ///
-    /// `server.status` not a 4xx or 5xx; `server.retry_after` over a year.
+    /// `server.status` not a 4xx or 5xx; `server.retry_after` over a year;
+    /// `server.grpc_status` not the name of a gRPC code other than `ok`.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.grpc_code()?;
         if !(400..=599).contains(&self.status) {
             return Err(ConfigError::new(
                 "server.status",
@@ -116,7 +124,22 @@ impl ServerConfig {
         self.validate()?;
         let status = http::StatusCode::from_u16(self.status)
             .map_err(|_| ConfigError::new("server.status", self.status, "a 4xx or 5xx status"))?;
-        let layer = layer.status(status)?.retry_after(self.retry_after);
+        let code = crate::tower::GrpcCode::ALL[self.grpc_code()?];
+        let layer = layer
+            .status(status)?
+            .grpc_status(code)?
+            .retry_after(self.retry_after);
         Ok(if self.wait { layer } else { layer.fail_fast() })
+    }
+
+    /// The number of `grpc_status`.
+    fn grpc_code(&self) -> Result<usize, ConfigError> {
+        super::grpc::code(&self.grpc_status).ok_or_else(|| {
+            ConfigError::new(
+                "server.grpc_status",
+                format_args!("{:?}", self.grpc_status),
+                super::grpc::ALLOWED,
+            )
+        })
     }
 }

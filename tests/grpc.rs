@@ -27,12 +27,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerState};
-use rheostat::algorithms::{Aimd, AimdConfig, AimdMode, Fixed};
+use rheostat::algorithms::{Aimd, AimdConfig, AimdMode, Algorithm, Fixed};
 use rheostat::config::LimitersConfig;
+use rheostat::keyed::KeyedLimiters;
+use rheostat::priority::{Class, Priorities, Priority};
 use rheostat::retry::{Backoff, RetryConfig};
 use rheostat::tower::future::{ResponseBody, ResponseFuture};
-use rheostat::tower::{AtBodyEnd, GrpcClassifier, GrpcCode, Rheostat, RheostatLayer, ShedLayer};
-use rheostat::{Limiter, Observer, Outcome};
+use rheostat::tower::{
+    AtBodyEnd, GrpcClassifier, GrpcCode, KeyedLayer, Rheostat, RheostatLayer, ShedLayer,
+};
+use rheostat::{CallError, Limiter, Observer, Outcome};
 use support::{channel, serve, serve_with, Ask, EchoClient, EchoServer};
 use tonic::Code;
 use tower::Layer;
@@ -240,6 +244,16 @@ async fn a_server_answering_unavailable_to_everything_opens_the_breaker_and_cuts
     assert!(limit < 20, "the limit was cut from 20 to {limit}");
 }
 
+/// Whether the client's own layer refused the call: tonic keeps the
+/// layer's error as the status's source.
+fn refused_by_the_layer(status: &tonic::Status) -> bool {
+    use std::error::Error as _;
+    status
+        .source()
+        .and_then(|e| e.downcast_ref::<CallError<tonic::transport::Error>>())
+        .is_some_and(|e| matches!(e, CallError::Rejected(_)))
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_refused_by_the_client_layer_never_reaches_the_server() {
     let server = EchoServer::default();
@@ -251,6 +265,10 @@ async fn a_call_refused_by_the_client_layer_never_reaches_the_server() {
     let held = limiter.try_acquire().unwrap();
     let status = client.call(Ask::default()).await.unwrap_err();
     assert!(status.message().contains("limit"), "{status:?}");
+    // tonic reads an error of the channel's stack as UNKNOWN, the layer's
+    // refusal its source.
+    assert_eq!(status.code(), Code::Unknown);
+    assert!(refused_by_the_layer(&status), "{status:?}");
     assert_eq!(server.served(), 0);
     drop(held);
     assert_eq!(
@@ -561,4 +579,117 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
             AtBodyEnd,
         >,
     >();
+}
+
+/// A unary call is `critical`, a stream `sheddable`: by the method's path.
+fn by_method(request: &http::Request<tonic::body::Body>) -> Option<Class> {
+    let priority = if request.uri().path() == support::CALL {
+        Priority::Critical
+    } else {
+        Priority::Sheddable
+    };
+    Some(Class::from(priority))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_caller_waiting_for_the_slot_a_stream_holds_is_admitted_as_its_class_when_the_status_comes(
+) {
+    let server = EchoServer::default();
+    let addr = serve(server.clone()).await;
+    let limiter = Arc::new(
+        Limiter::builder(Fixed::new(1).unwrap())
+            .priorities(Priorities::default())
+            .max_wait(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    );
+    let layer = RheostatLayer::new(Arc::clone(&limiter))
+        .classify_at_end(GrpcClassifier::new())
+        .classify_request(by_method)
+        .wait();
+    let mut client = EchoClient::new(layer.layer(channel(addr).await));
+
+    // A stream takes the only slot and holds it in its body past its
+    // first message, its status 300 ms later.
+    let mut stream = client
+        .stream(Ask {
+            messages: 1,
+            delay_ms: 300,
+            ..Ask::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    assert_eq!(limiter.in_flight(), 1);
+    let served = server.served();
+
+    // A critical unary call waits for that slot, not sent meanwhile.
+    let mut waiting = client.clone();
+    let call = tokio::spawn(async move { waiting.call(Ask::default()).await });
+    tokio::time::sleep(ms(100)).await;
+    assert!(!call.is_finished());
+    assert_eq!(server.served(), served, "the waiting call was not sent");
+    assert_eq!(limiter.in_flight(), 1);
+
+    // The stream's status frees the slot; the waiter takes it and is served.
+    assert_eq!(drain(&mut stream).await, (0, Ok(())));
+    call.await.unwrap().unwrap();
+    assert_eq!(server.served(), served + 1);
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_keyed_layer_holds_each_methods_permit_until_its_status() {
+    let server = EchoServer::default();
+    let addr = serve(server.clone()).await;
+    // A limiter per method, one call at a time each, its outcomes seen.
+    let (calls_seen, streams_seen) = (Seen::default(), Seen::default());
+    let seen = (calls_seen.clone(), streams_seen.clone());
+    let methods = Arc::new(
+        KeyedLimiters::builder(move |method: &String| {
+            let policy: Box<dyn Algorithm> = Box::new(Fixed::new(1)?);
+            let seen = if method == support::CALL {
+                &seen.0
+            } else {
+                &seen.1
+            };
+            Ok(Limiter::builder(policy)
+                .name(method.clone())
+                .observer(seen.clone()))
+        })
+        .build()
+        .unwrap(),
+    );
+    let by_method = |request: &http::Request<tonic::body::Body>| request.uri().path().to_owned();
+    let layer =
+        KeyedLayer::new(Arc::clone(&methods), by_method).classify_at_end(GrpcClassifier::new());
+    let mut client = EchoClient::new(layer.layer(channel(addr).await));
+
+    // The stream's limiter stays full past its first message, to its status.
+    let mut stream = client
+        .stream(Ask {
+            messages: 1,
+            delay_ms: 200,
+            ..Ask::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    let streams = methods.get(&support::STREAM.to_owned()).unwrap();
+    assert_eq!(streams.in_flight(), 1);
+    let refused = client.stream(Ask::default()).await.unwrap_err();
+    assert!(refused_by_the_layer(&refused), "{refused:?}");
+    // The other method's limiter is its own; a failure in its headers is
+    // recorded against it alone.
+    let failed = client.call(Ask::code(Code::Unavailable)).await.unwrap_err();
+    assert_eq!(failed.code(), Code::Unavailable);
+    let calls = methods.get(&support::CALL.to_owned()).unwrap();
+    assert_eq!(calls.in_flight(), 0);
+    assert_eq!(calls_seen.outcomes(), [Outcome::Overload]);
+    assert!(streams_seen.outcomes().is_empty(), "the stream is not over");
+    assert_eq!(drain(&mut stream).await, (0, Ok(())));
+    assert_eq!(streams.in_flight(), 0);
+    assert_eq!(streams_seen.outcomes(), [Outcome::Success]);
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -10,7 +11,8 @@ use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::{Classify, Unclassified};
+use super::classify::Unclassified;
+use super::end::{AtResponse, CallEnd};
 use super::future::ResponseFuture;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -66,11 +68,12 @@ use crate::limiter::Admission;
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedLayer<F, K, Key = String, C = DefaultClock> {
+pub struct KeyedLayer<F, K, Key = String, C = DefaultClock, M = AtResponse> {
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,
     classifier: K,
     timeout: Option<Duration>,
+    end: PhantomData<fn() -> M>,
 }
 
 impl<F, Key, C> KeyedLayer<F, Unclassified, Key, C> {
@@ -85,19 +88,40 @@ impl<F, Key, C> KeyedLayer<F, Unclassified, Key, C> {
             key,
             classifier: Unclassified,
             timeout: None,
+            end: PhantomData,
         }
     }
 }
 
-impl<F, K, Key, C> KeyedLayer<F, K, Key, C> {
+impl<F, K, Key, C, M> KeyedLayer<F, K, Key, C, M> {
     /// Classify results with `classifier`, as
     /// [`RheostatLayer::classify`](super::RheostatLayer::classify).
-    pub fn classify<K2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C> {
+    pub fn classify<K2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C, M> {
         KeyedLayer {
             limiters: self.limiters,
             key: self.key,
             classifier,
             timeout: self.timeout,
+            end: PhantomData,
+        }
+    }
+
+    /// Classify each call when its outcome is known, holding its permit in
+    /// the response's body until then: for gRPC, with a
+    /// [`GrpcClassifier`](crate::tower::GrpcClassifier), as
+    /// [`RheostatLayer::classify_at_end`](crate::tower::RheostatLayer::classify_at_end)
+    /// does.
+    #[cfg(feature = "http")]
+    pub fn classify_at_end<K2>(
+        self,
+        classifier: K2,
+    ) -> KeyedLayer<F, K2, Key, C, super::end::AtBodyEnd> {
+        KeyedLayer {
+            limiters: self.limiters,
+            key: self.key,
+            classifier,
+            timeout: self.timeout,
+            end: PhantomData,
         }
     }
 
@@ -118,8 +142,8 @@ impl<F, K, Key, C> KeyedLayer<F, K, Key, C> {
     }
 }
 
-impl<S, F: Clone, K: Clone, Key, C> Layer<S> for KeyedLayer<F, K, Key, C> {
-    type Service = KeyedRheostat<S, F, K, Key, C>;
+impl<S, F: Clone, K: Clone, Key, C, M> Layer<S> for KeyedLayer<F, K, Key, C, M> {
+    type Service = KeyedRheostat<S, F, K, Key, C, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedRheostat {
@@ -128,22 +152,24 @@ impl<S, F: Clone, K: Clone, Key, C> Layer<S> for KeyedLayer<F, K, Key, C> {
             key: self.key.clone(),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
+            end: PhantomData,
         }
     }
 }
 
-impl<F: Clone, K: Clone, Key, C> Clone for KeyedLayer<F, K, Key, C> {
+impl<F: Clone, K: Clone, Key, C, M> Clone for KeyedLayer<F, K, Key, C, M> {
     fn clone(&self) -> Self {
         KeyedLayer {
             limiters: Arc::clone(&self.limiters),
             key: self.key.clone(),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
+            end: PhantomData,
         }
     }
 }
 
-impl<F, K: fmt::Debug, Key, C> fmt::Debug for KeyedLayer<F, K, Key, C> {
+impl<F, K: fmt::Debug, Key, C, M> fmt::Debug for KeyedLayer<F, K, Key, C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLayer")
             .field("classifier", &self.classifier)
@@ -154,15 +180,16 @@ impl<F, K: fmt::Debug, Key, C> fmt::Debug for KeyedLayer<F, K, Key, C> {
 
 /// A service that admits each request through the limiter of its key. Made
 /// by [`KeyedLayer`].
-pub struct KeyedRheostat<S, F, K, Key = String, C = DefaultClock> {
+pub struct KeyedRheostat<S, F, K, Key = String, C = DefaultClock, M = AtResponse> {
     inner: S,
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,
     classifier: K,
     timeout: Option<Duration>,
+    end: PhantomData<fn() -> M>,
 }
 
-impl<S, F, K, Key, C> KeyedRheostat<S, F, K, Key, C> {
+impl<S, F, K, Key, C, M> KeyedRheostat<S, F, K, Key, C, M> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -179,17 +206,18 @@ impl<S, F, K, Key, C> KeyedRheostat<S, F, K, Key, C> {
     }
 }
 
-impl<S, Req, F, K, Key, C> Service<Req> for KeyedRheostat<S, F, K, Key, C>
+impl<S, Req, F, K, Key, C, M> Service<Req> for KeyedRheostat<S, F, K, Key, C, M>
 where
     S: Service<Req>,
     F: Fn(&Req) -> Key,
-    K: Classify<S::Response, S::Error> + Clone,
+    K: Clone,
+    M: CallEnd<S::Response, S::Error, K, Box<dyn Algorithm>, C>,
     Key: Eq + Hash + Clone,
     C: Clock + Clone,
 {
-    type Response = S::Response;
+    type Response = M::Response;
     type Error = crate::CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K, Box<dyn Algorithm>, C>;
+    type Future = ResponseFuture<S::Future, K, Box<dyn Algorithm>, C, M>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(crate::CallError::Failed)
@@ -216,7 +244,7 @@ where
     }
 }
 
-impl<S: Clone, F: Clone, K: Clone, Key, C> Clone for KeyedRheostat<S, F, K, Key, C> {
+impl<S: Clone, F: Clone, K: Clone, Key, C, M> Clone for KeyedRheostat<S, F, K, Key, C, M> {
     fn clone(&self) -> Self {
         KeyedRheostat {
             inner: self.inner.clone(),
@@ -224,11 +252,12 @@ impl<S: Clone, F: Clone, K: Clone, Key, C> Clone for KeyedRheostat<S, F, K, Key,
             key: self.key.clone(),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
+            end: PhantomData,
         }
     }
 }
 
-impl<S: fmt::Debug, F, K: fmt::Debug, Key, C> fmt::Debug for KeyedRheostat<S, F, K, Key, C> {
+impl<S: fmt::Debug, F, K: fmt::Debug, Key, C, M> fmt::Debug for KeyedRheostat<S, F, K, Key, C, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRheostat")
             .field("inner", &self.inner)

@@ -389,6 +389,18 @@ async fn until_all(fleet: &[Arc<LiveLimiters>], overriding: Option<Override>) {
     .await;
 }
 
+/// Open every instance's `payments` breaker: ten overloads each.
+fn trip(fleet: &[Arc<LiveLimiters>]) {
+    for live in fleet {
+        let payments = live.get("payments").unwrap();
+        for _ in 0..10 {
+            if let Ok(permit) = payments.try_acquire() {
+                permit.overload();
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_of_ten_sends_at_most_its_shared_allowance_of_probes_and_one_each_without_redis() {
     let mut server = Server::start();
@@ -416,16 +428,6 @@ async fn a_fleet_of_ten_sends_at_most_its_shared_allowance_of_probes_and_one_eac
     };
     let fleet = start(&path, &server.url());
     // Open every breaker, wait out the cooldown, and try three calls each.
-    let trip = |fleet: &[Arc<LiveLimiters>]| {
-        for live in fleet {
-            let payments = live.get("payments").unwrap();
-            for _ in 0..10 {
-                if let Ok(permit) = payments.try_acquire() {
-                    permit.overload();
-                }
-            }
-        }
-    };
     let probes_sent = |fleet: &[Arc<LiveLimiters>]| -> usize {
         fleet
             .iter()
@@ -484,14 +486,7 @@ async fn once_one_instance_sees_the_dependency_recover_the_whole_fleet_may_probe
         Duration::from_nanos((since.as_nanos() % cycle.as_nanos()) as u64)
     };
     tokio::time::sleep(cycle + Duration::from_millis(100) - into_cycle(SystemTime::now())).await;
-    for live in &fleet {
-        let payments = live.get("payments").unwrap();
-        for _ in 0..10 {
-            if let Ok(permit) = payments.try_acquire() {
-                permit.overload();
-            }
-        }
-    }
+    trip(&fleet);
     // One call an instance once the cooldowns are over: the fleet's five
     // probes go, and answer.
     let probe_once = |fleet: &[Arc<LiveLimiters>]| -> usize {

@@ -153,18 +153,7 @@ async fn the_permit_is_held_until_the_status_and_the_latency_runs_to_it() {
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
 
     // A message at once, the status (OK) 300 ms later.
-    let started = Instant::now();
-    let mut stream = client
-        .stream(Ask {
-            messages: 1,
-            delay_ms: 300,
-            ..Ask::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(stream.message().await.unwrap().is_some());
-    assert!(started.elapsed() < ms(150), "the message came at once");
+    let mut stream = client.past_first_message(300).await;
     assert_eq!(
         limiter.in_flight(),
         1,
@@ -447,7 +436,8 @@ async fn a_status_that_never_comes_is_cut_by_the_layers_timeout_as_an_overload()
     assert_eq!(messages, 1);
     assert!(end.is_err(), "the stream ended with an error");
     let took = started.elapsed();
-    assert!(took >= ms(200) && took < ms(2000), "{took:?}");
+    // Cut, not hung: the server never sends the status.
+    assert!(took >= ms(200) && took < ms(10_000), "{took:?}");
     assert_eq!(seen.outcomes(), [Outcome::Overload]);
     assert_eq!(limiter.in_flight(), 0);
 }
@@ -611,16 +601,7 @@ async fn a_caller_waiting_for_the_slot_a_stream_holds_is_admitted_as_its_class_w
 
     // A stream takes the only slot and holds it in its body past its
     // first message, its status 300 ms later.
-    let mut stream = client
-        .stream(Ask {
-            messages: 1,
-            delay_ms: 300,
-            ..Ask::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(stream.message().await.unwrap().is_some());
+    let mut stream = client.past_first_message(300).await;
     assert_eq!(limiter.in_flight(), 1);
     let served = server.served();
 
@@ -667,16 +648,7 @@ async fn a_keyed_layer_holds_each_methods_permit_until_its_status() {
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
 
     // The stream's limiter stays full past its first message, to its status.
-    let mut stream = client
-        .stream(Ask {
-            messages: 1,
-            delay_ms: 200,
-            ..Ask::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(stream.message().await.unwrap().is_some());
+    let mut stream = client.past_first_message(200).await;
     let streams = methods.get(&support::STREAM.to_owned()).unwrap();
     assert_eq!(streams.in_flight(), 1);
     let refused = client.stream(Ask::default()).await.unwrap_err();

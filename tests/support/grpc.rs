@@ -130,6 +130,22 @@ where
             .server_streaming(Request::new(ask), path, codec)
             .await
     }
+
+    /// `Echo.Stream` of one message and then `OK` `delay_ms` later, read
+    /// to its message: the call is not over.
+    pub(crate) async fn past_first_message(
+        &mut self,
+        delay_ms: u64,
+    ) -> tonic::codec::Streaming<Reply> {
+        let ask = Ask {
+            messages: 1,
+            delay_ms,
+            ..Ask::default()
+        };
+        let mut stream = self.stream(ask).await.unwrap().into_inner();
+        assert!(stream.message().await.unwrap().is_some());
+        stream
+    }
 }
 
 // ----- server ------------------------------------------------------------------

@@ -97,6 +97,11 @@ impl<F, K, Key, C, M> KeyedLayer<F, K, Key, C, M> {
     /// Classify results with `classifier`, as
     /// [`RheostatLayer::classify`](super::RheostatLayer::classify).
     pub fn classify<K2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C, M> {
+        self.with_classifier(classifier)
+    }
+
+    /// The same layer with `classifier`, its calls over at `M2`.
+    fn with_classifier<K2, M2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C, M2> {
         KeyedLayer {
             limiters: self.limiters,
             key: self.key,
@@ -116,13 +121,7 @@ impl<F, K, Key, C, M> KeyedLayer<F, K, Key, C, M> {
         self,
         classifier: K2,
     ) -> KeyedLayer<F, K2, Key, C, super::end::AtBodyEnd> {
-        KeyedLayer {
-            limiters: self.limiters,
-            key: self.key,
-            classifier,
-            timeout: self.timeout,
-            end: PhantomData,
-        }
+        self.with_classifier(classifier)
     }
 
     /// Give each call at most `timeout`, as

@@ -77,6 +77,11 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// response is a success and every error an overload, a closure in a
     /// [`ClassifyFn`](super::ClassifyFn), any [`Classify`](super::Classify)).
     pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M> {
+        self.with_classifier(classifier)
+    }
+
+    /// The same layer with `classifier`, its calls over at `M2`.
+    fn with_classifier<K2, M2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M2> {
         RheostatLayer {
             limiter: self.limiter,
             classifier,
@@ -137,14 +142,7 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// ```
     #[cfg(feature = "http")]
     pub fn classify_at_end<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, AtBodyEnd> {
-        RheostatLayer {
-            limiter: self.limiter,
-            classifier,
-            timeout: self.timeout,
-            wait: self.wait,
-            classify: self.classify,
-            end: PhantomData,
-        }
+        self.with_classifier(classifier)
     }
 
     /// Give each call at most `timeout`; one that runs out ends with

@@ -30,7 +30,10 @@ where
     /// outcome is a retryable failure, make another attempt (a new future
     /// from `make`) within its bounds.
     ///
-    /// An attempt that runs out of time is recorded as
+    /// Each attempt is given what [`Permit::timeout`](crate::Permit::timeout)
+    /// gives it: a [learned](crate::timeout) timeout if shorter, unless the
+    /// admission says the call may not be [cut
+    /// early](Admission::cut_early). An attempt that runs out of time is recorded as
     /// [`Outcome::Overload`](crate::Outcome::Overload). An attempt admitted as a probe is given the
     /// [probe timeout](Limiter::probe_timeout) instead (see
     /// [`Permit::timeout`](crate::Permit::timeout)), even past the retry's deadline (no retry
@@ -105,7 +108,9 @@ where
         V: Into<Verdict>,
     {
         let limiter: &Limiter<A, C> = self.limiter();
-        let admission = Admission::new(limiter).class(self.asked_class());
+        let admission = Admission::new(limiter)
+            .class(self.asked_class())
+            .cut_early(self.may_cut_early());
         // `Duration::MAX`: no timeout but a probe's.
         let timeout = self.attempt_timeout();
         if let Some(Err(e)) = timeout.map(|t| check::duration("timeout", t)) {

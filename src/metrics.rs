@@ -11,6 +11,7 @@
 //! | `rheostat_breaker_state` | gauge | `limiter` | the breaker's state (see below); only for policies with a breaker |
 //! | `rheostat_override` | gauge | `limiter`, `kind` | 1 while an operator's [override](crate::overrides) of that `kind` (`force_open`, `force_closed`, `cap`, `metrics_only`) is in force, else 0; registered at a limiter's first override |
 //! | `rheostat_timeout_seconds` | gauge | `limiter` | the attempt timeout in force ([`Limiter::timeout_in_force`](crate::Limiter::timeout_in_force): a [learned](crate::timeout) one, within its ceiling); only for a limiter with a timeout |
+//! | `rheostat_timeout_ceiling_cutting` | gauge | `limiter` | 1 while a learned timeout's ceiling cuts every call (calls have ended at it for a window, none answering within it: see [`crate::timeout`](crate::timeout#when-the-ceiling-cuts-every-call)), else 0; only for a limiter whose timeout is learned |
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome` | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter) |
 //! | `rheostat_rejected_total` | counter | `limiter`, `reason` | the calls refused, by `reason` (see below) |
 //! | `rheostat_transitions_total` | counter | `limiter`, `from`, `to` | breaker state changes |
@@ -128,6 +129,8 @@ pub struct MetricsObserver {
     /// Registered when the limiter is built with a timeout: never for one
     /// without.
     timeout: OnceLock<Gauge>,
+    /// Registered when built with a learned timeout: never for one without.
+    cutting: OnceLock<Gauge>,
     /// By [`Override::KINDS`]: registered at the first override, never for
     /// a limiter without one.
     overrides: OnceLock<[Gauge; Override::KINDS.len()]>,
@@ -200,6 +203,7 @@ impl MetricsObserver {
             admit_probability: own("rheostat_admit_probability"),
             breaker_state: OnceLock::new(),
             timeout: OnceLock::new(),
+            cutting: OnceLock::new(),
             overrides: OnceLock::new(),
             success: calls("success"),
             overload: calls("overload"),
@@ -250,8 +254,11 @@ impl MetricsObserver {
     }
 
     /// Register what a limiter about to be built has: its breaker's state,
-    /// its retry decisions, its classes.
+    /// its retry decisions, its classes, a learned timeout's ceiling (at 0).
     fn register(&self, named: &Named<'_>) {
+        if named.learns_timeout {
+            self.ceiling_cutting(Duration::ZERO, false);
+        }
         if let Some(state) = named.state {
             if !self.summed {
                 self.set_breaker_state(state);
@@ -332,6 +339,10 @@ fn describe() {
         "rheostat_timeout_seconds",
         Unit::Seconds,
         "The attempt timeout in force: learned from the dependency within its ceiling, or typed"
+    );
+    ::metrics::describe_gauge!(
+        "rheostat_timeout_ceiling_cutting",
+        "1 while no call has answered within the learned timeout's ceiling for a window, else 0"
     );
     ::metrics::describe_counter!(
         "rheostat_calls_total",
@@ -433,6 +444,17 @@ impl Observer for MetricsObserver {
                 || ::metrics::gauge!("rheostat_timeout_seconds", "limiter" => self.limiter.clone()),
             )
             .set(timeout.as_secs_f64());
+    }
+
+    fn ceiling_cutting(&self, _ceiling: Duration, cutting: bool) {
+        // One limiter's state means nothing summed.
+        if !self.summed {
+            let name = "rheostat_timeout_ceiling_cutting";
+            let gauge = || ::metrics::gauge!(name, "limiter" => self.limiter.clone());
+            self.cutting
+                .get_or_init(gauge)
+                .set(f64::from(u8::from(cutting)));
+        }
     }
 
     fn override_applied(&self, overriding: Override, _lasting: Duration) {

@@ -84,6 +84,18 @@ pub trait Observer: Send + Sync + 'static {
         let _ = timeout;
     }
 
+    /// The learned timeout's `ceiling` began (`cutting`) or ceased to cut
+    /// every call: on a limiter whose timeout is [learned](crate::timeout),
+    /// calls have ended at the ceiling for a window with none answering
+    /// within it, or one has answered within it since
+    /// ([`Limiter::ceiling_cutting_since`](crate::Limiter::ceiling_cutting_since)).
+    /// Told once on entering that state and once on leaving it; see the
+    /// [`timeout` module](crate::timeout#when-the-ceiling-cuts-every-call)
+    /// for what to do.
+    fn ceiling_cutting(&self, ceiling: Duration, cutting: bool) {
+        let _ = (ceiling, cutting);
+    }
+
     /// What the [retry policy](crate::retry) decided after a failed
     /// attempt. Not told after a first attempt the limiter refused: that
     /// call was never sent, nothing was retried, and
@@ -167,6 +179,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.timeout_changed(timeout);
         self.1.timeout_changed(timeout);
     }
+    fn ceiling_cutting(&self, ceiling: Duration, cutting: bool) {
+        self.0.ceiling_cutting(ceiling, cutting);
+        self.1.ceiling_cutting(ceiling, cutting);
+    }
     fn retry(&self, outcome: RetryOutcome) {
         self.0.retry(outcome);
         self.1.retry(outcome);
@@ -209,6 +225,9 @@ macro_rules! forward {
             }
             fn timeout_changed(&self, timeout: Duration) {
                 (**self).timeout_changed(timeout);
+            }
+            fn ceiling_cutting(&self, ceiling: Duration, cutting: bool) {
+                (**self).ceiling_cutting(ceiling, cutting);
             }
             fn retry(&self, outcome: RetryOutcome) {
                 (**self).retry(outcome);

@@ -64,6 +64,68 @@
 //!   reason to forget, and the calls given the ceiling raise it if the
 //!   dependency has slowed.
 //!
+//! # What the ceiling is for
+//!
+//! The ceiling is the longest any call is given: the timeout you would
+//! have typed, and the bound on how long a hung call holds a worker while
+//! too little has been seen to learn (and, for the share given it, ever).
+//! It is not a guess at the dependency's latency; it is the most you are
+//! willing to wait. A dependency whose healthy answers take longer than it
+//! (a batch endpoint answering in 200 s behind a 15 s ceiling) never
+//! answers in time: every call is cut at the ceiling, no success is ever
+//! seen, nothing is learned, and the timeout cannot rise past it.
+//!
+//! # When the ceiling cuts every call
+//!
+//! So the limiter says so, loudly. When calls have kept ending at the
+//! ceiling (within 1% of it) without one answering within it for a window
+//! ([`window`](LearnedTimeout::window), and at least two ceilings: 60 s at
+//! the defaults), counted from the first of them:
+//!
+//! - [`Limiter::ceiling_cutting_since`](crate::Limiter::ceiling_cutting_since)
+//!   says since when;
+//! - the [`Observer`](crate::Observer) is told
+//!   ([`Observer::ceiling_cutting`](crate::Observer::ceiling_cutting)): the
+//!   `metrics` observer sets `rheostat_timeout_ceiling_cutting{limiter}` to
+//!   1, the `tracing` observer logs a `WARN` naming the limiter and the
+//!   ceiling.
+//!
+//! It is told once on entering that state and once on leaving it, at the
+//! next success within the ceiling (an `INFO`, the gauge back to 0): it
+//! enters at most once a window. A shorter span of hung calls (a deploy, a
+//! failover) is what the ceiling is for, and says nothing; failures faster
+//! than the ceiling (refused connections) neither begin nor end it.
+//!
+//! When it fires, look at how long the dependency's calls take when they
+//! do answer (its own metrics, a call made by hand):
+//!
+//! - if they answer, slower than the ceiling, the ceiling is too low for
+//!   this dependency: raise it (a file's `timeout.ceiling`) above its
+//!   slowest healthy answer, or give its slow calls a limiter of their own
+//!   with a ceiling that fits them;
+//! - if they hang, or the dependency is down, the ceiling is doing its job:
+//!   the calls cut free their workers, and the policy (a breaker) is what
+//!   sheds them.
+//!
+//! # Calls not safe to cut early
+//!
+//! A learned timeout is shorter than the caller's by design. A call that
+//! is not safe to cut early — a payment, anything not idempotent, where
+//! a call cut may still take effect and a retry would take effect twice —
+//! is marked so: [`Admission::cut_early`](crate::Admission::cut_early)`(false)`
+//! for one call (through [`Admission::call`](crate::Admission::call) or a
+//! permit's [`timeout`](crate::Permit::timeout)), `cut_early = false` in
+//! the learned timeout (a file's `timeout` table) for every call of a
+//! limiter, and, through the tower layers (the `tower` feature), by the
+//! layer's class function (`ClassifyRequest::cut_early`; for HTTP, see
+//! `rheostat::tower::NotIdempotent`). It keeps its caller's own timeout, never a
+//! learned one shorter (nor, as a probe, a shorter probe timeout), and is
+//! never drawn into the share given the ceiling. The learner still sees
+//! it: a success recorded once (calls like it are never cut, so it stands
+//! for no others), and, past the learned timeout, evidence as a call given
+//! the ceiling is; its expiry reaches the policy as a failure, as a typed
+//! timeout's does (such calls may be all there are).
+//!
 //! # Memory
 //!
 //! Three histograms of one significant digit (a bucket per 1/16 of a
@@ -77,7 +139,7 @@ use crate::algorithms::{check, ConfigError};
 
 mod learner;
 
-pub(crate) use learner::Learner;
+pub(crate) use learner::{Given, Learner};
 
 /// The timeout each attempt through a limiter is given unless the code
 /// says otherwise ([`Builder::timeout`](crate::Builder::timeout)): typed, or
@@ -225,6 +287,15 @@ pub struct LearnedTimeout {
     /// dependency never called `min_samples` times in a window always gets
     /// the ceiling; once one is learned, a window with fewer keeps it.
     pub min_samples: u32,
+    /// Whether a call may be cut early, by the learned timeout (true). With
+    /// `false`, no call is: each keeps its caller's own timeout (the
+    /// ceiling, unless the code gives one), as with a typed timeout, for a
+    /// dependency no call to which is safe to cut early (a payments route,
+    /// anything not idempotent); the timeout is still learned, and shown
+    /// ([`Limiter::learned_timeout`](crate::Limiter::learned_timeout)), and
+    /// a ceiling that cuts every call is still reported. One call is marked
+    /// so by [`Admission::cut_early`](crate::Admission::cut_early).
+    pub cut_early: bool,
 }
 
 /// The ceiling of a timeout learned with nothing said of it (a file's
@@ -243,7 +314,7 @@ impl Default for LearnedTimeout {
 impl LearnedTimeout {
     /// A learned timeout never above `ceiling`, with the defaults:
     /// quantile 0.999, margin 2, floor 10 ms, share 0.01, window 60 s,
-    /// 100 successes before it applies.
+    /// 100 successes before it applies, calls cut early.
     pub fn new(ceiling: Duration) -> Self {
         LearnedTimeout {
             ceiling,
@@ -253,6 +324,7 @@ impl LearnedTimeout {
             share: 0.01,
             window: Duration::from_secs(60),
             min_samples: 100,
+            cut_early: true,
         }
     }
 
@@ -295,6 +367,13 @@ impl LearnedTimeout {
     #[must_use]
     pub fn min_samples(mut self, min_samples: u32) -> Self {
         self.min_samples = min_samples;
+        self
+    }
+
+    /// With calls cut early or not (see [`cut_early`](Self::cut_early)).
+    #[must_use]
+    pub fn cut_early(mut self, cut_early: bool) -> Self {
+        self.cut_early = cut_early;
         self
     }
 

@@ -19,6 +19,15 @@
 //!   (`limiter`, `kind`, `seconds` it lasts, `cap` for a cap); ended at
 //!   `INFO`: `override expired` or `override cleared` (`limiter`, `kind`).
 //!
+//! - a [learned timeout](crate::timeout)'s ceiling cutting every call at
+//!   `WARN`: `no call answers within the timeout's ceiling` (`limiter`,
+//!   `ceiling_seconds`), once calls have ended at the ceiling for a window
+//!   with none answering within it; at `INFO`, `calls answer within the
+//!   timeout's ceiling again` at the next that does. One line on entering
+//!   that state, one on leaving it; see [the `timeout`
+//!   module](crate::timeout#when-the-ceiling-cuts-every-call) for what to
+//!   do.
+//!
 //! Nothing is logged per call.
 //!
 //! # Examples
@@ -44,8 +53,9 @@ use crate::limiter::Builder;
 use crate::observe::Observer;
 use crate::overrides::Override;
 
-/// Logs one limiter's breaker transitions; see the [module
-/// documentation](self).
+/// Logs one limiter's breaker transitions, and when its retry budget runs
+/// dry, an override applies or its timeout's ceiling cuts every call; see
+/// the [module documentation](self).
 #[derive(Clone, Debug)]
 pub struct TracingObserver {
     limiter: Cow<'static, str>,
@@ -111,6 +121,24 @@ impl Observer for TracingObserver {
             ::tracing::info!(limiter, kind, "override expired");
         } else {
             ::tracing::info!(limiter, kind, "override cleared");
+        }
+    }
+
+    fn ceiling_cutting(&self, ceiling: Duration, cutting: bool) {
+        let limiter: &str = &self.limiter;
+        let ceiling_seconds = ceiling.as_secs_f64();
+        if cutting {
+            ::tracing::warn!(
+                limiter,
+                ceiling_seconds,
+                "no call answers within the timeout's ceiling"
+            );
+        } else {
+            ::tracing::info!(
+                limiter,
+                ceiling_seconds,
+                "calls answer within the timeout's ceiling again"
+            );
         }
     }
 

@@ -12,7 +12,7 @@ use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, Half
 use rheostat::algorithms::window::{Aggregation, WindowConfig};
 use rheostat::algorithms::{AimdConfig, AimdMode, GradientConfig, ThrottleConfig, VegasConfig};
 use rheostat::config::{ConfigFileError, KeyedConfig, LimiterConfig, LimitersConfig, PolicyConfig};
-use rheostat::{LearnedTimeout, Limiter, Outcome, QueueOrder, Sharding, Timeout};
+use rheostat::{LearnedTimeout, Limiter, ManualClock, Outcome, QueueOrder, Sharding, Timeout};
 
 /// Each error of a file: the field as the file writes it, and its line.
 fn fields_and_lines(err: &ConfigFileError) -> Vec<(String, Option<usize>)> {
@@ -337,6 +337,12 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nquantile = 0.0", "limiters.p.timeout.quantile", "found 0.0, expected a number in (0, 1)", 4),
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nwindow = \"0s\"", "limiters.p.timeout.window", "found \"0s\", expected a duration above 0", 4),
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\nflor = \"5ms\"", "limiters.p.timeout.flor", "unknown field `flor`", 4),
+    // Whether calls may be cut early: a boolean, in the learned timeout's
+    // table and nowhere else.
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\ncut_early = \"no\"", "limiters.p.timeout.cut_early", "found \"no\", expected true or false", 4),
+    ("[limiters.p]\ntimeout = { ceiling = \"30s\", cut_early = 0 }\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.timeout.cut_early", "found 0, expected true or false", 2),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\ncut_erly = false", "limiters.p.timeout.cut_erly", "unknown field `cut_erly`, expected one of", 4),
+    ("[limiters.p]\ntimeout = \"30s\"\ncut_early = false\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.cut_early", "a key of its learned `timeout` table", 3),
 ];
 
 #[test]
@@ -1072,6 +1078,62 @@ fn a_learned_timeout_table_s_fields_reach_the_limiter_and_left_out_keys_take_the
         empty.limiters["p"].timeout,
         Some(LearnedTimeout::default().into())
     );
+}
+
+/// `cut_early = false` in a learned timeout's table gives every call
+/// through the limiter (a payments route) its caller's own timeout, while
+/// the timeout is still learned; it is written back as read.
+#[test]
+fn cut_early_false_in_a_learned_timeout_table_keeps_every_calls_timeout_and_round_trips() {
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.payments]
+        timeout = { ceiling = "30s", cut_early = false }
+        policy = { policy = "aimd" }
+
+        [limiters.search]
+        timeout = { ceiling = "30s" }
+        policy = { policy = "aimd" }
+        "#,
+    )
+    .unwrap();
+    let ceiling = Duration::from_secs(30);
+    let kept = LearnedTimeout::new(ceiling).cut_early(false);
+    assert_eq!(file.limiters["payments"].timeout, Some(kept.into()));
+    assert_eq!(
+        file.limiters["search"].timeout,
+        Some(LearnedTimeout::new(ceiling).into())
+    );
+    let text = toml::to_string(&file).unwrap();
+    assert!(text.contains("cut_early = false"), "{text}");
+    assert_eq!(text.matches("cut_early").count(), 1, "{text}");
+    assert_eq!(LimitersConfig::from_toml(&text).unwrap(), file);
+
+    let clock = ManualClock::new();
+    let build = |name: &str| {
+        file.limiters[name]
+            .builder(name.to_owned())
+            .unwrap()
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let (payments, search) = (build("payments"), build("search"));
+    for _ in 0..200 {
+        let permits = [&payments, &search].map(|l| l.try_acquire().unwrap());
+        clock.advance(Duration::from_millis(40));
+        for permit in permits {
+            permit.success();
+        }
+    }
+    assert!(payments.learned_timeout().unwrap() < Duration::from_millis(100));
+    assert_eq!(payments.timeout_in_force(), Some(ceiling));
+    assert!(search.timeout_in_force().unwrap() < Duration::from_millis(100));
+    for _ in 0..100 {
+        let permit = payments.try_acquire().unwrap();
+        assert_eq!(permit.timeout(ceiling), ceiling);
+        permit.ignore();
+    }
 }
 
 /// Each field of a learned timeout out of range is reported at once, in

@@ -774,6 +774,68 @@ fn the_timeout_gauge_is_the_typed_timeout_or_the_learned_one_and_absent_without_
     );
 }
 
+#[test]
+fn the_ceiling_gauge_is_0_for_a_learned_timeout_1_while_its_ceiling_cuts_every_call_and_absent_otherwise(
+) {
+    use rheostat::Timeout;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let clock = ManualClock::new();
+    let ceiling = Duration::from_secs(15);
+    let (learned, typed) = metrics::with_local_recorder(&recorder, || {
+        let build = |name: &'static str, timeout: Timeout| {
+            Limiter::builder(Fixed::new(8).unwrap())
+                .name(name)
+                .clock(clock.clone())
+                .timeout(timeout)
+                .metrics()
+                .build()
+                .unwrap()
+        };
+        (
+            build("learned", Timeout::learned(ceiling).into()),
+            build("typed", ceiling.into()),
+        )
+    });
+    let gauge = |limiter: &str| {
+        value(
+            &recorder.handle().render(),
+            "rheostat_timeout_ceiling_cutting",
+            limiter,
+        )
+    };
+    // Registered at 0 for the learned timeout, so that an alert on it
+    // reads 0, not "no data"; never for a typed one.
+    assert_eq!(gauge("learned"), Some(0.0));
+    assert_eq!(gauge("typed"), None);
+    let cut = |limiter: &Limiter<Fixed, ManualClock>| {
+        let permit = limiter.try_acquire().unwrap();
+        clock.advance(ceiling);
+        permit.overload();
+    };
+    // Five calls cut at the ceiling: the last a window after the first.
+    for _ in 0..4 {
+        cut(&learned);
+        assert_eq!(gauge("learned"), Some(0.0));
+    }
+    cut(&learned);
+    assert_eq!(gauge("learned"), Some(1.0));
+    for _ in 0..10 {
+        cut(&typed);
+    }
+    assert_eq!(gauge("typed"), None);
+    // An answer within the ceiling: back to 0.
+    let permit = learned.try_acquire().unwrap();
+    clock.advance(Duration::from_millis(300));
+    permit.success();
+    assert_eq!(gauge("learned"), Some(0.0));
+    let text = recorder.handle().render();
+    assert!(
+        text.contains("# HELP rheostat_timeout_ceiling_cutting "),
+        "{text}"
+    );
+}
+
 /// A keyed set built from a factory closure, with no configuration, keeps
 /// the promise too: keys sharing one `SummedMetrics` feed its series,
 /// labelled as it is, and no key becomes a label value.

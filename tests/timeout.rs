@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rheostat::algorithms::{Aimd, AimdConfig, Fixed};
-use rheostat::{CallError, Limiter, ManualClock, Outcome, Timeout, TokioClock};
+use rheostat::{CallError, Clock, Limiter, ManualClock, Outcome, Timeout, TokioClock};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -298,4 +298,350 @@ async fn limiter_call_cuts_a_hung_call_at_the_learned_timeout() {
         }
     }
     assert!(cut >= 45, "{cut} of 50 cut at the learned timeout");
+}
+
+/// A `Fixed` limiter that has learned about 80 ms from 40 ms answers.
+fn learned_80ms() -> (Limiter<Fixed, ManualClock>, ManualClock) {
+    let (limiter, clock) = learning(Timeout::learned(Duration::from_secs(15)));
+    for _ in 0..200 {
+        call(&limiter, &clock, ms(40), Outcome::Success);
+    }
+    let learned = limiter.learned_timeout().unwrap();
+    assert!(learned >= ms(80) && learned <= ms(86), "{learned:?}");
+    (limiter, clock)
+}
+
+#[test]
+fn a_call_not_to_be_cut_early_keeps_its_callers_timeout_whatever_was_learned() {
+    let (limiter, _clock) = learned_80ms();
+    let learned = limiter.learned_timeout().unwrap();
+    let (mut kept, mut cut) = (0, 0);
+    for i in 0..2_000u64 {
+        // Whatever the caller's timeout, above or below the learned one.
+        let caller = ms(20 + i % 10_000);
+        let payment = limiter.admission().cut_early(false).try_acquire().unwrap();
+        assert_eq!(payment.timeout(caller), caller);
+        kept += 1;
+        let search = limiter.try_acquire().unwrap();
+        cut += u32::from(search.timeout(caller) == learned.min(caller));
+        payment.ignore();
+        search.ignore();
+    }
+    // The others are cut at the learned timeout, but for the ~1% drawn
+    // for the ceiling: a call kept whole is never drawn, so it takes no
+    // slot of theirs.
+    assert!(cut >= 1_900, "{cut} of {kept} cut at the learned timeout");
+}
+
+#[test]
+fn a_learned_timeout_that_cuts_nothing_early_gives_every_call_the_ceiling_and_still_learns() {
+    let ceiling = Duration::from_secs(15);
+    let (limiter, clock) = learning(Timeout::learned(ceiling).cut_early(false));
+    for _ in 0..200 {
+        call(&limiter, &clock, ms(40), Outcome::Success);
+    }
+    // Learned, and shown…
+    let learned = limiter.learned_timeout().unwrap();
+    assert!(learned <= ms(86), "{learned:?}");
+    // …but given to no call: the timeout in force is the ceiling.
+    assert_eq!(limiter.timeout_in_force(), Some(ceiling));
+    assert_eq!(limiter.snapshot().timeout, Some(ceiling));
+    for _ in 0..1_000 {
+        let permit = limiter.try_acquire().unwrap();
+        assert_eq!(permit.timeout(ceiling), ceiling);
+        assert_eq!(permit.timeout(ms(500)), ms(500));
+        permit.ignore();
+    }
+}
+
+#[test]
+fn a_probe_not_to_be_cut_early_gets_the_longer_of_its_probe_timeout_and_its_callers() {
+    use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Breaker::new(BreakerConfig::default()).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(Duration::from_secs(15)))
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        limiter.try_acquire().unwrap().overload();
+    }
+    clock.advance(Duration::from_secs(5));
+    let caller = Duration::from_secs(45);
+    let ordinary = limiter.try_acquire().unwrap();
+    assert!(ordinary.is_probe());
+    assert_eq!(ordinary.timeout(caller), Duration::from_secs(30));
+    let payment = limiter.admission().cut_early(false).try_acquire().unwrap();
+    assert!(payment.is_probe());
+    assert_eq!(payment.timeout(caller), caller);
+    assert_eq!(payment.timeout(ms(800)), Duration::from_secs(30));
+}
+
+#[test]
+fn expiries_of_calls_not_to_be_cut_early_reach_the_policy_as_failures_where_the_learned_ones_do_not(
+) {
+    use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+    use rheostat::algorithms::BreakerState;
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Breaker::new(BreakerConfig::default()).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(Duration::from_secs(15)))
+        .seed(5)
+        .build()
+        .unwrap();
+    for _ in 0..200 {
+        let permit = limiter.try_acquire().unwrap();
+        clock.advance(ms(40));
+        permit.success();
+    }
+    let learned = limiter.learned_timeout().unwrap();
+    clock.advance(Duration::from_secs(60));
+    // Forty calls cut by the learned timeout: with no call given longer to
+    // say they would not have answered, the timeout ended them, not the
+    // dependency, and the breaker is told nothing.
+    for _ in 0..40 {
+        let permit = limiter.try_acquire().unwrap();
+        if permit.timeout(Duration::from_secs(15)) == learned {
+            clock.advance(learned);
+            permit.overload();
+        } else {
+            permit.ignore(); // drawn for the ceiling
+        }
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
+    // Ten payments that each ran out their caller's 5 s: failures, as a
+    // typed timeout's are.
+    for _ in 0..10 {
+        let permit = limiter.admission().cut_early(false).try_acquire().unwrap();
+        clock.advance(Duration::from_secs(5));
+        permit.overload();
+    }
+    assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
+}
+
+/// `Limiter::call` with `cut_early(false)` waits out its own timeout for a
+/// call that hangs, where the others are cut at the learned timeout.
+#[tokio::test(start_paused = true)]
+async fn limiter_call_not_to_be_cut_early_waits_out_its_own_timeout() {
+    let limiter = Limiter::builder(Aimd::new(AimdConfig::default()).unwrap())
+        .clock(TokioClock)
+        .timeout(Timeout::learned(Duration::from_secs(15)))
+        .seed(3)
+        .build()
+        .unwrap();
+    let classify = |r: &Result<(), ()>| match r {
+        Ok(()) => Outcome::Success,
+        Err(()) => Outcome::Overload,
+    };
+    for _ in 0..200 {
+        limiter
+            .call(classify, || async {
+                tokio::time::sleep(ms(50)).await;
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+    assert!(limiter.learned_timeout().unwrap() <= ms(110));
+    let own = Duration::from_secs(5);
+    for _ in 0..20 {
+        let started = tokio::time::Instant::now();
+        let hung = limiter
+            .admission()
+            .timeout(own)
+            .cut_early(false)
+            .call(classify, std::future::pending::<Result<(), ()>>)
+            .await;
+        assert!(
+            matches!(hung, Err(CallError::TimedOut(given)) if given == own),
+            "{hung:?}"
+        );
+        let elapsed = started.elapsed();
+        assert!(elapsed >= own && elapsed <= own + ms(1), "{elapsed:?}");
+    }
+}
+
+/// Records what the observer is told of the ceiling.
+#[derive(Clone, Default)]
+struct Told(std::sync::Arc<std::sync::Mutex<Vec<(Duration, bool)>>>);
+
+impl rheostat::Observer for Told {
+    fn ceiling_cutting(&self, ceiling: Duration, cutting: bool) {
+        self.0.lock().unwrap().push((ceiling, cutting));
+    }
+}
+
+impl Told {
+    fn take(&self) -> Vec<(Duration, bool)> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A `Fixed` limiter learning under a 15 s ceiling at the default window
+/// (60 s), telling `told`.
+fn watched() -> (Limiter<Fixed, ManualClock>, ManualClock, Told) {
+    let clock = ManualClock::new();
+    let told = Told::default();
+    let limiter = Limiter::builder(Fixed::new(100).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(Duration::from_secs(15)))
+        .observer(told.clone())
+        .build()
+        .unwrap();
+    (limiter, clock, told)
+}
+
+#[test]
+fn a_ceiling_that_cuts_every_call_for_a_window_is_told_once_and_once_more_when_an_answer_ends_it() {
+    let ceiling = Duration::from_secs(15);
+    let (limiter, clock, told) = watched();
+    let start = clock.now();
+    // The dependency answers in 200 s: each call is cut at the ceiling.
+    // Four of them span 45 s from the first: less than a window.
+    for _ in 0..4 {
+        call(&limiter, &clock, ceiling, Outcome::Overload);
+    }
+    assert_eq!(limiter.ceiling_cutting_since(), None);
+    assert!(told.take().is_empty());
+    // The fifth, a window after the first.
+    call(&limiter, &clock, ceiling, Outcome::Overload);
+    assert_eq!(limiter.ceiling_cutting_since(), Some(start + ceiling));
+    assert_eq!(told.take(), [(ceiling, true)]);
+    // Told once: however many more are cut, and whatever else fails.
+    for i in 0..100 {
+        let latency = if i % 2 == 0 { ceiling } else { ms(3) };
+        call(&limiter, &clock, latency, Outcome::Overload);
+    }
+    assert!(told.take().is_empty());
+    assert_eq!(limiter.ceiling_cutting_since(), Some(start + ceiling));
+    // An answer within the ceiling ends it, once.
+    call(&limiter, &clock, Duration::from_secs(14), Outcome::Success);
+    assert_eq!(limiter.ceiling_cutting_since(), None);
+    call(&limiter, &clock, ms(10), Outcome::Success);
+    assert_eq!(told.take(), [(ceiling, false)]);
+    // Cut again: a whole window more before it is told again.
+    for _ in 0..4 {
+        call(&limiter, &clock, ceiling, Outcome::Overload);
+    }
+    assert!(told.take().is_empty());
+    call(&limiter, &clock, ceiling, Outcome::Overload);
+    assert_eq!(told.take(), [(ceiling, true)]);
+}
+
+#[test]
+fn a_hang_shorter_than_a_window_fast_failures_and_answers_slower_than_the_ceiling_tell_nothing() {
+    let ceiling = Duration::from_secs(15);
+    let (limiter, clock, told) = watched();
+    // Hangs for 45 s (a failover), then an answer: shorter than a window.
+    for _ in 0..4 {
+        call(&limiter, &clock, ceiling, Outcome::Overload);
+    }
+    call(&limiter, &clock, ms(30), Outcome::Success);
+    for _ in 0..4 {
+        call(&limiter, &clock, ceiling, Outcome::Overload);
+    }
+    // Refused connections for ten minutes: the ceiling cut none of them.
+    for _ in 0..600 {
+        call(&limiter, &clock, ms(2), Outcome::Overload);
+        clock.advance(Duration::from_secs(1));
+    }
+    assert!(told.take().is_empty());
+    assert_eq!(limiter.ceiling_cutting_since(), None);
+    // Cut for a window: told. A call given longer (not to be cut early)
+    // that answers after 200 s would have been cut by the ceiling too: it
+    // ends nothing.
+    for _ in 0..5 {
+        call(&limiter, &clock, ceiling, Outcome::Overload);
+    }
+    assert_eq!(told.take(), [(ceiling, true)]);
+    let slow = limiter.admission().cut_early(false).try_acquire().unwrap();
+    clock.advance(Duration::from_secs(200));
+    slow.success();
+    assert!(limiter.ceiling_cutting_since().is_some());
+    assert!(told.take().is_empty());
+}
+
+#[test]
+fn the_span_before_the_ceiling_is_said_to_cut_every_call_is_the_window_and_at_least_two_ceilings() {
+    // (ceiling, window, the span expected), in seconds.
+    for (ceiling_s, window_s, quiet_s) in [(15, 60, 60), (5, 60, 60), (60, 60, 120), (100, 30, 200)]
+    {
+        let ceiling = Duration::from_secs(ceiling_s);
+        let clock = ManualClock::new();
+        let told = Told::default();
+        let limiter = Limiter::builder(Fixed::new(1_000).unwrap())
+            .clock(clock.clone())
+            .timeout(Timeout::learned(ceiling).window(Duration::from_secs(window_s)))
+            .observer(told.clone())
+            .build()
+            .unwrap();
+        // A call sent every second, each cut at the ceiling: the first at
+        // `ceiling`, one a second after it.
+        let mut flying = std::collections::VecDeque::new();
+        for t in 1..=ceiling_s + quiet_s {
+            flying.push_back(limiter.try_acquire().unwrap());
+            clock.advance(Duration::from_secs(1));
+            if t >= ceiling_s {
+                flying.pop_front().unwrap().overload();
+            }
+            let expected: &[_] = if t == ceiling_s + quiet_s {
+                &[(ceiling, true)]
+            } else {
+                &[]
+            };
+            assert_eq!(told.take(), expected, "{ceiling_s} s ceiling, at {t} s");
+        }
+    }
+}
+
+/// The case: healthy calls take 200 s, the learned timeout's
+/// ceiling is 15 s. Every call is cut at the ceiling, nothing succeeds, and
+/// within a window the limiter says so; a call not to be cut early, given
+/// 300 s, is answered, which ends nothing (the ceiling would have cut it).
+#[tokio::test(start_paused = true)]
+async fn healthy_calls_slower_than_the_ceiling_are_all_cut_and_the_limiter_says_so_within_a_window()
+{
+    let ceiling = Duration::from_secs(15);
+    let told = Told::default();
+    let limiter = Limiter::builder(Aimd::recommended())
+        .clock(TokioClock)
+        .timeout(Timeout::learned(ceiling))
+        .observer(told.clone())
+        .build()
+        .unwrap();
+    let classify = |r: &Result<(), ()>| match r {
+        Ok(()) => Outcome::Success,
+        Err(()) => Outcome::Overload,
+    };
+    let healthy = || async {
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        Ok(())
+    };
+    let start = tokio::time::Instant::now();
+    for _ in 0..5 {
+        let cut = limiter.call(classify, healthy).await;
+        assert!(
+            matches!(cut, Err(CallError::TimedOut(given)) if given == ceiling),
+            "{cut:?}"
+        );
+    }
+    // The fifth was cut 60 s after the first.
+    assert_eq!(start.elapsed(), Duration::from_secs(75));
+    assert_eq!(told.take(), [(ceiling, true)]);
+    let since = limiter.ceiling_cutting_since().unwrap();
+    assert_eq!(since, start.into_std() + ceiling, "since the first cut");
+    let answered = limiter
+        .admission()
+        .timeout(Duration::from_secs(300))
+        .cut_early(false)
+        .call(classify, healthy)
+        .await;
+    assert!(answered.is_ok());
+    assert_eq!(limiter.ceiling_cutting_since(), Some(since));
+    assert!(told.take().is_empty());
+    assert_eq!(
+        limiter.learned_timeout(),
+        None,
+        "nothing within the ceiling to learn from"
+    );
 }

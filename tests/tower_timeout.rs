@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rheostat::algorithms::Aimd;
 use rheostat::retry::RetryConfig;
-use rheostat::tower::{HttpClassifier, RheostatLayer};
+use rheostat::tower::{HttpClassifier, IdempotentOnly, NotIdempotent, RheostatLayer};
 use rheostat::{CallError, Limiter, Timeout, TokioClock};
 use tokio::time::Instant;
 use tower::{service_fn, Layer, Service, ServiceExt};
@@ -214,5 +214,91 @@ async fn the_retrying_layer_cuts_each_attempt_of_a_hung_request_at_the_learned_t
     );
     assert!(calls_cut_short >= 40, "{calls_cut_short} of 50");
     assert_eq!(limiter.learned_timeout(), Some(learned));
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+/// A request marked `NotIdempotent`.
+fn not_idempotent(mut request: http::Request<()>) -> http::Request<()> {
+    request.extensions_mut().insert(NotIdempotent);
+    request
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_is_not_idempotent_keeps_the_layers_timeout_through_a_layer_classing_by_idempotence(
+) {
+    // Failing fast, admitted in `call`; waiting, in the response future.
+    for wait in [false, true] {
+        let limiter = learning(3, false);
+        let cut = Cut::default();
+        let layer = RheostatLayer::new(Arc::clone(&limiter))
+            .classify(HttpClassifier::new())
+            .classify_request(IdempotentOnly);
+        let layer = if wait { layer.wait() } else { layer };
+        let service = layer.layer(dependency(&cut));
+        for _ in 0..200 {
+            service.clone().oneshot(get("/")).await.unwrap();
+        }
+        let learned = assert_learned_about_100_ms(&limiter);
+        // Marked, or a POST: never cut early, every one given the 15 s.
+        for request in [
+            || not_idempotent(get("/hang")),
+            || http::Request::post("/hang").body(()).unwrap(),
+        ] {
+            for _ in 0..20 {
+                let started = Instant::now();
+                match service.clone().oneshot(request()).await {
+                    Err(CallError::TimedOut(given)) => assert_eq!(given, CEILING, "wait {wait}"),
+                    other => panic!("a hung request ended {other:?}"),
+                }
+                assert!(ran_for(started.elapsed(), CEILING));
+            }
+        }
+        // The GETs beside them are cut at the learned timeout, but the
+        // share.
+        let mut at_learned = 0;
+        for _ in 0..50 {
+            match service.clone().oneshot(get("/hang")).await {
+                Err(CallError::TimedOut(given)) => at_learned += u32::from(given == learned),
+                other => panic!("a hung request ended {other:?}"),
+            }
+        }
+        assert!(at_learned >= 45, "{at_learned} of 50, wait {wait}");
+        assert_eq!(cut.take().len(), 90);
+        assert_eq!(limiter.in_flight(), 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retrying_layer_sends_a_request_marked_not_idempotent_once_given_the_layers_timeout() {
+    let limiter = learning(1, true);
+    let cut = Cut::default();
+    let service = RheostatLayer::new(Arc::clone(&limiter))
+        .classify(HttpClassifier::new())
+        .retry()
+        .classify_request(IdempotentOnly)
+        .layer(dependency(&cut));
+    for _ in 0..200 {
+        service.clone().oneshot(get("/")).await.unwrap();
+    }
+    assert_learned_about_100_ms(&limiter);
+    for _ in 0..10 {
+        // A PUT is idempotent by its method; marked, it is neither retried
+        // nor cut early.
+        let put = not_idempotent(http::Request::put("/hang").body(()).unwrap());
+        match service.clone().oneshot(put).await {
+            Err(CallError::TimedOut(given)) => assert_eq!(given, CEILING),
+            other => panic!("a hung request ended {other:?}"),
+        }
+        let ran = cut.take();
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        assert!(ran_for(ran[0], CEILING), "{ran:?}");
+    }
+    // Unmarked, it is retried.
+    for _ in 0..5 {
+        let put = http::Request::put("/hang").body(()).unwrap();
+        assert!(service.clone().oneshot(put).await.is_err());
+    }
+    let attempts = cut.take().len();
+    assert!(attempts > 5, "{attempts} attempts for 5 requests");
     assert_eq!(limiter.in_flight(), 0);
 }

@@ -228,3 +228,51 @@ fn an_override_applied_warns_and_its_end_informs_with_its_kind() {
         }
     }
 }
+
+#[test]
+fn a_ceiling_that_cuts_every_call_warns_once_naming_the_limiter_and_the_ceiling_and_its_end_informs_once(
+) {
+    use rheostat::algorithms::Fixed;
+    use rheostat::{Outcome, Timeout};
+
+    let lines = logged(|| {
+        let clock = ManualClock::new();
+        let limiter = Limiter::builder(Fixed::new(8).unwrap())
+            .name("reports")
+            .clock(clock.clone())
+            .timeout(Timeout::learned(Duration::from_secs(15)))
+            .tracing()
+            .build()
+            .unwrap();
+        let call = |latency: Duration, outcome: Outcome| {
+            let permit = limiter.try_acquire().unwrap();
+            clock.advance(latency);
+            permit.record(outcome);
+        };
+        // Every call cut at the ceiling for four minutes, then answers
+        // within it for as long.
+        for _ in 0..16 {
+            call(Duration::from_secs(15), Outcome::Overload);
+        }
+        for _ in 0..240 {
+            call(Duration::from_secs(1), Outcome::Success);
+        }
+    });
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let (warned, informed) = (&lines[0], &lines[1]);
+    assert!(
+        warned.contains("WARN") && warned.contains("no call answers within the timeout's ceiling"),
+        "{warned}"
+    );
+    assert!(
+        informed.contains("INFO")
+            && informed.contains("calls answer within the timeout's ceiling again"),
+        "{informed}"
+    );
+    for line in [warned, informed] {
+        assert!(
+            line.contains("limiter=\"reports\"") && line.contains("ceiling_seconds=15"),
+            "{line}"
+        );
+    }
+}

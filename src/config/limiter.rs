@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
@@ -49,9 +48,12 @@ use crate::retry::RetryConfig;
 ///   latencies, never above 15 s ([`LearnedTimeout::default`]);
 /// - a table, `timeout = { ceiling = "2s", quantile = 0.99 }` or
 ///   `[limiters.<name>.timeout]`: learned, with any of `ceiling` (15 s if
-///   left out), `quantile`, `margin`, `floor`, `share`, `window` and
-///   `min_samples` set (the fields of [`LearnedTimeout`]); a key left out
-///   takes [`LearnedTimeout::new`]'s default, an unknown one is refused.
+///   left out), `quantile`, `margin`, `floor`, `share`, `window`,
+///   `min_samples` and `cut_early` set (the fields of [`LearnedTimeout`]);
+///   a key left out takes [`LearnedTimeout::new`]'s default, an unknown one
+///   is refused. `cut_early = false` gives every call through the limiter
+///   its caller's own timeout, never a learned one shorter: for a route no
+///   call to which is safe to cut early (a payment).
 ///
 /// A learned timeout's field out of range is named as the file writes it
 /// (`timeout.quantile`), with its range and its line.
@@ -175,7 +177,8 @@ pub struct LimiterConfig {
 }
 
 /// [`LimiterConfig`] as a file writes it: its fields, and the key a probe's
-/// timeout used to be set with, refused.
+/// timeout used to be set with and the learned timeout's `cut_early`, each
+/// refused with where it goes.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimiterFields {
@@ -191,9 +194,12 @@ struct LimiterFields {
     wait: Option<bool>,
     #[serde(default = "default_on_drop")]
     on_drop: Outcome,
-    #[serde(default, deserialize_with = "moved_probe_timeout")]
+    #[serde(default, deserialize_with = "timeout::moved_probe_timeout")]
     #[allow(dead_code, reason = "never set: the key is refused")]
     probe_timeout: (),
+    #[serde(default, deserialize_with = "timeout::misplaced_cut_early")]
+    #[allow(dead_code, reason = "never set: the key is refused")]
+    cut_early: (),
     #[serde(default)]
     sharding: Sharding,
     policy: PolicyConfig,
@@ -231,15 +237,6 @@ impl From<LimiterFields> for LimiterConfig {
             grpc: f.grpc,
         }
     }
-}
-
-/// Refuse the limiter's `probe_timeout`, which is now the breaker's.
-fn moved_probe_timeout<'de, D: Deserializer<'de>>(_: D) -> Result<(), D::Error> {
-    Err(de::Error::custom(
-        "not a limiter option any more: a probe is given its breaker's \
-         `probe_timeout` (30 s by default), the deadline the breaker holds it to; \
-         set `probe_timeout` in the breaker's `policy` table instead",
-    ))
 }
 
 fn default_max_waiters() -> usize {

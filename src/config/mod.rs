@@ -45,7 +45,7 @@
 //!   (never above 15 s), or a table of how it is learned,
 //!   `timeout = { ceiling = "2s", quantile = 0.99 }`, whose keys
 //!   (`ceiling`, `quantile`, `margin`, `floor`, `share`, `window`,
-//!   `min_samples`) may each be left out.
+//!   `min_samples`, `cut_early`) may each be left out.
 //! - A limiter listed under `limiters` names its own policy: `default` is
 //!   for the names the file does not list, and is not merged into a listed
 //!   one.

@@ -1,6 +1,7 @@
 //! A limiter's `timeout` as a file writes it: a duration (`"800ms"`, typed),
 //! `"auto"` (learned, at [`LearnedTimeout::default`]) or a table of how it
-//! is learned (`{ ceiling = "2s", quantile = 0.99 }`, every key optional).
+//! is learned (`{ ceiling = "2s", quantile = 0.99 }`, every key optional;
+//! `cut_early = false` for a route no call to which is safe to cut early).
 //!
 //! Read, a value is only parsed: its range is checked with the limiter's
 //! other options ([`Timeout::validate`]), so that each field out of range
@@ -63,9 +64,31 @@ pub(super) fn serialize<S: Serializer>(timeout: &Option<Timeout>, s: S) -> Resul
             if learned.min_samples != defaults.min_samples {
                 map.serialize_entry("min_samples", &learned.min_samples)?;
             }
+            if learned.cut_early != defaults.cut_early {
+                map.serialize_entry("cut_early", &learned.cut_early)?;
+            }
             map.end()
         }
     }
+}
+
+/// Refuse the limiter's `probe_timeout`, which is now the breaker's.
+pub(super) fn moved_probe_timeout<'de, D: Deserializer<'de>>(_: D) -> Result<(), D::Error> {
+    Err(de::Error::custom(
+        "not a limiter option any more: a probe is given its breaker's \
+         `probe_timeout` (30 s by default), the deadline the breaker holds it to; \
+         set `probe_timeout` in the breaker's `policy` table instead",
+    ))
+}
+
+/// Refuse `cut_early` beside the limiter's `timeout`, where it would say
+/// nothing: it is a key of the learned timeout's table.
+pub(super) fn misplaced_cut_early<'de, D: Deserializer<'de>>(_: D) -> Result<(), D::Error> {
+    Err(de::Error::custom(
+        "not a limiter option: a key of its learned `timeout` table, \
+         `timeout = { ceiling = \"15s\", cut_early = false }` (a typed timeout \
+         never cuts a call early)",
+    ))
 }
 
 struct TimeoutVisitor;
@@ -129,6 +152,8 @@ struct LearnedFields {
     window: Option<Duration>,
     #[serde(default)]
     min_samples: Option<u32>,
+    #[serde(default)]
+    cut_early: Option<bool>,
 }
 
 impl From<LearnedFields> for LearnedTimeout {
@@ -151,6 +176,9 @@ impl From<LearnedFields> for LearnedTimeout {
         }
         if let Some(min_samples) = f.min_samples {
             learned.min_samples = min_samples;
+        }
+        if let Some(cut_early) = f.cut_early {
+            learned.cut_early = cut_early;
         }
         learned
     }

@@ -8,9 +8,10 @@ use super::*;
 use crate::priority::Class;
 
 /// One call's request for a slot: which limiter, and what varies from call
-/// to call — its [class](crate::priority), how long it may wait, and the
-/// timeout [`call`](Admission::call) gives its attempts. Each is optional;
-/// left out, the limiter's own setting applies.
+/// to call — its [class](crate::priority), how long it may wait, the
+/// timeout [`call`](Admission::call) gives its attempts, and whether it may
+/// be [cut early](Admission::cut_early). Each is optional; left out, the
+/// limiter's own setting applies.
 ///
 /// `L` is how the permit will hold the limiter: `&Limiter` for a permit
 /// borrowed from it, `Arc<Limiter>` for one that can move into a spawned
@@ -64,6 +65,8 @@ pub struct Admission<L> {
     class: Option<Class>,
     max_wait: Option<Duration>,
     timeout: Option<Duration>,
+    /// Whether a learned timeout shorter than the caller's may cut it.
+    cut_early: bool,
     /// Read the clock at admission whatever the policy needs (a caller
     /// that measures latency itself: the tower layers' classifier).
     timed: bool,
@@ -84,6 +87,7 @@ where
             class: None,
             max_wait: None,
             timeout: None,
+            cut_early: true,
             timed: false,
         }
     }
@@ -116,6 +120,43 @@ where
         self
     }
 
+    /// Whether the call may be cut early (by default, yes): `false` for a
+    /// call that is not safe to cut before its caller's own timeout (a
+    /// payment, anything not idempotent), which then keeps that timeout —
+    /// the one given to [`Permit::timeout`], or to
+    /// [`call`](Admission::call) — and is never given a
+    /// [learned](crate::timeout) one shorter, nor, as a probe, a probe
+    /// timeout shorter. To the limit, its expiry is then a failure, as a
+    /// typed timeout's is. A limiter whose timeout is not learned gives
+    /// every call its caller's timeout already, but for probes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter, Outcome, Timeout};
+    ///
+    /// let payments = Limiter::builder(Fixed::new(10)?)
+    ///     .timeout(Timeout::learned(Duration::from_secs(15)))
+    ///     .build()?;
+    /// let charged = payments
+    ///     .admission()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .cut_early(false)
+    ///     .call(|_: &Result<(), ()>| Outcome::Success, || async { Ok(()) })
+    ///     .await;
+    /// assert!(charged.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[inline]
+    pub fn cut_early(mut self, cut_early: bool) -> Self {
+        self.cut_early = cut_early;
+        self
+    }
+
     /// Read the clock at admission even if the policy does not time calls.
     #[cfg_attr(
         not(feature = "tower"),
@@ -135,6 +176,11 @@ where
     /// The class asked for, if any.
     pub(crate) fn asked_class(&self) -> Option<Class> {
         self.class
+    }
+
+    /// Whether the call may be cut early.
+    pub(crate) fn may_cut_early(&self) -> bool {
+        self.cut_early
     }
 
     /// The attempt timeout: the one set here, else the limiter's.
@@ -164,7 +210,7 @@ where
     /// until the next probe, where known).
     #[inline]
     pub fn try_acquire(self) -> Result<Permit<L>, Rejection> {
-        Limiter::permit_now(self.limiter, self.class, self.timed)
+        Limiter::permit_now(self.limiter, self.class, self.timed, self.cut_early)
     }
 
     /// Take a slot, waiting in the queue if the limit is reached: at most
@@ -204,7 +250,7 @@ where
     ) -> Result<Permit<L>, Rejection> {
         let wait = self.wait_within(left);
         let ticket = self.limiter.wait_for_slot(wait, self.class).await?;
-        Ok(Permit::new(self.limiter, ticket))
+        Ok(Permit::new(self.limiter, ticket, self.cut_early))
     }
 }
 
@@ -218,6 +264,7 @@ where
             .field("class", &self.class)
             .field("max_wait", &self.max_wait)
             .field("timeout", &self.timeout)
+            .field("cut_early", &self.cut_early)
             .finish_non_exhaustive()
     }
 }
@@ -225,7 +272,8 @@ where
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Admit a call of `class` (the default class if `None`) now through
     /// `handle`, failing fast, reading the clock if the policy times calls
-    /// or `timed`; a refusal is counted.
+    /// or `timed`, keeping its caller's timeout unless it may be
+    /// `cut_early`; a refusal is counted.
     ///
     /// Always inlined, as [`Limiter::admit_as`] is: out of line, its ticket
     /// is returned through memory; and the permit is made, or the refusal
@@ -235,6 +283,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         handle: L,
         class: Option<Class>,
         timed: bool,
+        cut_early: bool,
     ) -> Result<Permit<L>, Rejection> {
         let limiter: &Self = &handle;
         let admitted = match &limiter.classes {
@@ -246,7 +295,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             None => limiter.admit_fast(limiter.feedback() == Feedback::Timed),
         };
         match admitted {
-            Ok(ticket) => Ok(Permit::new(handle, ticket)),
+            Ok(ticket) => Ok(Permit::new(handle, ticket, cut_early)),
             Err(rejection) => {
                 limiter.count_rejection(&rejection);
                 Err(rejection)

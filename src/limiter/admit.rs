@@ -74,15 +74,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(Ticket::new(start, in_flight, false, self.generation()))
     }
 
-    /// `ticket`, drawn into the share of calls given the ceiling if the
-    /// timeout is learned ([`crate::timeout`]): a `share` of calls, with at
-    /// most `share` of the limit's slots (at least one) held by such calls
-    /// at once.
+    /// `ticket`, keeping its caller's own timeout unless it may be
+    /// `cut_early` (nor is any call of a limiter whose learned timeout says
+    /// `cut_early = false`, which needs no share: it censors nothing);
+    /// else drawn into the share of calls given the ceiling if the timeout
+    /// is learned ([`crate::timeout`]): a `share` of calls, with at most
+    /// `share` of the limit's slots (at least one) held by such calls at
+    /// once.
     #[inline]
-    pub(super) fn draw_uncut(&self, ticket: Ticket) -> Ticket {
+    pub(super) fn given_timeout(&self, ticket: Ticket, cut_early: bool) -> Ticket {
+        if !cut_early {
+            return ticket.kept();
+        }
         match self.options.learned() {
             Some(learned)
-                if self.draw() < learned.share_threshold()
+                if learned.cut_early
+                    && self.draw() < learned.share_threshold()
                     && self
                         .board
                         .start_uncut(learned.uncut_slots(self.board.gate().limit())) =>
@@ -193,10 +200,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub(crate) fn try_acquire_probe(&self) -> Result<Permit<&Self>, Rejection> {
         let now = self.clock.now();
         match self.admit(now, false, true) {
-            Ok(ticket) if ticket.probe() => Ok(Permit::new(self, ticket)),
+            Ok(ticket) if ticket.probe() => Ok(Permit::new(self, ticket, true)),
             Ok(ticket) => {
                 // The gate stopped probing in the meantime: not a probe.
-                Permit::new(self, ticket).ignore();
+                Permit::new(self, ticket, true).ignore();
                 Err(self.rejection(RejectReason::Open))
             }
             Err(rejection) => Err(rejection),

@@ -197,7 +197,7 @@ impl Board {
         }
     }
 
-    /// How many times the policy has reported transitions, modulo 2^22 (as
+    /// How many times the policy has reported transitions, modulo 2^21 (as
     /// a ticket keeps it).
     #[inline]
     pub(super) fn generation(&self) -> u32 {

@@ -150,6 +150,13 @@ pub(crate) struct Named<'a> {
         allow(dead_code, reason = "read by the metrics observer")
     )]
     pub(crate) classes: Vec<String>,
+    /// Whether its timeout is learned (and so whether its ceiling may come
+    /// to cut every call).
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics observer")
+    )]
+    pub(crate) learns_timeout: bool,
 }
 
 impl<A: Algorithm> Builder<A, DefaultClock> {
@@ -430,6 +437,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
                 .as_ref()
                 .map(|p| p.classes.iter().map(|c| c.name.clone()).collect())
                 .unwrap_or_default(),
+            learns_timeout: self.options.learned().is_some(),
         };
         for make in std::mem::take(&mut self.named) {
             let observer = make(&named);

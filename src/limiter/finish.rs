@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::timeout::Given;
 
 /// Successes held as a count at which the finishing call hands them over
 /// itself.
@@ -37,13 +38,16 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Until when (in nanoseconds after the epoch) the policy's deferral,
     /// as last published, lets this call be held: 0 if it cannot be (not a
-    /// success, a probe, stale, admitted with more calls in flight than the
-    /// deferral allows, or untimed while the policy needs latencies),
+    /// success, a probe, a call that kept its caller's own timeout, which
+    /// the timeout's learner must know of, stale, admitted with more calls
+    /// in flight than the deferral allows, or untimed while the policy
+    /// needs latencies),
     /// `u64::MAX` whenever it finishes.
     #[inline(always)]
     fn held_until(&self, ticket: &Ticket, outcome: Outcome, feedback: Feedback) -> u64 {
         if outcome == Outcome::Success
             && !ticket.probe()
+            && !ticket.is_kept()
             && (ticket.start.is_some() || feedback != Feedback::Timed)
         {
             self.board
@@ -96,7 +100,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     fn finish_covered(&self, ticket: &Ticket, latency: Duration, now: Instant, at: u64) {
         let sample = self.sample(ticket, Outcome::Success, latency);
-        let transitions = self.learn_sample(sample, now, Some(at), ticket.is_uncut());
+        let transitions = self.learn_sample(sample, now, Some(at), ticket.given());
         self.release_observed(Outcome::Success, latency);
         self.report(transitions);
     }
@@ -171,7 +175,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.sample(ticket, outcome, latency),
             now,
             None,
-            ticket.is_uncut(),
+            ticket.given(),
         )
     }
 
@@ -187,17 +191,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         sample: Sample,
         now: Instant,
         covered: Option<u64>,
-        uncut: bool,
+        given: Given,
     ) -> Vec<Transition> {
         let mut policy = self.lock_or_defer();
         if covered.is_some_and(|at| {
             self.board.covers(at, sample.latency, sample.in_flight) && !self.pending(at)
         }) {
-            self.tell(&mut policy, now, &sample, uncut);
+            self.tell(&mut policy, now, &sample, given);
             return Vec::new();
         }
         self.catch_up(&mut policy, now);
-        self.tell(&mut policy, now, &sample, uncut);
+        self.tell(&mut policy, now, &sample, given);
         let mut published = policy.publish();
         if published.wake_at.is_some_and(|t| t <= now) {
             policy.handle_timeout(now);

@@ -47,7 +47,8 @@
 //! 4. anything else: under the lock, the sample told, what was held handed
 //!    over first, and the gate published again (`finish_locked`).
 //!
-//! A call is never held if it is a probe or not a success, is stale
+//! A call is never held if it is a probe or not a success, kept its
+//! caller's own timeout (`Admission::cut_early`), is stale
 //! (admitted before the policy's latest transition), was admitted with
 //! more calls in flight than the deferral allows, took longer than its
 //! `max_latency`, ended after its `until`, or was untimed while the policy
@@ -201,19 +202,80 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// caller's ceiling: `None` if the timeout is not learned, or until
     /// enough successes have been seen
     /// ([`LearnedTimeout::min_samples`](crate::LearnedTimeout::min_samples)).
-    /// [`Permit::timeout`] gives it to a call.
+    /// [`Permit::timeout`] gives it to a call that may be cut early (where
+    /// [`LearnedTimeout::cut_early`](crate::LearnedTimeout::cut_early) is
+    /// `false`, it is learned and shown here, and given to none).
     pub fn learned_timeout(&self) -> Option<Duration> {
         self.board.learned()
     }
 
     /// The timeout a call is given now when the code gives none: the
     /// learned one within its ceiling, else the ceiling
-    /// ([`Limiter::attempt_timeout`]). What the metrics show as
-    /// `rheostat_timeout_seconds`.
+    /// ([`Limiter::attempt_timeout`]; always the ceiling where the learned
+    /// timeout cuts no call early,
+    /// [`LearnedTimeout::cut_early`](crate::LearnedTimeout::cut_early)).
+    /// What the metrics show as `rheostat_timeout_seconds`.
     pub fn timeout_in_force(&self) -> Option<Duration> {
         self.options
             .timeout()
-            .map(|ceiling| self.board.learned().map_or(ceiling, |t| t.min(ceiling)))
+            .map(|ceiling| self.learned_cut().map_or(ceiling, |t| t.min(ceiling)))
+    }
+
+    /// Whether a call not marked otherwise may be cut early: not where the
+    /// learned timeout says `cut_early = false`.
+    #[inline]
+    pub(crate) fn cuts_early(&self) -> bool {
+        self.options
+            .learned()
+            .is_none_or(|learned| learned.cut_early)
+    }
+
+    /// The learned timeout a call that may be cut early is given: `None`
+    /// until one is learned, and where no call is cut early.
+    #[inline]
+    pub(crate) fn learned_cut(&self) -> Option<Duration> {
+        self.board.learned().filter(|_| self.cuts_early())
+    }
+
+    /// Since when, by the limiter's clock, no call has answered within the
+    /// learned timeout's ceiling while calls kept ending at it, if that has
+    /// lasted a window: the ceiling then cuts every call
+    /// ([`crate::timeout`], "When the ceiling cuts every call"). `None`
+    /// while calls answer within it, and for a limiter whose timeout is not
+    /// learned. What the metrics show as `rheostat_timeout_ceiling_cutting`
+    /// and the [`Observer`] is told of
+    /// ([`Observer::ceiling_cutting`]). Hands the policy what is held for
+    /// it, under its lock, as [`Limiter::snapshot`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Clock, Limiter, ManualClock, Timeout};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder(Fixed::new(10)?)
+    ///     .clock(clock.clone())
+    ///     .timeout(Timeout::learned(Duration::from_secs(15)))
+    ///     .build()?;
+    /// let since = clock.now();
+    /// // The dependency answers in 200 s: every call is cut at the 15 s
+    /// // ceiling, and after a window (60 s) of that, it says so.
+    /// for _ in 0..6 {
+    ///     let permit = limiter.try_acquire()?;
+    ///     clock.advance(Duration::from_secs(15));
+    ///     permit.overload();
+    /// }
+    /// assert_eq!(limiter.ceiling_cutting_since(), Some(since + Duration::from_secs(15)));
+    /// // One answer within the ceiling ends it.
+    /// let permit = limiter.try_acquire()?;
+    /// clock.advance(Duration::from_secs(1));
+    /// permit.success();
+    /// assert_eq!(limiter.ceiling_cutting_since(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ceiling_cutting_since(&self) -> Option<Instant> {
+        self.with_held(self.clock.now(), |held| held.ceiling_cutting_since())
     }
 
     /// Whether callers wait for a slot rather than fail fast when the limit
@@ -376,7 +438,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<&Self>, Rejection> {
         // `Admission::new(self).try_acquire()`, without making one.
-        Limiter::permit_now(self, None, false)
+        Limiter::permit_now(self, None, false, true)
     }
 
     /// Take a slot, waiting in the queue up to the configured

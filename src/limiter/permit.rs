@@ -11,6 +11,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
 use crate::limiter::Limiter;
 use crate::priority::Class;
+use crate::timeout::Given;
 
 /// What the limiter knows about one admitted call: 24 bytes without
 /// padding, so that a permit moves in whole words (with a class byte of its
@@ -25,10 +26,10 @@ pub(crate) struct Ticket {
     /// `MAX_LIMIT`) and whether it is a probe (the top bit).
     flight: u32,
     /// The limiter's transition generation when the call was admitted (the
-    /// low 22 bits, see [`GENERATION`]), whether it gets the ceiling of a
-    /// learned timeout ([`UNCUT`]), whether its class counts it
-    /// ([`COUNTED`]) and its class (the top 8 bits, [`NO_CLASS`] without
-    /// one; see [`crate::priority`]).
+    /// low 21 bits, see [`GENERATION`]), whether it keeps its caller's own
+    /// timeout ([`KEPT`]), whether it gets the ceiling of a learned timeout
+    /// ([`UNCUT`]), whether its class counts it ([`COUNTED`]) and its class
+    /// (the top 8 bits, [`NO_CLASS`] without one; see [`crate::priority`]).
     tag: u32,
 }
 
@@ -36,9 +37,14 @@ pub(crate) struct Ticket {
 const PROBE: u32 = 1 << 31;
 
 /// The generation's bits in [`Ticket::tag`]: a ticket is stale when the
-/// limiter's generation has moved on, modulo 2^22 (a call would have to
-/// stay in flight through 4 million transitions to be taken for fresh).
-pub(crate) const GENERATION: u32 = (1 << 22) - 1;
+/// limiter's generation has moved on, modulo 2^21 (a call would have to
+/// stay in flight through 2 million transitions to be taken for fresh).
+pub(crate) const GENERATION: u32 = (1 << 21) - 1;
+
+/// The bit of [`Ticket::tag`] set when the call is not to be cut early: it
+/// keeps its caller's own timeout, never a learned one shorter
+/// ([`Admission::cut_early`](crate::Admission::cut_early)).
+const KEPT: u32 = 1 << 21;
 
 /// The bit of [`Ticket::tag`] set when the call is one of the share given
 /// the ceiling of a learned timeout ([`crate::timeout`]).
@@ -72,7 +78,7 @@ impl Ticket {
     /// if `counted`.
     #[inline]
     pub(crate) fn with_class(mut self, class: Class, counted: bool) -> Self {
-        self.tag = (self.tag & (GENERATION | UNCUT))
+        self.tag = (self.tag & (GENERATION | KEPT | UNCUT))
             | u32::from(class.0) << 24
             | if counted { COUNTED } else { 0 };
         self
@@ -89,6 +95,32 @@ impl Ticket {
     #[inline]
     pub(crate) fn is_uncut(&self) -> bool {
         self.tag & UNCUT != 0
+    }
+
+    /// The same ticket, keeping its caller's own timeout.
+    #[inline]
+    pub(crate) fn kept(mut self) -> Self {
+        self.tag |= KEPT;
+        self
+    }
+
+    /// Whether it keeps its caller's own timeout.
+    #[inline]
+    pub(crate) fn is_kept(&self) -> bool {
+        self.tag & KEPT != 0
+    }
+
+    /// Which timeout the call is given, as the learner is told
+    /// ([`crate::timeout`]).
+    #[inline]
+    pub(crate) fn given(&self) -> Given {
+        if self.is_kept() {
+            Given::Own
+        } else if self.is_uncut() {
+            Given::Ceiling
+        } else {
+            Given::Learned
+        }
     }
 
     /// Its class, if its limiter has classes.
@@ -109,7 +141,7 @@ impl Ticket {
         self.class()
     }
 
-    /// The limiter's generation (modulo 2^22) when it was admitted.
+    /// The limiter's generation (modulo 2^21) when it was admitted.
     #[inline]
     pub(crate) fn generation(&self) -> u32 {
         self.tag & GENERATION
@@ -205,11 +237,12 @@ where
     C: Clock,
 {
     /// The permit for a call admitted with `ticket` by `limiter` (told to
-    /// its observer, if any), drawn into the share given the ceiling if the
-    /// limiter learns its timeout.
+    /// its observer, if any): keeping its caller's own timeout unless it
+    /// may be `cut_early`, else drawn into the share given the ceiling if
+    /// the limiter learns its timeout.
     #[inline]
-    pub(crate) fn new(limiter: L, ticket: Ticket) -> Self {
-        let ticket = limiter.draw_uncut(ticket);
+    pub(crate) fn new(limiter: L, ticket: Ticket, cut_early: bool) -> Self {
+        let ticket = limiter.given_timeout(ticket, cut_early);
         limiter.observe_admit(&ticket);
         Permit {
             limiter,
@@ -322,6 +355,13 @@ where
     /// when you run the call yourself. Reading the probe timeout takes
     /// the policy's lock briefly, and only for a probe.
     ///
+    /// A call admitted as not safe to cut early
+    /// ([`Admission::cut_early`](crate::Admission::cut_early)`(false)`, or
+    /// every call of a limiter whose learned timeout says
+    /// [`cut_early`](crate::LearnedTimeout::cut_early)` = false`) is
+    /// never given less than `ordinary`: no learned timeout, and a probe
+    /// the longer of its probe timeout and `ordinary`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -349,12 +389,42 @@ where
     /// probe.success();
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// A payment, which must not be cut before the caller's 5 s, keeps
+    /// them once a much shorter timeout has been learned:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, Limiter, ManualClock, Timeout};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder(Fixed::new(10)?)
+    ///     .clock(clock.clone())
+    ///     .timeout(Timeout::learned(Duration::from_secs(15)))
+    ///     .seed(1)
+    ///     .build()?;
+    /// for _ in 0..200 {
+    ///     let permit = limiter.try_acquire()?;
+    ///     clock.advance(Duration::from_millis(40));
+    ///     permit.success();
+    /// }
+    /// let caller = Duration::from_secs(5);
+    /// let search = limiter.try_acquire()?;
+    /// assert!(search.timeout(caller) < Duration::from_millis(100));
+    /// let payment = limiter.admission().cut_early(false).try_acquire()?;
+    /// assert_eq!(payment.timeout(caller), caller);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn timeout(&self, ordinary: Duration) -> Duration {
         match self.ticket {
-            Some(t) if t.probe() => self.limiter.probe_timeout().unwrap_or(ordinary),
-            Some(t) if !t.is_uncut() => self
+            Some(t) if t.probe() => match self.limiter.probe_timeout() {
+                Some(probe) if t.is_kept() || !self.limiter.cuts_early() => probe.max(ordinary),
+                Some(probe) => probe,
+                None => ordinary,
+            },
+            Some(t) if !t.is_uncut() && !t.is_kept() => self
                 .limiter
-                .learned_timeout()
+                .learned_cut()
                 .map_or(ordinary, |learned| learned.min(ordinary)),
             _ => ordinary,
         }

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::*;
+use crate::timeout::Given;
 
 /// The policy, behind the limiter's lock, with the instants it last
 /// published, so that an answer that has not moved is not converted again.
@@ -38,6 +39,16 @@ impl<A> Held<A> {
     }
 }
 
+impl<A> Held<A> {
+    /// Since when the learned timeout's ceiling has cut every call, if it
+    /// has for a window ([`Limiter::ceiling_cutting_since`]).
+    pub(super) fn ceiling_cutting_since(&self) -> Option<Instant> {
+        self.learner
+            .as_ref()
+            .and_then(|learner| learner.cutting_since())
+    }
+}
+
 impl<A: Algorithm> Held<A> {
     /// The policy's answer, under the override while one lasts: what the
     /// board shows, and what every path that publishes reads.
@@ -65,7 +76,7 @@ impl<A> std::ops::DerefMut for Held<A> {
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// How many times the policy has reported transitions, modulo 2^22 (as
+    /// How many times the policy has reported transitions, modulo 2^21 (as
     /// a ticket keeps it).
     #[inline]
     pub(super) fn generation(&self) -> u32 {
@@ -131,24 +142,31 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let mut scratch = std::mem::take(&mut held.scratch);
         self.deferred.take(&mut scratch);
         for (at, sample) in scratch.drain(..) {
-            self.tell(held, at, &sample, false);
+            // No call that kept its caller's own timeout is held
+            // (`finish.rs`).
+            self.tell(held, at, &sample, Given::Learned);
         }
         held.scratch = scratch;
     }
 
     /// Tell the policy, and the timeout's learner if any, how a call ended
-    /// at `at` (`uncut` if it was given a learned timeout's ceiling); show
-    /// the learned timeout if it moved. Every sample reaches the policy
-    /// through here, so the learner sees what the policy sees; the
-    /// learner first says whether a call its timeout cut is evidence
-    /// ([`crate::timeout`], "What an expiry says").
+    /// at `at`, `given` which timeout; show the learned timeout if it
+    /// moved, and tell the observer if the ceiling began or ceased to cut
+    /// every call. Every sample reaches the policy through here, so the
+    /// learner sees what the policy sees; the learner first says whether a
+    /// call its timeout cut is evidence ([`crate::timeout`], "What an
+    /// expiry says").
+    ///
+    /// The observer is told under the lock, as it is of the timeout in
+    /// force: both are rare (the value is read at most 60 times a window,
+    /// the ceiling's state changes at most twice a window).
     #[inline]
-    pub(super) fn tell(&self, held: &mut Held<A>, at: Instant, sample: &Sample, uncut: bool) {
+    pub(super) fn tell(&self, held: &mut Held<A>, at: Instant, sample: &Sample, given: Given) {
         let Some(learner) = &mut held.learner else {
             held.policy.on_sample(at, sample);
             return;
         };
-        let outcome = learner.judge(at, sample.outcome, sample.latency, uncut);
+        let outcome = learner.judge(at, sample.outcome, sample.latency, given);
         if outcome == sample.outcome {
             held.policy.on_sample(at, sample);
         } else {
@@ -156,13 +174,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             judged.outcome = outcome;
             held.policy.on_sample(at, &judged);
         }
-        {
-            if learner.tell(at, sample.outcome, sample.latency) {
-                self.board.set_learned(learner.value());
-                if let (Some(observer), Some(in_force)) = (&self.observer, self.timeout_in_force())
-                {
-                    observer.timeout_changed(in_force);
-                }
+        if learner.tell(at, sample.outcome, sample.latency, given) {
+            self.board.set_learned(learner.value());
+            if let (Some(observer), Some(in_force), true) =
+                (&self.observer, self.timeout_in_force(), self.cuts_early())
+            {
+                observer.timeout_changed(in_force);
+            }
+        }
+        if let Some(cutting) = learner.watch(at, sample.outcome, sample.latency) {
+            if let Some(observer) = &self.observer {
+                observer.ceiling_cutting(learner.ceiling(), cutting);
             }
         }
     }

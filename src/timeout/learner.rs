@@ -41,6 +41,23 @@ pub(crate) struct Learner {
     /// timeout and then did not answer says that the calls the timeout cuts
     /// would not have answered either ([`Learner::judge`]).
     hangs_until: Option<Instant>,
+    /// The first call since the last answer within the ceiling that ended
+    /// at the ceiling without an answer ([`Learner::watch`]).
+    cut_since: Option<Instant>,
+    /// Whether calls have ended so for [`Learner::quiet`]: the ceiling cuts
+    /// every call, and the observer has been told.
+    cutting: bool,
+}
+
+/// Which timeout a call was given, as the learner is told: the learned one
+/// (if one is learned: what a call that may be cut early is given), the
+/// ceiling (one of the share drawn for it), or its caller's own, never a
+/// learned one shorter (a call not to be cut early).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Given {
+    Learned,
+    Ceiling,
+    Own,
 }
 
 impl Learner {
@@ -70,6 +87,8 @@ impl Learner {
             read: now,
             value: None,
             hangs_until: None,
+            cut_since: None,
+            cutting: false,
         }
     }
 
@@ -80,23 +99,26 @@ impl Learner {
     }
 
     /// What the policy is told of a call that ended at `at` with `outcome`
-    /// after `latency` (`uncut` if it was given the ceiling): `outcome`,
-    /// but for a failure at or past the learned timeout of a call that was
-    /// not given the ceiling — most likely cut by the timeout — while no
-    /// call given the ceiling has shown, within the last window, that calls
-    /// this slow do not answer: that one is [`Outcome::Ignore`], since the
-    /// timeout ended it, not the dependency. A call given the ceiling that
-    /// fails past the learned timeout is that evidence, and it stands
-    /// while the expiries it explains keep coming (until a window passes
-    /// without one); one that succeeds past it is evidence of the opposite
-    /// (the dependency slowed down, and the timeout rises:
-    /// [`Learner::tell`]).
+    /// after `latency`, `given` which timeout: `outcome`, but for a failure
+    /// at or past the learned timeout of a call given it — most likely cut
+    /// by it — while no call given longer has shown, within the last
+    /// window, that calls this slow do not answer: that one is
+    /// [`Outcome::Ignore`], since the timeout ended it, not the dependency.
+    /// A call given longer that fails past the learned timeout is that
+    /// evidence, and it stands while the expiries it explains keep coming
+    /// (until a window passes without one); one that succeeds past it is
+    /// evidence of the opposite (the dependency slowed down, and the
+    /// timeout rises: [`Learner::tell`]). A call given the ceiling that
+    /// fails past the learned timeout is itself told as ignored (the
+    /// expiries beside it carry the loss); one that kept its caller's own
+    /// timeout is told as it ended, as a typed timeout's would be: it may
+    /// be every call there is.
     pub(crate) fn judge(
         &mut self,
         at: Instant,
         outcome: Outcome,
         latency: Duration,
-        uncut: bool,
+        given: Given,
     ) -> Outcome {
         let Some(value) = self.value else {
             return outcome;
@@ -104,9 +126,10 @@ impl Learner {
         if latency < value {
             return outcome;
         }
-        match outcome {
-            Outcome::Success if uncut => self.hangs_until = None,
-            Outcome::Overload if uncut => {
+        let given = self.given(given);
+        match (outcome, given) {
+            (Outcome::Success, Given::Ceiling | Given::Own) => self.hangs_until = None,
+            (Outcome::Overload, Given::Ceiling) => {
                 // The evidence. The expiries it explains carry the loss to
                 // the policy; told as a drop of the ceiling's length, it
                 // would also have the policy wait out the ceiling, as if
@@ -114,29 +137,113 @@ impl Learner {
                 self.hangs_until = at.checked_add(self.config.window);
                 return Outcome::Ignore;
             }
-            Outcome::Overload if self.hangs_until.is_some_and(|until| at < until) => {
+            (Outcome::Overload, Given::Own) => {
+                // Evidence too, told as it ended: a typed timeout's expiry.
+                self.hangs_until = at.checked_add(self.config.window);
+            }
+            (Outcome::Overload, Given::Learned)
+                if self.hangs_until.is_some_and(|until| at < until) =>
+            {
                 // An expiry the evidence explains: it stands while such
                 // calls keep coming, and lapses a window after the last.
                 self.hangs_until = at.checked_add(self.config.window);
             }
-            Outcome::Overload => return Outcome::Ignore,
+            (Outcome::Overload, Given::Learned) => return Outcome::Ignore,
             _ => {}
         }
         outcome
     }
 
-    /// A call ended at `at` with `outcome` after `latency`; whether the
-    /// learned value changed. Only a success teaches anything, and only a
-    /// success moves the window on: a failure, a timeout or an ignored
-    /// call leaves the learner as it was.
-    pub(crate) fn tell(&mut self, at: Instant, outcome: Outcome, latency: Duration) -> bool {
+    /// `given`, as it was: every call keeps its caller's own timeout where
+    /// the learned one cuts none early.
+    fn given(&self, given: Given) -> Given {
+        if self.config.cut_early {
+            given
+        } else {
+            Given::Own
+        }
+    }
+
+    /// A call ended at `at` with `outcome` after `latency`: whether the
+    /// ceiling began (`Some(true)`) or ceased (`Some(false)`) to cut every
+    /// call. It begins when calls have ended at the ceiling (within 1% of
+    /// it, for the timer's rounding and two clocks' drift) without an
+    /// answer within it for [`Learner::quiet`], counted from the first of
+    /// them, and ends at the next success within the ceiling: so it begins
+    /// at most once a quiet span, and ends only once begun. Calls that fail
+    /// faster (a refused connection) neither begin nor end it; a success
+    /// slower than the ceiling (a call given longer) would have been cut by
+    /// it, and ends nothing.
+    pub(crate) fn watch(
+        &mut self,
+        at: Instant,
+        outcome: Outcome,
+        latency: Duration,
+    ) -> Option<bool> {
+        let ceiling = self.config.ceiling;
+        if outcome == Outcome::Success {
+            if latency > ceiling {
+                return None;
+            }
+            self.cut_since = None;
+            return std::mem::take(&mut self.cutting).then_some(false);
+        }
+        if latency < ceiling - ceiling / 100 {
+            return None;
+        }
+        let since = *self.cut_since.get_or_insert(at);
+        if self.cutting || at.saturating_duration_since(since) < self.quiet() {
+            return None;
+        }
+        self.cutting = true;
+        Some(true)
+    }
+
+    /// How long calls must have ended at the ceiling, none answering within
+    /// it, before the ceiling is said to cut every call: the window, and at
+    /// least two ceilings. A hang shorter than that (a deploy, a failover)
+    /// also ends every call at the ceiling, which is what the ceiling is
+    /// for; the window is the learner's own measure of a dependency that
+    /// has changed, and over two ceilings the calls cut include a
+    /// ceiling's worth sent after the first was cut, not only those in
+    /// flight at one moment.
+    fn quiet(&self) -> Duration {
+        self.config
+            .window
+            .max(self.config.ceiling.saturating_mul(2))
+    }
+
+    /// Since when the ceiling has cut every call ([`Learner::watch`]), if
+    /// it has.
+    pub(crate) fn cutting_since(&self) -> Option<Instant> {
+        self.cut_since.filter(|_| self.cutting)
+    }
+
+    /// The ceiling.
+    pub(crate) fn ceiling(&self) -> Duration {
+        self.config.ceiling
+    }
+
+    /// A call ended at `at` with `outcome` after `latency`, `given` which
+    /// timeout; whether the learned value changed. Only a success teaches
+    /// anything, and only a success moves the window on: a failure, a
+    /// timeout or an ignored call leaves the learner as it was.
+    pub(crate) fn tell(
+        &mut self,
+        at: Instant,
+        outcome: Outcome,
+        latency: Duration,
+        given: Given,
+    ) -> bool {
         if outcome != Outcome::Success {
             return false;
         }
         let turned = self.turn(at);
         // Slower than the timeout the others were given: it stands for the
-        // calls like it that were cut.
-        let slower = self.value.is_some_and(|value| latency > value);
+        // calls like it that were cut. A call that kept its caller's own
+        // timeout stands for itself: calls like it are never cut.
+        let slower =
+            self.given(given) != Given::Own && self.value.is_some_and(|value| latency > value);
         let count = if slower { self.weight } else { 1 };
         self.current
             .saturating_record_n(micros(latency).max(1), count);
@@ -223,7 +330,7 @@ mod tests {
         let mut at = t0;
         for _ in 0..n {
             at += ms(10);
-            learner.tell(at, Outcome::Success, latency);
+            learner.tell(at, Outcome::Success, latency, Given::Learned);
         }
         at
     }
@@ -249,7 +356,7 @@ mod tests {
         let secs = Duration::from_secs;
         let outcomes = [Outcome::Overload, Outcome::Ignore].into_iter().cycle();
         for (i, outcome) in (0..1_000).zip(outcomes) {
-            assert!(!learner.tell(at + secs(i), outcome, secs(14)));
+            assert!(!learner.tell(at + secs(i), outcome, secs(14), Given::Learned));
         }
         assert_eq!(learner.value(), before);
         assert_eq!(learner.seen, (200, 0));
@@ -263,7 +370,12 @@ mod tests {
         let before = learner.value().unwrap();
         // One call of the 1% given the ceiling answers in 2 s: it is
         // recorded 100 times, a tenth of the window, above its p99.9.
-        assert!(learner.tell(at + ms(1), Outcome::Success, Duration::from_secs(2)));
+        assert!(learner.tell(
+            at + ms(1),
+            Outcome::Success,
+            Duration::from_secs(2),
+            Given::Ceiling
+        ));
         let after = learner.value().unwrap();
         assert!(after >= Duration::from_secs(4), "{before:?} -> {after:?}");
         assert!(after <= Duration::from_secs(15));
@@ -294,7 +406,7 @@ mod tests {
         // An outage: a window without a success forgets the latencies; too
         // few new ones to go on, so what was learned stands.
         let at = at + config.window;
-        learner.tell(at, Outcome::Success, ms(50));
+        learner.tell(at, Outcome::Success, ms(50), Given::Learned);
         assert_eq!(learner.seen, (1, 0));
         assert_eq!(learner.value(), Some(learned));
         // A hundred new successes, ten times slower, are the new value.
@@ -322,12 +434,12 @@ mod tests {
         // Cut at the learned timeout, with nothing to say those calls would
         // not have answered: the timeout ended it, not the dependency.
         assert_eq!(
-            learner.judge(at, Outcome::Overload, value, false),
+            learner.judge(at, Outcome::Overload, value, Given::Learned),
             Outcome::Ignore
         );
         // A failure faster than the timeout is the dependency's.
         assert_eq!(
-            learner.judge(at, Outcome::Overload, ms(20), false),
+            learner.judge(at, Outcome::Overload, ms(20), Given::Learned),
             Outcome::Overload
         );
         // A call given the ceiling fails past the learned timeout: calls that
@@ -335,29 +447,29 @@ mod tests {
         // is evidence, told as ignored: the expiries carry the loss).
         let hung = at + ms(15_000);
         assert_eq!(
-            learner.judge(hung, Outcome::Overload, ms(15_000), true),
+            learner.judge(hung, Outcome::Overload, ms(15_000), Given::Ceiling),
             Outcome::Ignore
         );
         assert_eq!(
-            learner.judge(hung, Outcome::Overload, value, false),
+            learner.judge(hung, Outcome::Overload, value, Given::Learned),
             Outcome::Overload
         );
         // The evidence stands while the expiries it explains keep coming…
         let window = LearnedTimeout::default().window;
         let later = hung + window - ms(1);
         assert_eq!(
-            learner.judge(later, Outcome::Overload, value, false),
+            learner.judge(later, Outcome::Overload, value, Given::Learned),
             Outcome::Overload
         );
         let later = later + window - ms(1);
         assert_eq!(
-            learner.judge(later, Outcome::Overload, value, false),
+            learner.judge(later, Outcome::Overload, value, Given::Learned),
             Outcome::Overload
         );
         // …and lapses a window after the last.
         let after = later + window;
         assert_eq!(
-            learner.judge(after, Outcome::Overload, value, false),
+            learner.judge(after, Outcome::Overload, value, Given::Learned),
             Outcome::Ignore
         );
     }
@@ -367,32 +479,64 @@ mod tests {
         let t0 = Instant::now();
         let (mut learner, at) = learned_100ms(t0);
         let value = learner.value().unwrap();
-        learner.judge(at, Outcome::Overload, ms(15_000), true);
+        learner.judge(at, Outcome::Overload, ms(15_000), Given::Ceiling);
         assert_eq!(
-            learner.judge(at, Outcome::Overload, value, false),
+            learner.judge(at, Outcome::Overload, value, Given::Learned),
             Outcome::Overload
         );
         // One answers in 2 s: the dependency slowed down, it does not hang.
         let slow = ms(2_000);
         assert_eq!(
-            learner.judge(at, Outcome::Success, slow, true),
+            learner.judge(at, Outcome::Success, slow, Given::Ceiling),
             Outcome::Success
         );
         assert_eq!(
-            learner.judge(at, Outcome::Overload, value, false),
+            learner.judge(at, Outcome::Overload, value, Given::Learned),
             Outcome::Ignore
         );
         // Successes and ignored calls are told as they are, whatever the
         // evidence; and nothing is judged before a timeout is learned.
         assert_eq!(
-            learner.judge(at, Outcome::Ignore, value, false),
+            learner.judge(at, Outcome::Ignore, value, Given::Learned),
             Outcome::Ignore
         );
         let mut fresh = Learner::new(LearnedTimeout::default(), t0);
         assert_eq!(
-            fresh.judge(t0, Outcome::Overload, slow, false),
+            fresh.judge(t0, Outcome::Overload, slow, Given::Learned),
             Outcome::Overload
         );
+    }
+
+    #[test]
+    fn a_call_that_kept_its_own_timeout_is_told_as_it_ended_and_stands_only_for_itself() {
+        let t0 = Instant::now();
+        let (mut learner, at) = learned_100ms(t0);
+        let value = learner.value().unwrap();
+        // It hung to its caller's 5 s: a failure, as a typed timeout's
+        // expiry is, and evidence that calls this slow do not answer.
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, ms(5_000), Given::Own),
+            Outcome::Overload
+        );
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, Given::Learned),
+            Outcome::Overload
+        );
+        // One that answers past the learned timeout clears that evidence…
+        assert_eq!(
+            learner.judge(at, Outcome::Success, ms(300), Given::Own),
+            Outcome::Success
+        );
+        assert_eq!(
+            learner.judge(at, Outcome::Overload, value, Given::Learned),
+            Outcome::Ignore
+        );
+        // …and is recorded once: calls like it are never cut.
+        let seen = learner.seen;
+        learner.tell(at, Outcome::Success, ms(300), Given::Own);
+        assert_eq!(learner.seen.0 + learner.seen.1, seen.0 + seen.1 + 1);
+        learner.tell(at, Outcome::Success, ms(300), Given::Ceiling);
+        assert_eq!(learner.seen.0 + learner.seen.1, seen.0 + seen.1 + 1 + 100);
     }
 
     #[test]

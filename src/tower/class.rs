@@ -5,7 +5,8 @@ use std::fmt;
 use crate::priority::Class;
 
 /// Sorts a request into one of the limiter's priority classes (see
-/// [`crate::priority`]) before it is admitted: given to
+/// [`crate::priority`]) before it is admitted, and says whether it may be
+/// [cut early](ClassifyRequest::cut_early): given to
 /// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)
 /// for a client, or to `ShedLayer::classify_request` (the `http` feature)
 /// for a server. A closure `Fn(&Req) -> Option<Class>` is one, for any
@@ -46,6 +47,48 @@ pub trait ClassifyRequest<Req> {
     /// layer admits it as the limiter's default class (as if acquired
     /// without one), a server layer as the least critical class.
     fn class(&self, request: &Req) -> Option<Class>;
+
+    /// Whether `request` may be cut early, by a timeout its limiter
+    /// [learned](crate::timeout) shorter than the layer's; by default, it
+    /// may. `false` for a request that is not safe to cut early (a payment,
+    /// anything not idempotent): a client layer gives each of its attempts
+    /// the layer's timeout, never a learned one shorter
+    /// ([`Admission::cut_early`](crate::Admission::cut_early)). A server
+    /// layer gives no timeout, and does not ask.
+    ///
+    /// [`IdempotentOnly`](super::IdempotentOnly) says `false` for a request
+    /// that is not [`Idempotent`](super::Idempotent) (for HTTP, a `POST`, a
+    /// `PATCH`, or a request marked `NotIdempotent`). A layer with no class
+    /// function cuts every request early.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::Request;
+    /// use rheostat::priority::{Class, Priority};
+    /// use rheostat::tower::ClassifyRequest;
+    ///
+    /// /// A class from the `x-priority` header; a request to `/payments`
+    /// /// is never cut early.
+    /// struct Checkout;
+    ///
+    /// impl<B> ClassifyRequest<Request<B>> for Checkout {
+    ///     fn class(&self, request: &Request<B>) -> Option<Class> {
+    ///         Priority::parse(request.headers().get("x-priority")?).map(Class::from)
+    ///     }
+    ///     fn cut_early(&self, request: &Request<B>) -> bool {
+    ///         !request.uri().path().starts_with("/payments")
+    ///     }
+    /// }
+    ///
+    /// assert!(!Checkout.cut_early(&Request::post("/payments/charge").body(())?));
+    /// assert!(Checkout.cut_early(&Request::get("/search").body(())?));
+    /// # Ok::<(), http::Error>(())
+    /// ```
+    fn cut_early(&self, request: &Req) -> bool {
+        let _ = request;
+        true
+    }
 }
 
 impl<Req, F> ClassifyRequest<Req> for F
@@ -166,6 +209,12 @@ where
                 .class(request)
                 .map_or(trusted, |asked| asked.max(trusted)),
         )
+    }
+
+    /// Cut early only if both say it may: either may keep a request's
+    /// timeout whole.
+    fn cut_early(&self, request: &Req) -> bool {
+        self.trusted.cut_early(request) && self.asked.cut_early(request)
     }
 }
 

@@ -193,6 +193,12 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// the limiter's `max_wait` bounds. [Retrying](Self::retry), every
     /// attempt is admitted as the request's class.
     ///
+    /// The class function also says whether a request may be [cut
+    /// early](super::ClassifyRequest::cut_early) by a timeout its limiter
+    /// learned: a closure says it may; [`IdempotentOnly`](super::IdempotentOnly)
+    /// keeps the layer's timeout whole for a request that is not
+    /// idempotent (see the [module documentation](super#calls-not-safe-to-cut-early)).
+    ///
     /// A closure needs its argument's type written out
     /// (`|request: &http::Request<Body>|`): the layer learns the request
     /// type only when its service is called.

@@ -107,6 +107,50 @@
 //! [Retrying](#retries), every attempt is admitted as the request's class;
 //! waiting, the first attempt's wait counts against the retry deadline.
 //!
+//! # Calls not safe to cut early
+//!
+//! Where the limiter [learns](crate::timeout) its timeout, each attempt is
+//! given the learned one when it is shorter than the layer's. A request
+//! that is not safe to cut early (a payment, anything not idempotent: cut,
+//! it may still take effect, and sent again, take effect twice) keeps the
+//! layer's timeout whole if the layer's class function says so
+//! ([`ClassifyRequest::cut_early`]). [`IdempotentOnly`] is one: a request
+//! that is not [`Idempotent`] — for HTTP, a `POST`, a `PATCH`, or any
+//! request carrying `NotIdempotent` in its extensions (the `http`
+//! feature) — is never cut early, and the retrying layer's default rule,
+//! the same one, never sends it twice. A layer without a class function
+//! cannot read a request (it is generic over what it is sent) and cuts
+//! every request early; for a limiter (a route of a [`KeyedLayer`]) no
+//! request to which is safe to cut early, say so in its learned timeout
+//! instead ([`LearnedTimeout::cut_early`](crate::LearnedTimeout::cut_early),
+//! a file's `timeout = { cut_early = false }`).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use rheostat::tower::{HttpClassifier, IdempotentOnly, RheostatLayer};
+//! use rheostat::{algorithms::Fixed, Limiter, Timeout};
+//! use tower::{service_fn, Layer, ServiceExt};
+//!
+//! let limiter = Limiter::builder(Fixed::new(8)?)
+//!     .timeout(Timeout::learned(Duration::from_secs(15)))
+//!     .build()?;
+//! let client = RheostatLayer::new(Arc::new(limiter))
+//!     .classify(HttpClassifier::new())
+//!     .classify_request(IdempotentOnly)
+//!     .layer(service_fn(|_: http::Request<String>| async {
+//!         Ok::<_, std::io::Error>(http::Response::new(()))
+//!     }));
+//! // A charge keeps the 15 s however short a timeout is learned; a GET
+//! // gets the learned one.
+//! let charge = http::Request::post("https://payments.example/charges").body("{}".into())?;
+//! client.oneshot(charge).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Retries
 //!
 //! [`RheostatLayer::retry`] opts in to retrying failed requests as the
@@ -226,6 +270,7 @@ mod class;
 mod classify;
 mod end;
 pub mod future;
+mod idempotent;
 mod keyed;
 mod layer;
 #[cfg(feature = "tower-retry")]
@@ -242,13 +287,14 @@ pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
 #[cfg(feature = "http")]
 pub use end::AtBodyEnd;
 pub use end::{AtResponse, CallEnd};
+#[cfg(feature = "http")]
+pub use idempotent::NotIdempotent;
+pub use idempotent::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
 #[cfg(feature = "tower-retry")]
 pub use policy::RetryPolicy;
-pub use retry::{
-    AnyRequest, Idempotent, IdempotentOnly, RetryRule, RheostatRetry, RheostatRetryLayer,
-};
+pub use retry::{RheostatRetry, RheostatRetryLayer};
 #[cfg(feature = "http")]
 pub use server::{server_outcome, Shed, ShedFuture, ShedLayer};
 pub use service::Rheostat;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 
 use super::classify::{Classify, Unclassified};
-use super::retry::{AnyRequest, IdempotentOnly, RetryRule};
+use super::idempotent::{AnyRequest, IdempotentOnly, RetryRule};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;

@@ -1,5 +1,5 @@
-//! Retrying through the layer ([`RheostatLayer::retry`]), and the rule
-//! that says which requests may be sent more than once.
+//! Retrying through the layer ([`RheostatLayer::retry`]); the rule that
+//! says which requests may be sent more than once is in `idempotent.rs`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use tower_service::Service;
 use super::class::{ByRequest, ClassifyRequest, DefaultClass};
 use super::classify::Classify;
 use super::future::{finite, single_timeout, First, Plan, RetryResponseFuture};
+use super::idempotent::{AnyRequest, IdempotentOnly, RetryRule};
 use super::layer::RheostatLayer;
 use super::service::{start_acquire, Rheostat, StartAcquire};
 use crate::algorithms::Algorithm;
@@ -21,118 +22,15 @@ use crate::limiter::Limiter;
 use crate::priority::Class;
 use crate::retry::{Action, Attempts};
 
-/// Which requests a retrying service ([`RheostatLayer::retry`],
-/// and, with the `tower-retry` feature, `RetryPolicy`) may send more than
-/// once.
-///
-/// [`IdempotentOnly`] (the default) allows the requests that say they are
-/// [`Idempotent`]; [`AnyRequest`] allows every request. Implement it for a
-/// rule of your own (a `POST` carrying an `Idempotency-Key` header, a gRPC
-/// method known to be safe).
-///
-/// # Examples
-///
-/// ```
-/// use rheostat::tower::RetryRule;
-///
-/// /// Reads may be retried, writes may not.
-/// #[derive(Clone, Copy, Debug)]
-/// struct ReadsOnly;
-///
-/// enum Query { Read(String), Write(String) }
-///
-/// impl RetryRule<Query> for ReadsOnly {
-///     fn may_retry(&self, query: &Query) -> bool {
-///         matches!(query, Query::Read(_))
-///     }
-/// }
-///
-/// assert!(ReadsOnly.may_retry(&Query::Read("balance".into())));
-/// assert!(!ReadsOnly.may_retry(&Query::Write("transfer".into())));
-/// ```
-pub trait RetryRule<Req> {
-    /// Whether `request` may be sent again after a failed attempt.
-    fn may_retry(&self, request: &Req) -> bool;
-}
-
-/// A request that knows whether sending it twice has the effect of sending
-/// it once, and so may be retried by the default rule, [`IdempotentOnly`].
-///
-/// With the `http` feature, implemented for `http::Method` and
-/// `http::Request`: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS` and
-/// `TRACE` are idempotent (RFC 9110, section 9.2.2); `POST`, `PATCH`,
-/// `CONNECT` and extension methods are not. Implement it for a request type
-/// of your own, or retry every request with
-/// [`RheostatRetryLayer::retry_any_method`].
-///
-/// # Examples
-///
-/// ```
-/// use rheostat::tower::Idempotent;
-///
-/// assert!(http::Method::PUT.is_idempotent());
-/// assert!(!http::Method::POST.is_idempotent());
-/// let request = http::Request::delete("http://example.com/carts/7").body(()).unwrap();
-/// assert!(request.is_idempotent());
-/// ```
-pub trait Idempotent {
-    /// Whether sending it again is safe.
-    fn is_idempotent(&self) -> bool;
-}
-
-#[cfg(feature = "http")]
-impl Idempotent for http::Method {
-    fn is_idempotent(&self) -> bool {
-        matches!(
-            *self,
-            http::Method::GET
-                | http::Method::HEAD
-                | http::Method::PUT
-                | http::Method::DELETE
-                | http::Method::OPTIONS
-                | http::Method::TRACE
-        )
-    }
-}
-
-#[cfg(feature = "http")]
-impl<B> Idempotent for http::Request<B> {
-    fn is_idempotent(&self) -> bool {
-        self.method().is_idempotent()
-    }
-}
-
-/// The default [`RetryRule`]: retry a request only if it is
-/// [`Idempotent`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IdempotentOnly;
-
-impl<Req: Idempotent> RetryRule<Req> for IdempotentOnly {
-    fn may_retry(&self, request: &Req) -> bool {
-        request.is_idempotent()
-    }
-}
-
-/// A [`RetryRule`] that retries every request, whatever its method: for
-/// requests that carry no method, or whose effects the server
-/// deduplicates.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AnyRequest;
-
-impl<Req> RetryRule<Req> for AnyRequest {
-    fn may_retry(&self, _request: &Req) -> bool {
-        true
-    }
-}
-
 impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// Retry failed requests as the limiter's [retry policy](crate::retry)
     /// says: the same layer, whose service clones each request it may
     /// retry (so it needs `Req: Clone`, which the plain layer does not) and
     /// sends it again after a retryable failure.
     ///
-    /// Only [`Idempotent`] requests are retried (for HTTP: `GET`, `HEAD`,
-    /// `PUT`, `DELETE`, `OPTIONS`, `TRACE`); see
+    /// Only [`Idempotent`](super::Idempotent) requests are retried (for
+    /// HTTP: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`, unless
+    /// marked `NotIdempotent`); see
     /// [`RheostatRetryLayer::retry_any_method`] and
     /// [`RheostatRetryLayer::retry_when`] to say otherwise. A limiter
     /// without a retry policy ([`Builder::retry`](crate::Builder::retry)
@@ -200,7 +98,7 @@ pub struct RheostatRetryLayer<
 impl<K, R, A: Algorithm, C: Clock, P> RheostatRetryLayer<K, R, A, C, P> {
     /// Retry every request, whatever its method (or whether it has one):
     /// for a dependency that deduplicates requests, or a request type that
-    /// does not implement [`Idempotent`].
+    /// does not implement [`Idempotent`](super::Idempotent).
     pub fn retry_any_method(self) -> RheostatRetryLayer<K, AnyRequest, A, C, P> {
         self.retry_when(AnyRequest)
     }
@@ -332,7 +230,7 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        self.start(request, None, false)
+        self.start(request, None, true, false)
     }
 }
 
@@ -360,21 +258,23 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let class = self.rheostat.classify().get_ref().class(&request);
+        let classify = self.rheostat.classify().get_ref();
+        let (class, cut_early) = (classify.class(&request), classify.cut_early(&request));
         let wait = self.rheostat.waits();
-        self.start(request, class, wait)
+        self.start(request, class, cut_early, wait)
     }
 }
 
 impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
-    /// Starts a call of `request`, every attempt admitted as `class`; the
-    /// first waiting in the limiter's queue in the response future if
-    /// `wait` (a layer that waits, given a class function), otherwise
-    /// admitted here.
+    /// Starts a call of `request`, every attempt admitted as `class`, cut
+    /// early or not as `cut_early` says; the first waiting in the
+    /// limiter's queue in the response future if `wait` (a layer that
+    /// waits, given a class function), otherwise admitted here.
     fn start<Req>(
         &mut self,
         request: Req,
         class: Option<Class>,
+        cut_early: bool,
         wait: bool,
     ) -> RetryResponseFuture<S, Req, K, A, C>
     where
@@ -388,6 +288,7 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
         let mut plan = Plan {
             limiter: Arc::clone(&limiter),
             class,
+            cut_early,
             classifier: self.rheostat.classifier().clone(),
             start_queue: self.start_queue,
             attempts: None,
@@ -400,10 +301,10 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
             if wait {
                 plan.service = Some(self.rheostat.take_ready());
                 plan.request = Some(request);
-                let acquire = (self.start_queue)(Arc::clone(&limiter), None, class);
+                let acquire = (self.start_queue)(Arc::clone(&limiter), None, class, cut_early);
                 return RetryResponseFuture::new(plan, First::Waiting(acquire));
             }
-            let first = match self.rheostat.take_slot(class) {
+            let first = match self.rheostat.take_slot(class, cut_early) {
                 Err(rejection) => First::Refused(rejection),
                 Ok(permit) => First::Called {
                     timeout: single_timeout(&permit, layer_timeout),
@@ -430,12 +331,12 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
             plan.service = Some(self.rheostat.take_ready());
             plan.request = Some(request);
             let left = retry.left(attempts.call(), limiter.clock().now());
-            let acquire = (self.start_queue)(Arc::clone(&limiter), left, class);
+            let acquire = (self.start_queue)(Arc::clone(&limiter), left, class, cut_early);
             plan.attempts = Some(attempts);
             return RetryResponseFuture::new(plan, First::Waiting(acquire));
         }
         let again = attempts.may_follow(retry);
-        let slot = self.rheostat.take_slot(class);
+        let slot = self.rheostat.take_slot(class, cut_early);
         // A clone of the inner service sends what follows the first
         // attempt: the retries, or the first attempt itself after a wait
         // in the queue.
@@ -498,50 +399,5 @@ impl<S: fmt::Debug, K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock, P: fmt
             .field("rheostat", &self.rheostat)
             .field("rule", &self.rule)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(all(test, feature = "http"))]
-mod tests {
-    use super::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};
-
-    fn request(method: &str) -> http::Request<()> {
-        http::Request::builder()
-            .method(method)
-            .uri("http://example.com/")
-            .body(())
-            .unwrap_or_else(|e| panic!("{method}: {e}"))
-    }
-
-    #[test]
-    fn only_the_idempotent_methods_are_retried_by_default() {
-        for method in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
-            assert!(request(method).is_idempotent(), "{method}");
-            assert!(IdempotentOnly.may_retry(&request(method)), "{method}");
-        }
-        for method in ["POST", "PATCH", "CONNECT", "PURGE", "LOCK", "get"] {
-            assert!(!request(method).is_idempotent(), "{method}");
-            assert!(!IdempotentOnly.may_retry(&request(method)), "{method}");
-        }
-    }
-
-    #[test]
-    fn any_request_retries_every_method_and_any_type() {
-        for method in ["GET", "POST", "PATCH", "CONNECT", "PURGE"] {
-            assert!(AnyRequest.may_retry(&request(method)), "{method}");
-        }
-        assert!(AnyRequest.may_retry(&"a request that is no HTTP request"));
-    }
-
-    #[test]
-    fn the_method_decides_whatever_the_body() {
-        let post = http::Request::post("http://example.com/")
-            .body(String::from("{}"))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!post.is_idempotent());
-        let put = http::Request::put("http://example.com/")
-            .body(vec![1u8, 2, 3])
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(put.is_idempotent());
     }
 }

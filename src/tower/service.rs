@@ -24,21 +24,28 @@ pub(crate) type Acquire<A, C> =
     Pin<Box<dyn Future<Output = Result<OwnedPermit<A, C>, Rejection>> + Send + Sync>>;
 
 /// Starts waiting for a slot: of a class, or of the default class if
-/// `None`; no longer than `within` either, if given. A function pointer
+/// `None`; no longer than `within` either, if given; for a call that keeps
+/// its caller's timeout unless it may be cut early (the last argument). A function pointer
 /// made where `A: 'static` is known (in [`Rheostat::new`], and in the
 /// retrying and server layers' `layer`), so that the `Service` impls need
 /// no `'static` bound: with one, a future holding the service over a
 /// `Box<dyn Algorithm>` cannot be proven `Send` inside an `async` block (the
 /// compiler's "higher-ranked lifetime error"), and `tokio::spawn` refuses it.
 pub(crate) type StartAcquire<A, C> =
-    fn(Arc<Limiter<A, C>>, Option<Duration>, Option<Class>) -> Acquire<A, C>;
+    fn(Arc<Limiter<A, C>>, Option<Duration>, Option<Class>, bool) -> Acquire<A, C>;
 
 pub(crate) fn start_acquire<A: Algorithm + 'static, C: Clock>(
     limiter: Arc<Limiter<A, C>>,
     within: Option<Duration>,
     class: Option<Class>,
+    cut_early: bool,
 ) -> Acquire<A, C> {
-    Box::pin(Admission::new(limiter).class(class).acquire_within(within))
+    Box::pin(
+        Admission::new(limiter)
+            .class(class)
+            .cut_early(cut_early)
+            .acquire_within(within),
+    )
 }
 
 /// A service that admits each request through a [`Limiter`], holds the
@@ -146,22 +153,27 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
         &self.classify
     }
 
-    /// Starts waiting for a slot for a call of `class`.
-    pub(crate) fn start_acquire(&self, class: Option<Class>) -> Acquire<A, C> {
-        (self.start_acquire)(Arc::clone(&self.limiter), None, class)
+    /// Starts waiting for a slot for a call of `class`, that may be
+    /// `cut_early` or not.
+    pub(crate) fn start_acquire(&self, class: Option<Class>, cut_early: bool) -> Acquire<A, C> {
+        (self.start_acquire)(Arc::clone(&self.limiter), None, class, cut_early)
     }
 
     /// The slot for the next call: the one `poll_ready` reserved (or its
-    /// refusal), or, failing fast or called without `poll_ready`, one taken
-    /// now for a call of `class` (the default class if `None`).
+    /// refusal: only without a class function, whose every request may be
+    /// cut early), or, failing fast or called without `poll_ready`, one
+    /// taken now for a call of `class` (the default class if `None`) that
+    /// may be `cut_early` or not.
     pub(crate) fn take_slot(
         &mut self,
         class: Option<Class>,
+        cut_early: bool,
     ) -> Result<OwnedPermit<A, C>, Rejection> {
         match self.reserved.take() {
             Some(slot) => slot,
             None => Admission::new(Arc::clone(&self.limiter))
                 .class(class)
+                .cut_early(cut_early)
                 .timed()
                 .try_acquire(),
         }
@@ -194,7 +206,7 @@ where
             let (limiter, start) = (&self.limiter, self.start_acquire);
             let acquiring = self
                 .acquiring
-                .get_or_insert_with(|| start(Arc::clone(limiter), None, None));
+                .get_or_insert_with(|| start(Arc::clone(limiter), None, None, true));
             let slot = ready!(acquiring.as_mut().poll(cx));
             self.acquiring = None;
             self.reserved = Some(slot);
@@ -208,7 +220,7 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let permit = match self.take_slot(None) {
+        let permit = match self.take_slot(None, true) {
             Ok(permit) => permit,
             Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
         };
@@ -243,8 +255,9 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let class = self.classify.0.class(&request);
+        let cut_early = self.classify.0.cut_early(&request);
         if self.wait {
-            let acquire = self.start_acquire(class);
+            let acquire = self.start_acquire(class, cut_early);
             let service = self.take_ready();
             return ClassResponseFuture::waiting(
                 acquire,
@@ -254,7 +267,7 @@ where
                 self.timeout,
             );
         }
-        let future = match self.take_slot(class) {
+        let future = match self.take_slot(class, cut_early) {
             Ok(permit) => ResponseFuture::new(
                 self.inner.call(request),
                 permit,

@@ -174,15 +174,13 @@ impl<F, K, A: Algorithm, C: Clock, M> fmt::Debug for ResponseFuture<F, K, A, C, 
 /// layer's, or a retrying layer's under a limiter with no retry policy),
 /// admitted under `permit`: what the permit gives it within `timeout`
 /// ([`Permit::timeout`](crate::Permit::timeout): a probe's own, or a learned
-/// one below `timeout`), or a probe's own if there is no `timeout`; `None`
+/// one below `timeout`, unless it is not to be cut early), or a probe's own
+/// if there is no `timeout` (none, if it is not to be cut early); `None`
 /// for none.
 pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
     permit: &OwnedPermit<A, C>,
     timeout: Option<Duration>,
 ) -> Option<Duration> {
-    match timeout {
-        Some(timeout) => Some(permit.timeout(timeout)),
-        None if permit.is_probe() => permit.limiter().probe_timeout(),
-        None => None,
-    }
+    // `Duration::MAX`: no timeout but a probe's.
+    super::finite(permit.timeout(timeout.unwrap_or(Duration::MAX)))
 }

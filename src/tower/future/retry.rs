@@ -27,6 +27,8 @@ pub(crate) struct Plan<S, Req, K, A, C> {
     pub(crate) limiter: Arc<Limiter<A, C>>,
     /// The class every attempt is admitted as (`None`: the default class).
     pub(crate) class: Option<Class>,
+    /// Whether every attempt may be cut early, by a learned timeout.
+    pub(crate) cut_early: bool,
     pub(crate) classifier: K,
     pub(crate) start_queue: StartAcquire<A, C>,
     /// The call's attempts, `None` if the limiter has no retry policy (one
@@ -100,6 +102,7 @@ pin_project! {
         layer_timeout: Option<Duration>,
         limiter: Arc<Limiter<A, C>>,
         class: Option<Class>,
+        cut_early: bool,
         classifier: K,
         start_queue: StartAcquire<A, C>,
     }
@@ -161,6 +164,7 @@ where
             layer_timeout: plan.timeout,
             limiter: plan.limiter,
             class: plan.class,
+            cut_early: plan.cut_early,
             classifier: plan.classifier,
             start_queue: plan.start_queue,
         }
@@ -296,8 +300,10 @@ where
             };
             match action {
                 Action::Acquire => {
-                    let admission = Admission::new(Arc::clone(this.limiter));
-                    let next = match admission.class(*this.class).timed().try_acquire() {
+                    let admission = Admission::new(Arc::clone(this.limiter))
+                        .class(*this.class)
+                        .cut_early(*this.cut_early);
+                    let next = match admission.timed().try_acquire() {
                         Ok(permit) => {
                             *this.permit = Some(permit);
                             Attempt::Admitted
@@ -307,7 +313,9 @@ where
                     this.state.set(next);
                 }
                 Action::Queue { within } => {
-                    let acquire = (this.start_queue)(Arc::clone(this.limiter), within, *this.class);
+                    let (class, cut_early) = (*this.class, *this.cut_early);
+                    let acquire =
+                        (this.start_queue)(Arc::clone(this.limiter), within, class, cut_early);
                     this.state.set(Attempt::Queued { acquire });
                 }
                 Action::Send { timeout } => {

@@ -72,7 +72,8 @@ where
             // called once a slot is had.
             let clone = self.inner.clone();
             let ready = std::mem::replace(&mut self.inner, clone);
-            let acquire = (self.start_acquire)(Arc::clone(&self.limiter), None, class);
+            // A server gives no timeout: nothing to keep whole.
+            let acquire = (self.start_acquire)(Arc::clone(&self.limiter), None, class, true);
             return ShedFuture::new(
                 State::Waiting {
                     acquire,

@@ -83,7 +83,7 @@
 //! the defaults), counted from the first of them:
 //!
 //! - [`Limiter::ceiling_cutting_since`](crate::Limiter::ceiling_cutting_since)
-//!   says since when;
+//!   and the limiter's [snapshot](crate::Limiter::snapshot) say since when;
 //! - the [`Observer`](crate::Observer) is told
 //!   ([`Observer::ceiling_cutting`](crate::Observer::ceiling_cutting)): the
 //!   `metrics` observer sets `rheostat_timeout_ceiling_cutting{limiter}` to

@@ -211,6 +211,7 @@ fn aimd_takes_netflix_s_rule_set_by_name() {
         mode = "netflix"
         initial = 20
         min = 20
+        max = 200
         one_backoff_per_flight = false
         "#,
     )
@@ -284,7 +285,7 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"0s\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\ntimeout = \"400 years\"", "limiters.p.policy.timeout", "a duration above 0 and at most 365 days", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nmin = 50\nmax = 10", "limiters.p.policy.min", "at most `max` (10)", 3),
-    ("[limiters.p.policy]\npolicy = \"aimd\"\ninitial = 500", "limiters.p.policy.initial", "[min, max] = [1, 200]", 3),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\nmax = 200\ninitial = 500", "limiters.p.policy.initial", "[min, max] = [1, 200]", 4),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nmode = \"vector\"", "limiters.p.policy.mode", "unknown variant `vector`, expected `latency` or `netflix`", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nnoise = 11", "limiters.p.policy.noise", "a number in [0, 10]", 3),
     ("[limiters.p.policy]\npolicy = \"aimd\"\nloss_tolerance = 1.0", "limiters.p.policy.loss_tolerance", "a number in [0, 1)", 3),
@@ -844,7 +845,7 @@ fn the_recommended_policy_is_one_line_and_takes_no_fields() {
         rheostat::algorithms::Aimd::recommended().config(),
         &AimdConfig::recommended()
     );
-    assert_eq!(AimdConfig::recommended().max, 150);
+    assert_eq!(AimdConfig::recommended(), AimdConfig::default());
     // A field is refused by name and line, with the way to set one.
     let e = PolicyConfig::from_toml("policy = \"recommended\"\nmax = 100\n").unwrap_err();
     let text = e.to_string();

@@ -506,6 +506,11 @@ fn a_ceiling_that_cuts_every_call_for_a_window_is_told_once_and_once_more_when_a
     // The fifth, a window after the first.
     call(&limiter, &clock, ceiling, Outcome::Overload);
     assert_eq!(limiter.ceiling_cutting_since(), Some(start + ceiling));
+    // The snapshot says so too.
+    assert_eq!(
+        limiter.snapshot().ceiling_cutting_since,
+        Some(start + ceiling)
+    );
     assert_eq!(told.take(), [(ceiling, true)]);
     // Told once: however many more are cut, and whatever else fails.
     for i in 0..100 {
@@ -517,6 +522,7 @@ fn a_ceiling_that_cuts_every_call_for_a_window_is_told_once_and_once_more_when_a
     // An answer within the ceiling ends it, once.
     call(&limiter, &clock, Duration::from_secs(14), Outcome::Success);
     assert_eq!(limiter.ceiling_cutting_since(), None);
+    assert_eq!(limiter.snapshot().ceiling_cutting_since, None);
     call(&limiter, &clock, ms(10), Outcome::Success);
     assert_eq!(told.take(), [(ceiling, false)]);
     // Cut again: a whole window more before it is told again.

@@ -6,7 +6,7 @@ mod latency;
 #[cfg(test)]
 mod latency_tests;
 
-pub use config::{AimdConfig, AimdMode, RECOMMENDED_MAX};
+pub use config::{AimdConfig, AimdMode};
 
 use std::time::{Duration, Instant};
 
@@ -70,11 +70,18 @@ use crate::{
 ///   stream of failures a microsecond apart is one congestion event per
 ///   round trip, not thousands, and a trickle of errors from a healthy
 ///   dependency is none.
-/// - **growth**: `L + 1` per round trip (per baseline round-trip time a
-///   window spans) — not per success — only when the
-///   window shows neither queueing nor a drop beyond the tolerance, and the
-///   limit was reached in it (a call was admitted with `L` in flight). A
-///   caller that does not use its limit learns nothing about more.
+/// - **growth**: `L + step` per round trip (per baseline round-trip time
+///   a window spans) — not per success — only when the window shows
+///   neither queueing nor a drop beyond the tolerance, and the caller used
+///   at least half the limit in it. The step is 1 after a cut and doubles
+///   with each growth since (never more than `L`): near the last cut the
+///   limit creeps, and unchallenged it finds a knee of any size in a
+///   number of round trips that grows with the knee's logarithm. A caller
+///   using under half its limit learns nothing about more, so a healthy
+///   caller's limit settles at about twice the most it puts in flight:
+///   headroom for its bursts, measured rather than configured, and room
+///   below which the queueing test is blind to noise (a caller using
+///   under half its limit backs off only for a doubled latency).
 /// - **calls going missing**: a window whose answers, by Little's law (the
 ///   latencies of its successes and its failures ÷ its span, over at least
 ///   10 successes and two round trips), account for under half the calls it
@@ -124,8 +131,8 @@ use crate::{
 ///   pins the limit at its floor. After refusals, timeouts with nothing
 ///   served are most likely a **cold start**, which warms only with
 ///   traffic: for 10 s after the last refusal a limit in use doubles per
-///   window, up to `max`, as if the dependency answered; after them, one
-///   that still answers nothing is back at once at the floor (the whole
+///   window, up to twice the limit the episode began with, as if the
+///   dependency answered; after them, one that still answers nothing is back at once at the floor (the whole
 ///   limit the episode began with, halving every 10 s).
 ///
 /// Every success is data here: its [deferral](crate::Hints::deferral) holds
@@ -534,6 +541,7 @@ mod tests {
             (
                 AimdConfig {
                     initial: 500,
+                    max: 200,
                     ..base.clone()
                 },
                 "aimd.initial",

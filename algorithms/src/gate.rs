@@ -169,6 +169,10 @@ pub struct Snapshot {
     /// The operator's override in force, and when it ends (a policy's own
     /// snapshot has none: the limiter fills it in).
     pub overridden: Option<(crate::overrides::Override, Instant)>,
+    /// Since when the learned timeout's ceiling has ended every call that
+    /// ended, with none answering within it, for a window (a policy's own
+    /// snapshot has none: the limiter fills it in).
+    pub ceiling_cutting_since: Option<Instant>,
 }
 
 impl Snapshot {
@@ -181,6 +185,7 @@ impl Snapshot {
             state: None,
             timeout: None,
             overridden: None,
+            ceiling_cutting_since: None,
         }
     }
 
@@ -212,6 +217,14 @@ impl Snapshot {
         overridden: Option<(crate::overrides::Override, Instant)>,
     ) -> Self {
         self.overridden = overridden;
+        self
+    }
+
+    /// The same snapshot with since when the learned timeout's ceiling has
+    /// cut every call.
+    #[must_use]
+    pub fn with_ceiling_cutting_since(mut self, since: Option<Instant>) -> Self {
+        self.ceiling_cutting_since = since;
         self
     }
 }

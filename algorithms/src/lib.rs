@@ -61,7 +61,7 @@ pub mod throttle;
 pub mod vegas;
 pub use latency::window;
 
-pub use aimd::{Aimd, AimdConfig, AimdMode, RECOMMENDED_MAX};
+pub use aimd::{Aimd, AimdConfig, AimdMode};
 pub use algorithm::Algorithm;
 pub use breaker::{Breaker, BreakerConfig, BreakerState, Transition};
 pub use error::ConfigError;

@@ -6,6 +6,7 @@
 //! cargo run --release --example compare -- --scenario brownout --policy aimd --policy breaker
 //! cargo run --release --example compare -- --seed 7 --json out.json --out plots/ my-scenario.toml
 //! cargo run --release --example compare -- --wide
+//! cargo run --release --example compare -- --families 50 --family-seed 2
 //! ```
 //!
 //! Runs the degradation sweep first (`sim/sweeps/degradation.toml`: every
@@ -16,6 +17,13 @@
 //! degradation next to them. A file with a `[sweep]` table is run as a
 //! sweep; `--scenario degradation` picks a whole sweep.
 //!
+//! `--families N` runs `N` workloads drawn at random instead
+//! (`rheostat_sim::families`: the ranges are documented there), each
+//! through every cell of the shipped sweep, and prints how many cells each
+//! row held, family by family and in all; `--family-seed S` draws another
+//! `N`. It writes each family's scenario file and the scores to
+//! `target/rheostat/families-S/`, so any family can be run again alone.
+//!
 //! A row of your own runs beside the shipped ones: add it to
 //! [`own_rows`] (a [`Row`]: a name and a function from the scenario to
 //! your `Algorithm`), and `--policy NAME` picks it like any other.
@@ -24,6 +32,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rheostat_sim::families::{Families, Tally};
 use rheostat_sim::sweep::{Cell, CellReport, Kind, SweepReport};
 use rheostat_sim::{compare, rows, svg, sweep_svg, Layout, Row, Scenario, SWEEP_ROWS};
 
@@ -60,9 +69,11 @@ struct Args {
     out: PathBuf,
     files: Vec<PathBuf>,
     layout: Layout,
+    families: Option<Families>,
 }
 
-const USAGE: &str = "usage: compare [--scenario NAME]... [--policy NAME]... [--seed N] [--json PATH] [--out DIR] [--wide] [SCENARIO.toml]...";
+const USAGE: &str = "usage: compare [--scenario NAME]... [--policy NAME]... [--seed N] [--json PATH] [--out DIR] [--wide] [SCENARIO.toml]...
+       compare --families N [--family-seed S] [--policy NAME]... [--seed N] [--out DIR]";
 
 fn parse() -> Result<Args, String> {
     let mut args = Args {
@@ -73,7 +84,9 @@ fn parse() -> Result<Args, String> {
         out: PathBuf::from("target/rheostat"),
         files: Vec::new(),
         layout: Layout::Narrow,
+        families: None,
     };
+    let mut family_seed = 1;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |flag: &str| it.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
@@ -94,6 +107,19 @@ fn parse() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--seed takes a whole number, not `{v}`"))?;
             }
+            "--families" => {
+                let v = value("--families")?;
+                let n: u32 = v
+                    .parse()
+                    .map_err(|_| format!("--families takes a whole number, not `{v}`"))?;
+                args.families = Some(Families::new(n, 1));
+            }
+            "--family-seed" => {
+                let v = value("--family-seed")?;
+                family_seed = v
+                    .parse()
+                    .map_err(|_| format!("--family-seed takes a whole number, not `{v}`"))?;
+            }
             "--json" => args.json = Some(PathBuf::from(value("--json")?)),
             "--out" => args.out = PathBuf::from(value("--out")?),
             "--wide" => args.layout = Layout::Wide,
@@ -104,8 +130,22 @@ fn parse() -> Result<Args, String> {
             file => args.files.push(PathBuf::from(file)),
         }
     }
+    if let Some(f) = &mut args.families {
+        f.seed = family_seed;
+        if !args.scenarios.is_empty() || !args.files.is_empty() {
+            return Err(format!(
+                "--families runs drawn families, not scenarios or files\n{USAGE}"
+            ));
+        }
+    }
     if args.policies.is_empty() {
-        args.policies = every_row();
+        args.policies = if args.families.is_some() {
+            let mut r = rows::for_families();
+            r.extend(own_rows());
+            r
+        } else {
+            every_row()
+        };
     }
     Ok(args)
 }
@@ -118,6 +158,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(families) = args.families {
+        return run_families(&args, families);
+    }
     let loaded = if args.files.is_empty() {
         Scenario::builtin_sweeps().and_then(|mut all| {
             all.extend(Scenario::builtin()?);
@@ -264,5 +307,104 @@ fn main() -> ExitCode {
             Err(e) => eprintln!("{}: could not write: {e}", path.display()),
         }
     }
+    ExitCode::SUCCESS
+}
+
+/// `--families N`: draw the families, run every cell of each against the
+/// rows, print the tally (and a line per family), write each family's
+/// scenario file and the scores.
+fn run_families(args: &Args, families: Families) -> ExitCode {
+    let drawn = match families.draw() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cells: Vec<Cell> = drawn.iter().flat_map(|f| f.scenario.cells()).collect();
+    let all: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+    let terminal = std::io::stderr().is_terminal();
+    let result = compare(&all, &args.policies, args.seed, |p| {
+        if terminal {
+            eprint!(
+                "\r[{:>5}/{}] {:<34} {:<22} ",
+                p.done, p.total, p.scenario, p.policy
+            );
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if terminal {
+        eprintln!();
+    }
+    let (report, stats) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut sweeps: Vec<SweepReport> = Vec::new();
+    for (cell, r) in cells.iter().zip(&report.scenarios) {
+        let scored = CellReport::new(cell, r);
+        match sweeps.iter_mut().find(|s| s.name == cell.family) {
+            Some(s) => s.cells.push(scored),
+            None => sweeps.push(SweepReport::new(&cell.family, vec![scored])),
+        }
+    }
+    println!("Cells held per family (recommended; the best other row):");
+    for (family, sweep) in drawn.iter().zip(&sweeps) {
+        let (held, of) = sweep.held("recommended");
+        let best_other = sweep
+            .policies()
+            .into_iter()
+            .filter(|p| *p != "recommended")
+            .map(|p| (sweep.held(p).0, p))
+            .max();
+        println!(
+            "  {:<14} {:>2}/{:<2} {:<26} {}",
+            sweep.name,
+            held,
+            of,
+            best_other.map_or_else(String::new, |(n, p)| format!("{p} {n}")),
+            family.scenario.about.split(": ").nth(1).unwrap_or(""),
+        );
+    }
+    let tally = Tally::new(&sweeps);
+    println!("\n{}", tally.table());
+    println!(
+        "family seed {}, run seed {}: {} simulated calls in {:.1} s",
+        families.seed,
+        report.seed,
+        stats.calls,
+        stats.wall.as_secs_f64()
+    );
+    let dir = args.out.join(format!("families-{}", families.seed));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("{}: {e}", dir.display());
+        return ExitCode::FAILURE;
+    }
+    let mut writes: Vec<(PathBuf, String)> = drawn
+        .iter()
+        .map(|f| {
+            (
+                dir.join(format!("{}.toml", f.scenario.name)),
+                f.toml.clone(),
+            )
+        })
+        .collect();
+    match serde_json::to_string_pretty(&(&tally, &sweeps)) {
+        Ok(json) => writes.push((dir.join("families.json"), json)),
+        Err(e) => eprintln!("families.json: could not write: {e}"),
+    }
+    for (path, text) in writes {
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("{}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    println!(
+        "wrote {} (each family's scenario file, and the scores)",
+        dir.display()
+    );
     ExitCode::SUCCESS
 }

@@ -57,6 +57,7 @@ mod bound;
 mod budget;
 mod engine;
 mod error;
+pub mod families;
 mod model;
 mod overrides;
 mod plot;

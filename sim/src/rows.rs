@@ -40,6 +40,25 @@ pub fn all() -> Vec<Row> {
     ]
 }
 
+/// The rows a run of random families compares (`compare --families`):
+/// every shipped row that applies to one caller of one class, but the
+/// clairvoyant (no candidate for best) and the classic breaker (the
+/// incident's fault, reproduced).
+pub fn for_families() -> Vec<Row> {
+    vec![
+        none(),
+        bulkhead(),
+        breaker(),
+        aimd(),
+        vegas(),
+        gradient(),
+        throttle(),
+        breaker_gradient(),
+        recommended(),
+        recommended_typed(),
+    ]
+}
+
 /// The shipped row called `name`, if any.
 pub fn named(name: &str) -> Option<Row> {
     all().into_iter().find(|row| row.name() == name)

@@ -389,14 +389,16 @@ impl SweepReport {
             .unwrap_or_default()
     }
 
-    /// How many cells `policy` holds, of how many.
+    /// How many cells `policy` holds, of how many are scored: a cell
+    /// where no row keeps the caller whole has no best row and is not
+    /// scored.
     pub fn held(&self, policy: &str) -> (usize, usize) {
         let held = self
             .cells
             .iter()
             .filter(|c| c.row(policy).is_some_and(|r| r.holds))
             .count();
-        (held, self.cells.len())
+        (held, self.cells.iter().filter(|c| c.best.is_some()).count())
     }
 
     /// The matrix, at most 100 columns wide: a line per row and cell

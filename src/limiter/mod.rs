@@ -329,7 +329,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// timeout in force ([`Limiter::timeout_in_force`]).
     pub fn snapshot(&self) -> Snapshot {
         self.with_held(self.clock.now(), |held| {
-            held.policy.snapshot().with_override(held.overriding)
+            held.policy
+                .snapshot()
+                .with_override(held.overriding)
+                .with_ceiling_cutting_since(held.ceiling_cutting_since())
         })
         .with_timeout(self.timeout_in_force())
     }

@@ -24,11 +24,12 @@ pub enum AimdMode {
 
 /// The parameters of [`Aimd`](super::Aimd).
 ///
-/// The defaults: the latency mode, a slow start from 10, min 1, max 200,
-/// backoff 0.9, 2 standard errors of latency read as noise, drops cutting
-/// once they are over 10% of recent calls, slow-call timeout 5 s, one
-/// backoff per flight, and the [`WindowConfig`] defaults for the round
-/// trips.
+/// The defaults: the latency mode, a slow start from 10, min 1, no
+/// ceiling ([`MAX_LIMIT`](crate::MAX_LIMIT)) but the one the limit
+/// measures, backoff 0.9, 2 standard errors of latency read as noise,
+/// drops cutting once they are over 10% of recent calls, slow-call timeout
+/// 5 s, one backoff per flight, and the [`WindowConfig`] defaults for the
+/// round trips.
 ///
 /// Why a slow start from 10: any first limit is a guess; doubling from it
 /// until the first sign of queueing finds a dependency's knee in a few
@@ -39,12 +40,24 @@ pub enum AimdMode {
 /// 50 ms dependency had 47 calls refused in its first seconds while the
 /// limit grew; from 10 (TCP's initial window), none. The price: a link
 /// whose latency grows with every call from the first (Vector's slow-link)
-/// is first measured already loaded.
+/// is first measured already loaded, and a dependency that needs
+/// thousands of calls in flight is refused part of its first dozen round
+/// trips. (Starting open instead, with no limit until the first calls
+/// settled, let a dependency offered twice its capacity from the start
+/// build a queue that then passed for its latency: the limit settled at
+/// three times the capacity.)
+///
+/// Why no ceiling: a fixed ceiling encodes a workload. Sized for one
+/// dependency (150 calls in flight for a pool of 200), it refused a third
+/// of the calls of a healthy one that needed 220. The latency mode keeps
+/// its own: it grows only while the caller uses at least half of it, so a
+/// healthy caller's limit settles at about twice the most calls it puts
+/// in flight (Little's law measures that, not a constant). Set `max` to
+/// the share of the caller's own pool or memory one dependency may take,
+/// where the caller knows it.
 ///
 /// Why a floor of 1: a floor of 20 holds 20 calls against a dependency that
-/// can serve 5. Why a maximum of 200: it is a ceiling on what one caller may
-/// hold, not a target; the latency mode stops where the dependency starts
-/// to queue. Why 2 standard errors: against the modelled log-normal
+/// can serve 5. Why 2 standard errors: against the modelled log-normal
 /// dependency of `tests/aimd.rs` (median 400 ms, p99 1 s, mean 436 ms), at
 /// 1.5 a healthy caller needing 44 calls in flight refused 7 to 11% of its
 /// calls on noise alone; at 2.5 a caller offered twice what 50 workers serve
@@ -55,9 +68,10 @@ pub enum AimdMode {
 /// at every drop held the limit near half of what the caller needed.
 ///
 /// [`AimdConfig::netflix`] gives Netflix's rule set with Netflix's defaults
-/// (initial 20, min 20, one backoff per drop). In a configuration file,
-/// `mode = "netflix"` keeps the other defaults here: add `initial = 20`,
-/// `min = 20` and `one_backoff_per_flight = false` for exactly Netflix's.
+/// (initial 20, min 20, max 200, one backoff per drop). In a configuration
+/// file, `mode = "netflix"` keeps the other defaults here: add
+/// `initial = 20`, `min = 20`, `max = 200` and
+/// `one_backoff_per_flight = false` for exactly Netflix's.
 ///
 /// # Examples
 ///
@@ -66,6 +80,7 @@ pub enum AimdMode {
 ///
 /// let netflix = AimdConfig::netflix();
 /// assert_eq!((netflix.mode, netflix.initial, netflix.min, netflix.max), (AimdMode::Netflix, 20, 20, 200));
+/// assert_eq!(AimdConfig::default().max, rheostat_algorithms::MAX_LIMIT);
 ///
 /// let err = Aimd::new(AimdConfig { noise: 11.0, ..AimdConfig::default() }).unwrap_err();
 /// assert_eq!(err.to_string(), "invalid `aimd.noise`: found 11, expected a number in [0, 10]");
@@ -111,8 +126,8 @@ pub struct AimdConfig {
     pub window: WindowConfig,
     /// Latency mode: whether to start by doubling the limit every round
     /// trip in use until the first sign of queueing or a drop (a *slow
-    /// start*, as TCP's), instead of one call per round trip from
-    /// `initial`.
+    /// start*, as TCP's), instead of growing from `initial` as after a
+    /// cut.
     pub slow_start: bool,
 }
 
@@ -122,7 +137,7 @@ impl Default for AimdConfig {
             mode: AimdMode::Latency,
             initial: 10,
             min: 1,
-            max: 200,
+            max: crate::MAX_LIMIT,
             backoff: 0.9,
             timeout: Duration::from_secs(5),
             one_backoff_per_flight: true,
@@ -134,15 +149,10 @@ impl Default for AimdConfig {
     }
 }
 
-/// The ceiling of [`AimdConfig::recommended`]: the most calls one
-/// dependency may hold of its caller.
-pub const RECOMMENDED_MAX: u32 = 150;
-
 impl AimdConfig {
     /// The recommended configuration for the interactive path to a
     /// dependency the caller does not control (payments, a model API): the
-    /// defaults, with a ceiling of [`RECOMMENDED_MAX`] (150) calls in
-    /// flight. What it is may improve from one version to the next; the
+    /// defaults. What it is may improve from one version to the next; the
     /// comparison's `recommended` row measures it, and a configuration file
     /// names it `policy = "recommended"`.
     ///
@@ -153,16 +163,9 @@ impl AimdConfig {
     /// that hang) are learnt as the dependency's background, and a latency
     /// that stays is learnt as the dependency's new speed (see [`Aimd`](super::Aimd)).
     /// So a dependency that still works keeps the concurrency it takes.
-    ///
-    /// Why a ceiling of 150 rather than the latency mode's 200: a limit
-    /// that reads hangs as no congestion lets them hold what it allows, and
-    /// a dependency that hangs half its calls for a timeout would take
-    /// every one of 200 calls in flight. The ceiling is a bulkhead: the most
-    /// one dependency may hold of the caller's workers. 150 leaves a
-    /// quarter of a pool of 200 (a common thread-pool size, and the
-    /// comparison's) to the caller's other work; a caller whose pool is
-    /// smaller should set `max` to about three quarters of it (with
-    /// `policy = "aimd"`), and one with room for more may raise it.
+    /// It has no ceiling of its own: its limit keeps about twice what the
+    /// caller puts in flight while healthy, measured, whatever the
+    /// dependency's size.
     ///
     /// # Examples
     ///
@@ -170,14 +173,11 @@ impl AimdConfig {
     /// use rheostat_algorithms::{AimdConfig, AimdMode};
     ///
     /// let c = AimdConfig::recommended();
-    /// assert_eq!((c.mode, c.max), (AimdMode::Latency, 150));
-    /// assert_eq!(c, AimdConfig { max: 150, ..AimdConfig::default() });
+    /// assert_eq!(c.mode, AimdMode::Latency);
+    /// assert_eq!(c, AimdConfig::default());
     /// ```
     pub fn recommended() -> Self {
-        AimdConfig {
-            max: RECOMMENDED_MAX,
-            ..AimdConfig::default()
-        }
+        AimdConfig::default()
     }
 
     /// Netflix concurrency-limits' `AIMDLimit` with its defaults: initial 20,

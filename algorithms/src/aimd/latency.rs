@@ -108,6 +108,11 @@ pub(super) struct Rounds {
     missing: Background,
     /// The calls a second of the latest closed window.
     rate: f64,
+    /// How much the next growth adds per round trip beyond `knee`: doubled
+    /// by each growth there, back to one at every cut.
+    step: f64,
+    /// The limit the latest cut was made from: below it, the knee is near.
+    knee: f64,
 }
 
 impl Rounds {
@@ -137,6 +142,8 @@ impl Rounds {
             background: Background::default(),
             missing: Background::default(),
             rate: 0.0,
+            step: 1.0,
+            knee: 0.0,
         })
     }
 
@@ -151,7 +158,9 @@ impl Rounds {
 
     /// Cut the limit at `now`.
     fn back_off(&mut self, core: &mut Core, now: Instant) {
+        self.knee = core.limit;
         core.back_off(now);
+        self.step = 1.0;
         self.changed_at = Some(now);
         self.doubled_from = None;
     }
@@ -279,14 +288,18 @@ impl Rounds {
             // warming, and the doubling bought nothing: back to the floor.
             if slow_drops > 0 && self.episode.refused() {
                 if self.episode.warming(now) {
-                    if summary.max_in_flight >= core.gate().limit {
-                        core.set_limit((core.limit * 2.0).min(f64::from(core.config.max)));
+                    // Up to twice the limit the episode began with: the
+                    // limit has no ceiling but what it measured.
+                    let cap = self.episode.began_with().map_or(f64::INFINITY, |b| 2.0 * b);
+                    if summary.max_in_flight >= core.gate().limit && core.limit < cap {
+                        core.set_limit((core.limit * 2.0).min(cap));
                         self.changed_at = Some(now);
                     }
                     return;
                 }
                 if let Some(floor) = self.episode.floor(now).filter(|&f| core.limit > f) {
                     core.set_limit(floor);
+                    self.step = 1.0;
                     self.changed_at = Some(now);
                 }
             }
@@ -406,7 +419,9 @@ impl Rounds {
             match self.doubled_from.take() {
                 // The doubling overshot: back to the limit before it.
                 Some(before) => {
+                    self.knee = core.limit;
                     core.set_limit(before);
+                    self.step = 1.0;
                     core.last_backoff = Some(now);
                     self.changed_at = Some(now);
                 }
@@ -430,6 +445,7 @@ impl Rounds {
     ) -> bool {
         let at_floor = core.limit <= f64::from(core.config.min);
         self.rate = summary.rate();
+
         // Successes no slower than the baseline allows: nothing queues.
         let calm = self.recent.calm(self.baseline, core.config.noise);
         let dropped = self.background.window(
@@ -470,8 +486,13 @@ impl Rounds {
     /// A round trip without queueing or drops: one more, or twice as many
     /// while regrowing, if the limit was in use.
     fn grow(&mut self, core: &mut Core, now: Instant, summary: &WindowSummary, current: bool) {
-        let reached = summary.max_in_flight >= core.gate().limit;
-        if !current || !reached {
+        // Headroom: a caller using at least half its limit may need more
+        // before long. A limit a healthy caller only reaches by chance
+        // refuses that chance, and below half of it the latency test is
+        // blind to noise (`congestion::app_limited`); so in health the
+        // limit settles at twice the most calls in flight.
+        let in_use = !crate::latency::congestion::app_limited(summary, core.limit);
+        if !current || !in_use {
             return;
         }
         let missing = served_and_missing(summary)
@@ -485,7 +506,9 @@ impl Rounds {
             self.regrow = None;
             let to = (2.0 * served).max(f64::from(core.config.min));
             if to < core.limit {
+                self.knee = core.limit;
                 core.set_limit(to);
+                self.step = 1.0;
                 core.last_backoff = Some(now);
                 self.changed_at = Some(now);
             }
@@ -504,7 +527,18 @@ impl Rounds {
             let round_trips = (span.as_secs_f64() / round_trip)
                 .min(2.0 * f64::from(summary.samples) / before.max(1.0))
                 .max(1.0);
-            core.set_limit(before + round_trips);
+            // Up to the limit the last cut was made from, one more per
+            // round trip: the knee is near. Beyond it, the step doubles
+            // with each growth: the knee has moved, and one of any size is
+            // found in a number of round trips that grows with its
+            // logarithm, not with its size.
+            if before < self.knee {
+                self.step = 1.0;
+            }
+            core.set_limit(before + round_trips * self.step);
+            if before >= self.knee {
+                self.step = (self.step * 2.0).min(before.max(1.0));
+            }
             self.doubled_from = None;
         }
         if core.limit != before {

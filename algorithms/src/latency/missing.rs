@@ -44,7 +44,10 @@ pub(crate) fn served_and_missing(summary: &WindowSummary) -> Option<(f64, f64)> 
             let answered = served
                 + (summary.drop_latency.as_secs_f64() + summary.ignored_latency.as_secs_f64())
                     / span;
-            let in_flight = summary.mean_in_flight();
+            // Each call counts itself in what it met; what the others
+            // met without it is the time average (arrivals at random see
+            // it), which Little's law compares with the answers.
+            let in_flight = (summary.mean_in_flight() - 1.0).max(0.0);
             let missing = if in_flight > 0.0 {
                 (1.0 - answered / in_flight).max(0.0)
             } else {

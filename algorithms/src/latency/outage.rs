@@ -61,6 +61,11 @@ impl Episode {
         }
     }
 
+    /// The limit the episode began with, while it lasts.
+    pub(crate) fn began_with(&self) -> Option<f64> {
+        self.began.map(|(_, limit)| limit)
+    }
+
     /// Something was served: the episode is over. The limit it began
     /// with, if one was going on.
     pub(crate) fn end(&mut self) -> Option<f64> {

@@ -1,0 +1,209 @@
+//! Families drawn at random (`rheostat_sim::families`) and the promise
+//! they judge: the recommended configuration does no harm to a healthy
+//! dependency of any size, and starves no caller and no dependency in the
+//! families CI draws.
+//!
+//! The claims over simulated runs are `#[ignore]`d in debug builds:
+//! `cargo test --release -p rheostat-sim --test families -- --ignored`.
+//! The property's 10,000 cases, run once by hand:
+//! `PROPTEST_CASES=10000 cargo test --release -p rheostat-sim --test families -- --ignored do_no_harm`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on the first surprise"
+)]
+
+use proptest::prelude::*;
+use rheostat_sim::families::{Families, Tally};
+use rheostat_sim::sweep::{CellReport, SweepReport};
+use rheostat_sim::{compare, rows, Scenario};
+
+#[test]
+fn families_are_drawn_from_the_documented_ranges_and_always_parse() {
+    let drawn = Families::new(2000, 11).draw().unwrap();
+    let mut unbounded = 0;
+    for f in &drawn {
+        let s = &f.scenario;
+        let median = s.dependency.service.median.as_secs_f64();
+        let spread = s.dependency.service.p99.as_secs_f64() / median;
+        let t = s.traffic.as_ref().unwrap();
+        assert!((0.000_999..=2.001).contains(&median), "{}", f.toml);
+        assert!((1.49..=10.01).contains(&spread), "{}", f.toml);
+        assert!((0.999..=20_000.01).contains(&t.rate.0), "{}", f.toml);
+        let ratio = t.timeout.as_secs_f64() / median;
+        assert!((2.99..=30.01).contains(&ratio), "{}", f.toml);
+        assert!((1..=3).contains(&t.attempts.0), "{}", f.toml);
+        assert!(t.deadline >= t.timeout, "{}", f.toml);
+        unbounded += usize::from(t.pool.0 == u32::MAX);
+        // Every kind at every severity of the shipped sweep.
+        assert_eq!(s.cells().len(), 24, "{}", f.toml);
+        let sweep = s.sweep.as_ref().unwrap();
+        assert!(sweep.at < s.duration);
+    }
+    // One in five unbounded, give or take.
+    assert!((300..=500).contains(&unbounded), "{unbounded}");
+}
+
+#[test]
+fn a_family_is_the_same_workload_for_the_same_seed_and_another_for_another() {
+    let a = Families::new(3, 5).draw().unwrap();
+    let b = Families::new(3, 5).draw().unwrap();
+    let c = Families::new(3, 6).draw().unwrap();
+    for i in 0..3 {
+        assert_eq!(a[i].toml, b[i].toml);
+        assert_ne!(a[i].toml, c[i].toml);
+        // A family's file reads back as the same scenario.
+        let again = Scenario::from_toml("again", &a[i].toml).unwrap();
+        assert_eq!(again, a[i].scenario);
+    }
+}
+
+#[test]
+fn a_long_family_is_shortened_to_its_call_budget_but_no_more_than_a_third() {
+    let full = Families::new(40, 3).draw().unwrap();
+    let short = Families::new(40, 3).with_calls(10_000.0).draw().unwrap();
+    for (f, s) in full.iter().zip(&short) {
+        let (fd, sd) = (f.scenario.duration, s.scenario.duration);
+        assert!(sd <= fd);
+        assert!(
+            sd.as_secs_f64() >= fd.as_secs_f64() / 3.0 - 1e-3,
+            "{sd:?} {fd:?}"
+        );
+    }
+}
+
+/// A healthy dependency: capacity at least 1.25 times the offered load, at
+/// most 1% of calls failing or timing out, any rate, latency and spread in
+/// the families' ranges, a caller whose pool never binds.
+fn healthy(
+    median_ms: f64,
+    spread: f64,
+    rate: f64,
+    utilisation: f64,
+    errors: f64,
+    timeout_factor: f64,
+) -> Scenario {
+    let median = median_ms / 1e3;
+    // The log-normal's mean, as the simulator computes it.
+    let sigma = spread.ln() / 2.326;
+    let mean = median * (sigma * sigma / 2.0).exp();
+    let workers = (rate * mean / utilisation).ceil().max(1.0);
+    // Errors and timeouts together no more than 1% of calls: the callers'
+    // timeout is no shorter than the 99.5th percentile (2.576 standard
+    // deviations out), the errors no more than 0.5%.
+    let timeout = (median * timeout_factor).max(median * (2.576 * sigma).exp());
+    // About 40,000 calls, at least 30 timeouts and 20 s.
+    let duration = (40_000.0 / rate).max(30.0 * timeout).clamp(20.0, 1200.0);
+    let us = |s: f64| format!("{}us", (s * 1e6).round().max(1.0));
+    Scenario::from_toml(
+        "healthy",
+        &format!(
+            r#"
+            name = "healthy"
+            duration = "{duration}"
+            [dependency]
+            workers = {workers}
+            service = {{ median = "{median}", p99 = "{p99}" }}
+            overload_errors = {errors}
+            [traffic]
+            rate = {rate}
+            timeout = "{timeout}"
+            deadline = "{timeout}"
+            pool = 4294967295
+            "#,
+            duration = us(duration),
+            median = us(median),
+            p99 = us(median * spread),
+            timeout = us(timeout),
+        ),
+    )
+    .unwrap()
+}
+
+fn log_uniform(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
+    (lo.ln()..hi.ln()).prop_map(f64::exp)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    })]
+
+    /// Do no harm: for any healthy dependency, the recommended
+    /// configuration serves at least 0.99 of what no limiter serves.
+    #[test]
+    #[ignore = "simulates; use --release"]
+    fn do_no_harm_the_recommendation_serves_a_healthy_dependency_as_no_limiter_does(
+        median_ms in log_uniform(1.0, 2000.0),
+        spread in log_uniform(1.5, 10.0),
+        rate in log_uniform(1.0, 20_000.0),
+        utilisation in 0.2..0.8f64,
+        errors in 0.0..0.005f64,
+        timeout_factor in log_uniform(3.0, 30.0),
+        seed in 1..1000u64,
+    ) {
+        let scenario = healthy(median_ms, spread, rate, utilisation, errors, timeout_factor);
+        let (report, _) = compare(
+            std::slice::from_ref(&scenario),
+            &[rows::none(), rows::recommended()],
+            seed,
+            |_| {},
+        )
+        .unwrap();
+        let r = &report.scenarios[0];
+        let none = r.policy("none").unwrap();
+        let rec = r.policy("recommended").unwrap();
+        prop_assert!(
+            rec.successes as f64 >= 0.99 * none.successes as f64,
+            "recommended {} successes, none {} ({} refused)\n{}",
+            rec.successes,
+            none.successes,
+            rec.rejected,
+            r.table()
+        );
+    }
+}
+
+/// The families CI draws: a few, short, in virtual time. In every scored
+/// cell the recommendation keeps the caller whole wherever sending
+/// everything does, and the tally fits 100 columns.
+///
+/// What it serves is not asserted here: the goal (0.9 of the best row in
+/// 97% of cells, 0.5 in all) is not reached yet, and in these very
+/// families one cell (a tenfold slowdown of 66 calls/s of 2 s) is served at
+/// 0.09 of the best row. `docs/results.md` has the whole distribution over
+/// fifty families, and says why.
+#[test]
+#[ignore = "simulates; use --release"]
+fn the_recommendation_starves_no_caller_in_the_families_ci_draws() {
+    let families = Families::new(3, 2026).with_calls(150_000.0).draw().unwrap();
+    let rows = rows::for_families();
+    let mut sweeps = Vec::new();
+    for family in &families {
+        let cells = family.scenario.cells();
+        let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+        let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();
+        let scored: Vec<CellReport> = cells
+            .iter()
+            .zip(&report.scenarios)
+            .map(|(c, r)| CellReport::new(c, r))
+            .collect();
+        sweeps.push(SweepReport::new(&family.scenario.name, scored));
+    }
+    for (family, sweep) in families.iter().zip(&sweeps) {
+        let matrix = sweep.matrix();
+        for cell in sweep.cells.iter().filter(|c| c.best.is_some()) {
+            let rec = cell.row("recommended").unwrap();
+            let none = cell.row("none").unwrap();
+            assert!(
+                rec.whole || !none.whole,
+                "{}: the caller starved\n{matrix}\n{}",
+                cell.scenario,
+                family.toml
+            );
+        }
+    }
+    let table = Tally::new(&sweeps).table();
+    assert!(table.lines().all(|l| l.chars().count() <= 100), "{table}");
+}

@@ -33,8 +33,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rheostat_sim::families::{Families, Tally};
-use rheostat_sim::sweep::{Cell, CellReport, Kind, SweepReport};
-use rheostat_sim::{compare, rows, svg, sweep_svg, Layout, Row, Scenario, SWEEP_ROWS};
+use rheostat_sim::sweep::{Cell, Kind, SweepReport};
+use rheostat_sim::{
+    compare, rows, svg, sweep_svg, Comparison, Layout, Row, Scenario, Stats, SWEEP_ROWS,
+};
 
 /// Rows of your own, compared beside the shipped ones ([`rows::all`]).
 ///
@@ -199,42 +201,11 @@ fn main() -> ExitCode {
     let mut all: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
     all.extend(scenarios.iter().cloned());
 
-    // Progress redraws one line, so only on a terminal: in a log it would
-    // be one line of thousands of carriage returns.
-    let terminal = std::io::stderr().is_terminal();
-    let result = compare(&all, &args.policies, args.seed, |p| {
-        if !terminal {
-            return;
-        }
-        eprint!(
-            "\r[{:>4}/{}] {:<34} {:<22} {:>6.2} s ",
-            p.done,
-            p.total,
-            p.scenario,
-            p.policy,
-            p.took.as_secs_f64()
-        );
-        let _ = std::io::stderr().flush();
-    });
-    if terminal {
-        eprintln!();
-    }
-    let (report, stats) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+    let Some((report, stats)) = run(&all, &args) else {
+        return ExitCode::FAILURE;
     };
-    let (cell_reports, tables) = report.scenarios.split_at(cells.len());
-    let mut sweeps: Vec<SweepReport> = Vec::new();
-    for (cell, r) in cells.iter().zip(cell_reports) {
-        let scored = CellReport::new(cell, r);
-        match sweeps.iter_mut().find(|s| s.name == cell.family) {
-            Some(s) => s.cells.push(scored),
-            None => sweeps.push(SweepReport::new(&cell.family, vec![scored])),
-        }
-    }
+    let tables = &report.scenarios[cells.len()..];
+    let sweeps = SweepReport::scored(&cells, &report.scenarios);
     for sweep in &sweeps {
         println!("{}", sweep.matrix());
     }
@@ -310,6 +281,31 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Run `scenarios` against the rows asked for, printing progress, or say
+/// why not. Progress redraws one line, so only on a terminal: in a log it
+/// would be one line of thousands of carriage returns.
+fn run(scenarios: &[Scenario], args: &Args) -> Option<(Comparison, Stats)> {
+    let terminal = std::io::stderr().is_terminal();
+    let result = compare(scenarios, &args.policies, args.seed, |p| {
+        if !terminal {
+            return;
+        }
+        eprint!(
+            "\r[{:>5}/{}] {:<34} {:<22} {:>6.2} s ",
+            p.done,
+            p.total,
+            p.scenario,
+            p.policy,
+            p.took.as_secs_f64()
+        );
+        let _ = std::io::stderr().flush();
+    });
+    if terminal {
+        eprintln!();
+    }
+    result.map_err(|e| eprintln!("{e}")).ok()
+}
+
 /// `--families N`: draw the families, run every cell of each against the
 /// rows, print the tally (and a line per family), write each family's
 /// scenario file and the scores.
@@ -323,34 +319,10 @@ fn run_families(args: &Args, families: Families) -> ExitCode {
     };
     let cells: Vec<Cell> = drawn.iter().flat_map(|f| f.scenario.cells()).collect();
     let all: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
-    let terminal = std::io::stderr().is_terminal();
-    let result = compare(&all, &args.policies, args.seed, |p| {
-        if terminal {
-            eprint!(
-                "\r[{:>5}/{}] {:<34} {:<22} ",
-                p.done, p.total, p.scenario, p.policy
-            );
-            let _ = std::io::stderr().flush();
-        }
-    });
-    if terminal {
-        eprintln!();
-    }
-    let (report, stats) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+    let Some((report, stats)) = run(&all, args) else {
+        return ExitCode::FAILURE;
     };
-    let mut sweeps: Vec<SweepReport> = Vec::new();
-    for (cell, r) in cells.iter().zip(&report.scenarios) {
-        let scored = CellReport::new(cell, r);
-        match sweeps.iter_mut().find(|s| s.name == cell.family) {
-            Some(s) => s.cells.push(scored),
-            None => sweeps.push(SweepReport::new(&cell.family, vec![scored])),
-        }
-    }
+    let sweeps = SweepReport::scored(&cells, &report.scenarios);
     println!("Cells held per family (recommended; the best other row):");
     for (family, sweep) in drawn.iter().zip(&sweeps) {
         let (held, of) = sweep.held("recommended");

@@ -83,7 +83,8 @@ impl Families {
     /// Never for the shipped ranges; a [`ScenarioError`] if a drawn family
     /// were not a valid scenario (a test checks thousands).
     pub fn draw(&self) -> Result<Vec<Family>, ScenarioError> {
-        (0..self.count).map(|i| self.family(i)).collect()
+        let kinds = sweep_kinds()?;
+        (0..self.count).map(|i| self.drawn(i, &kinds)).collect()
     }
 
     /// Family `index`.
@@ -92,6 +93,11 @@ impl Families {
     ///
     /// As [`Families::draw`].
     pub fn family(&self, index: u32) -> Result<Family, ScenarioError> {
+        self.drawn(index, &sweep_kinds()?)
+    }
+
+    /// Family `index`, its `[sweep]` table's kinds as `kinds` writes them.
+    fn drawn(&self, index: u32, kinds: &str) -> Result<Family, ScenarioError> {
         let mut rng = Pcg64Mcg::seed_from_u64(
             self.seed
                 .wrapping_mul(0x9E37_79B9)
@@ -178,7 +184,6 @@ kinds = [
             deadline = us(deadline),
             backoff = us(backoff),
             at = us(at),
-            kinds = sweep_kinds()?,
         );
         let scenario = Scenario::from_toml(&name, &toml)?;
         Ok(Family {

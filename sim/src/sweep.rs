@@ -381,6 +381,21 @@ impl SweepReport {
         }
     }
 
+    /// Score each cell against its report (`reports` in the order of
+    /// `cells`; any beyond them are not cells), one report per family in
+    /// the order the families first appear.
+    pub fn scored(cells: &[Cell], reports: &[ScenarioReport]) -> Vec<SweepReport> {
+        let mut sweeps: Vec<SweepReport> = Vec::new();
+        for (cell, r) in cells.iter().zip(reports) {
+            let scored = CellReport::new(cell, r);
+            match sweeps.iter_mut().find(|s| s.name == cell.family) {
+                Some(s) => s.cells.push(scored),
+                None => sweeps.push(SweepReport::new(&cell.family, vec![scored])),
+            }
+        }
+        sweeps
+    }
+
     /// The rows, in the order of the first cell.
     pub fn policies(&self) -> Vec<&str> {
         self.cells

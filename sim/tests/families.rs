@@ -15,7 +15,7 @@
 
 use proptest::prelude::*;
 use rheostat_sim::families::{Families, Tally};
-use rheostat_sim::sweep::{CellReport, SweepReport};
+use rheostat_sim::sweep::SweepReport;
 use rheostat_sim::{compare, rows, Scenario};
 
 #[test]
@@ -179,18 +179,10 @@ proptest! {
 fn the_recommendation_starves_no_caller_in_the_families_ci_draws() {
     let families = Families::new(3, 2026).with_calls(150_000.0).draw().unwrap();
     let rows = rows::for_families();
-    let mut sweeps = Vec::new();
-    for family in &families {
-        let cells = family.scenario.cells();
-        let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
-        let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();
-        let scored: Vec<CellReport> = cells
-            .iter()
-            .zip(&report.scenarios)
-            .map(|(c, r)| CellReport::new(c, r))
-            .collect();
-        sweeps.push(SweepReport::new(&family.scenario.name, scored));
-    }
+    let cells: Vec<_> = families.iter().flat_map(|f| f.scenario.cells()).collect();
+    let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+    let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();
+    let sweeps = SweepReport::scored(&cells, &report.scenarios);
     for (family, sweep) in families.iter().zip(&sweeps) {
         let matrix = sweep.matrix();
         for cell in sweep.cells.iter().filter(|c| c.best.is_some()) {

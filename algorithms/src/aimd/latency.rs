@@ -158,11 +158,17 @@ impl Rounds {
 
     /// Cut the limit at `now`.
     fn back_off(&mut self, core: &mut Core, now: Instant) {
-        self.knee = core.limit;
+        self.cut_from(core.limit);
         core.back_off(now);
-        self.step = 1.0;
         self.changed_at = Some(now);
         self.doubled_from = None;
+    }
+
+    /// A cut from `limit`: it is the knee now, and growth past it starts
+    /// again at one per round trip.
+    fn cut_from(&mut self, limit: f64) {
+        self.knee = limit;
+        self.step = 1.0;
     }
 
     pub(super) fn on_sample(&mut self, core: &mut Core, now: Instant, sample: &Sample) {
@@ -419,9 +425,8 @@ impl Rounds {
             match self.doubled_from.take() {
                 // The doubling overshot: back to the limit before it.
                 Some(before) => {
-                    self.knee = core.limit;
+                    self.cut_from(core.limit);
                     core.set_limit(before);
-                    self.step = 1.0;
                     core.last_backoff = Some(now);
                     self.changed_at = Some(now);
                 }
@@ -445,7 +450,6 @@ impl Rounds {
     ) -> bool {
         let at_floor = core.limit <= f64::from(core.config.min);
         self.rate = summary.rate();
-
         // Successes no slower than the baseline allows: nothing queues.
         let calm = self.recent.calm(self.baseline, core.config.noise);
         let dropped = self.background.window(
@@ -506,9 +510,8 @@ impl Rounds {
             self.regrow = None;
             let to = (2.0 * served).max(f64::from(core.config.min));
             if to < core.limit {
-                self.knee = core.limit;
+                self.cut_from(core.limit);
                 core.set_limit(to);
-                self.step = 1.0;
                 core.last_backoff = Some(now);
                 self.changed_at = Some(now);
             }

@@ -29,6 +29,7 @@ use crate::{algorithms::Algorithm, clock::Clock, tower::ShedLayer};
 ///     status = 429
 ///     retry_after = "2s"
 ///     grpc_status = "resource_exhausted"   # for gRPC requests
+///     request_timeout = "30s"              # the longest a request holds its slot
 /// "#)?;
 /// let api = &file.limiters["api"];
 /// assert_eq!(api.server.as_ref().unwrap().status, 429);
@@ -51,6 +52,11 @@ pub struct ServerConfig {
     /// `"unavailable"`; `"resource_exhausted"` says the server is out of
     /// capacity, which clients may read as a quota): any code but `ok`.
     pub grpc_status: String,
+    /// The longest an admitted request holds its slot before it is
+    /// answered `408 Request Timeout`, above 0 and at most a year (default
+    /// none here: the layer's own, 15 s; see `ShedLayer::request_timeout`).
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +66,7 @@ impl Default for ServerConfig {
             retry_after: Duration::from_secs(1),
             wait: true,
             grpc_status: String::from("unavailable"),
+            request_timeout: None,
         }
     }
 }
@@ -70,7 +77,8 @@ impl ServerConfig {
     /// # Errors
     ///
     /// `server.status` not a 4xx or 5xx; `server.retry_after` over a year;
-    /// `server.grpc_status` not the name of a gRPC code other than `ok`.
+    /// `server.grpc_status` not the name of a gRPC code other than `ok`;
+    /// `server.request_timeout` zero or over a year.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.grpc_code()?;
         if !(400..=599).contains(&self.status) {
@@ -87,11 +95,14 @@ impl ServerConfig {
                 "a duration of at most 365 days",
             ));
         }
+        if let Some(after) = self.request_timeout {
+            crate::algorithms::check::duration("server.request_timeout", after)?;
+        }
         Ok(())
     }
 
     /// `layer` answering refusals as this table says: its status, its
-    /// `Retry-After`, and whether a request may wait.
+    /// `Retry-After`, whether a request may wait, and its request timeout.
     ///
     /// # Errors
     ///
@@ -129,6 +140,10 @@ impl ServerConfig {
             .status(status)?
             .grpc_status(code)?
             .retry_after(self.retry_after);
+        let layer = match self.request_timeout {
+            Some(after) => layer.request_timeout(after)?,
+            None => layer,
+        };
         Ok(if self.wait { layer } else { layer.fail_fast() })
     }
 

@@ -9,9 +9,10 @@ use std::task::{ready, Context, Poll};
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::layer::Settings;
+use super::settings::Settings;
 use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::Rejection;
@@ -25,9 +26,11 @@ pin_project! {
     ///
     /// Waiting for a slot, it holds the request and the inner service
     /// readied for it; admitted, it holds the permit until the inner
-    /// service's response comes, then records the outcome. A refused gRPC
-    /// request is answered as gRPC expects (see
-    /// [gRPC](super::ShedLayer#grpc)).
+    /// service's response comes, then records the outcome, or until the
+    /// [request timeout](super::ShedLayer#the-request-timeout) runs out,
+    /// then drops the inner call, releases the permit and answers `408
+    /// Request Timeout`. A refused gRPC request is answered as gRPC expects
+    /// (see [gRPC](super::ShedLayer#grpc)).
     ///
     /// # Cancel safety
     ///
@@ -38,9 +41,9 @@ pin_project! {
     ///
     /// # Panics
     ///
-    /// If polled after it completed, or, while waiting for a slot under a
-    /// limiter with a `max_wait`, polled outside a Tokio runtime with the
-    /// time driver enabled.
+    /// If polled after it completed, or, admitted or waiting for a slot
+    /// under a limiter with a `max_wait`, polled outside a Tokio runtime
+    /// with the time driver enabled.
     pub struct ShedFuture<S, Req, A = Box<dyn Algorithm>, C = DefaultClock>
     where
         S: Service<Req>,
@@ -48,6 +51,9 @@ pin_project! {
         #[pin]
         state: State<S, Req, S::Future, A, C>,
         permit: Option<OwnedPermit<A, C>>,
+        // The request timeout, from the inner call's first `Pending`.
+        #[pin]
+        deadline: Option<Sleep>,
         settings: Settings,
         // Whether the request is a gRPC call.
         grpc: bool,
@@ -87,6 +93,7 @@ impl<S: Service<Req>, Req, A, C> ShedFuture<S, Req, A, C> {
         ShedFuture {
             state,
             permit,
+            deadline: None,
             settings,
             grpc,
         }
@@ -165,6 +172,26 @@ fn refusal<B: Default>(rejection: Rejection, settings: &Settings, grpc: bool) ->
     response
 }
 
+/// The answer to a request whose handler ran past the request timeout:
+/// `408 Request Timeout`, or for a gRPC call a trailers-only
+/// `DEADLINE_EXCEEDED`, with an empty body.
+fn timed_out<B: Default>(settings: &Settings, grpc: bool) -> Response<B> {
+    let mut response = Response::new(B::default());
+    if grpc {
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(
+            GRPC_STATUS,
+            HeaderValue::from(GrpcCode::DeadlineExceeded.as_i32()),
+        );
+        let message = format!("request timed out after {:?}", settings.request_timeout);
+        headers.insert("grpc-message", grpc_message(&message));
+    } else {
+        *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+    }
+    response
+}
+
 impl<S, Req, ResBody, A, C> Future for ShedFuture<S, Req, A, C>
 where
     S: Service<Req, Response = Response<ResBody>>,
@@ -198,7 +225,21 @@ where
                     }
                 },
                 StateProj::Called { future } => {
-                    let result = ready!(future.poll(cx));
+                    let Poll::Ready(result) = future.poll(cx) else {
+                        if this.deadline.is_none() {
+                            let after = this.settings.request_timeout;
+                            this.deadline.set(Some(tokio::time::sleep(after)));
+                        }
+                        let Some(deadline) = this.deadline.as_mut().as_pin_mut() else {
+                            return Poll::Pending;
+                        };
+                        ready!(deadline.poll(cx));
+                        // Dropping the call, then the permit: released as
+                        // the limiter's drop outcome.
+                        this.state.set(State::Done);
+                        drop(this.permit.take());
+                        return Poll::Ready(Ok(timed_out(this.settings, *this.grpc)));
+                    };
                     if let Some(permit) = this.permit.take() {
                         permit.record(match &result {
                             Ok(response) => match response.headers().get(GRPC_STATUS) {
@@ -246,18 +287,13 @@ mod tests {
 
     use http::StatusCode;
 
-    use super::super::layer::server_outcome;
     use super::*;
 
     #[test]
     fn retry_after_is_rounded_up_to_whole_seconds() {
         let settings = |retry_after| Settings {
-            status: StatusCode::SERVICE_UNAVAILABLE,
             retry_after,
-            wait: false,
-            outcome: server_outcome,
-            unclassified: None,
-            grpc_status: GrpcCode::Unavailable,
+            ..Settings::new(None)
         };
         let rejection = Rejection::new(crate::RejectReason::LimitReached, "fixed", None);
         for (after, header) in [
@@ -284,12 +320,8 @@ mod tests {
     #[test]
     fn a_grpc_refusal_is_trailers_only_with_its_pushback_rounded_up_to_milliseconds() {
         let settings = Settings {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            retry_after: Duration::from_secs(1),
-            wait: false,
-            outcome: server_outcome,
-            unclassified: None,
             grpc_status: GrpcCode::ResourceExhausted,
+            ..Settings::new(None)
         };
         for (after, header) in [
             (None, "1000"),
@@ -309,6 +341,20 @@ mod tests {
             assert!(!headers.contains_key(RETRY_AFTER));
             assert!(response.extensions().get::<Rejection>().is_some());
         }
+    }
+
+    #[test]
+    fn a_timed_out_request_is_answered_408_or_deadline_exceeded_for_grpc() {
+        let settings = Settings::new(None);
+        let response: Response<()> = timed_out(&settings, false);
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert!(response.headers().is_empty());
+        let response: Response<()> = timed_out(&settings, true);
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers();
+        assert_eq!(headers[CONTENT_TYPE], "application/grpc");
+        assert_eq!(headers[GRPC_STATUS], "4");
+        assert_eq!(headers["grpc-message"], "request timed out after 15s");
     }
 
     #[test]

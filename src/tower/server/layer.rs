@@ -9,7 +9,8 @@ use http::StatusCode;
 use tower_layer::Layer;
 
 use super::service::Shed;
-use crate::algorithms::{Algorithm, ConfigError, Outcome};
+use super::settings::Settings;
+use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Builder, Limiter, QueueOrder};
 use crate::priority::Class;
@@ -24,62 +25,6 @@ const SERVER_MAX_WAIT: Duration = Duration::from_millis(100);
 /// The most requests that wait in the queue of a limiter started by
 /// [`ShedLayer::server_limiter`].
 const SERVER_MAX_WAITERS: usize = 1024;
-
-/// The `Retry-After` of a refusal whose [`Rejection`](crate::Rejection) does not say how long
-/// to wait, unless [`ShedLayer::retry_after`] says otherwise.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// What a layer and its services do with each request.
-#[derive(Clone, Copy)]
-pub(super) struct Settings {
-    /// The status of a refusal.
-    pub(super) status: StatusCode,
-    /// A refusal's `Retry-After` when its rejection does not know one.
-    pub(super) retry_after: Duration,
-    /// Whether a request may wait in the limiter's queue.
-    pub(super) wait: bool,
-    /// The outcome recorded for a response of each status.
-    pub(super) outcome: fn(StatusCode) -> Outcome,
-    /// The class of a request the class function gives none: the limiter's
-    /// least critical (`None` for a limiter without priorities).
-    pub(super) unclassified: Option<Class>,
-    /// The gRPC status of a gRPC call's refusal.
-    pub(super) grpc_status: GrpcCode,
-}
-
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Settings")
-            .field("status", &self.status)
-            .field("retry_after", &self.retry_after)
-            .field("wait", &self.wait)
-            .field("unclassified", &self.unclassified)
-            .field("grpc_status", &self.grpc_status)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The outcome a [`ShedLayer`] records for a response of `status` unless
-/// told otherwise ([`ShedLayer::classify_status`]): a 5xx is an overload,
-/// anything else a success.
-///
-/// # Examples
-///
-/// ```
-/// use http::StatusCode;
-/// use rheostat::{tower::server_outcome, Outcome};
-///
-/// assert_eq!(server_outcome(StatusCode::OK), Outcome::Success);
-/// assert_eq!(server_outcome(StatusCode::NOT_FOUND), Outcome::Success);
-/// assert_eq!(server_outcome(StatusCode::SERVICE_UNAVAILABLE), Outcome::Overload);
-/// ```
-pub fn server_outcome(status: StatusCode) -> Outcome {
-    if status.is_server_error() {
-        Outcome::Overload
-    } else {
-        Outcome::Success
-    }
-}
 
 /// Load shedding for an HTTP server (axum, hyper, tonic): each request the
 /// server receives is admitted through one shared [`Limiter`], and one the
@@ -103,10 +48,11 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 ///    a throttled request, a full queue, a wait that ran out and an open
 ///    breaker are refused;
 /// 3. admitted, calls the inner service and holds the permit until the
-///    response is produced; refused, answers with the
+///    response is produced, for at most the [request
+///    timeout](#the-request-timeout); refused, answers with the
 ///    [refusal](#the-refusal);
 /// 4. records the outcome: a response is a success unless it is a 5xx
-///    (an overload), as [`server_outcome`] says unless
+///    (an overload), as [`server_outcome`](crate::tower::server_outcome) says unless
 ///    [`classify_status`](Self::classify_status) says otherwise; an error
 ///    from the inner service is an overload. The latency the limiter learns
 ///    from is its own: from admission (after any wait in the queue) to the
@@ -123,6 +69,21 @@ pub fn server_outcome(status: StatusCode) -> Outcome {
 /// nobody wants any more. A limiter with a FIFO queue or no `max_wait`
 /// (the limiter's defaults) serves oldest first and can hold a request as
 /// long as the queue does.
+///
+/// # The request timeout
+///
+/// An admitted request holds its slot for at most the request timeout (15
+/// s by default, or [`request_timeout`](Self::request_timeout)), counted
+/// from when its handler is first run. A handler that has not answered by
+/// then — a client trickling its body in a byte every few seconds (a
+/// slowloris), a handler stuck on a dead dependency — is dropped, its slot
+/// released as the limiter's drop outcome (a trickling client says nothing
+/// about the server's capacity), and the request answered `408 Request
+/// Timeout` with an empty body (a gRPC call: trailers-only,
+/// `DEADLINE_EXCEEDED`). So a client can hold a slot no longer than the
+/// timeout, though a client that opens a new connection the moment one is
+/// cut, with more connections than the limit, can still crowd others out:
+/// bound connections per client in front of the server for that.
 ///
 /// # The refusal
 ///
@@ -379,14 +340,7 @@ impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
         });
         ShedLayer {
             limiter,
-            settings: Settings {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                retry_after: DEFAULT_RETRY_AFTER,
-                wait: true,
-                outcome: server_outcome,
-                unclassified,
-                grpc_status: GrpcCode::Unavailable,
-            },
+            settings: Settings::new(unclassified),
             classify: DefaultClass,
         }
     }
@@ -480,8 +434,36 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
         self
     }
 
+    /// Give each admitted request at most `after` to be answered, instead
+    /// of 15 s: past it, its handler is dropped, its slot released and the
+    /// request answered `408 Request Timeout` (see [The request
+    /// timeout](ShedLayer#the-request-timeout)). Make it longer than the
+    /// slowest answer the server means to give, an upload included.
+    ///
+    /// # Errors
+    ///
+    /// `shed.request_timeout` zero or above a year.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, tower::ShedLayer, Limiter};
+    ///
+    /// let layer = ShedLayer::new(Arc::new(Limiter::new(Fixed::new(8)?)));
+    /// assert!(layer.clone().request_timeout(Duration::ZERO).is_err());
+    /// let layer = layer.request_timeout(Duration::from_secs(5))?;
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn request_timeout(mut self, after: Duration) -> Result<Self, ConfigError> {
+        self.settings.request_timeout = check::duration("shed.request_timeout", after)?;
+        Ok(self)
+    }
+
     /// Record a response of each status as `outcome` says, instead of as
-    /// [`server_outcome`] (a 5xx an overload, anything else a success):
+    /// [`server_outcome`](crate::tower::server_outcome) (a 5xx an overload, anything else a success):
     /// say, to teach the limiter nothing from a 501, or to count a 500 from
     /// a bug as no evidence of load.
     ///

@@ -8,7 +8,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::future::{is_grpc, ShedFuture, State};
-use super::layer::Settings;
+use super::settings::Settings;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Admission, Limiter};

@@ -311,8 +311,12 @@ async fn a_trickling_body_loses_its_slot_at_the_request_timeout() {
 
 // ----- a response body always ready -----------------------------------------
 
-/// A body whose next frame is always ready, counting the frames it gave.
+/// A body whose next frame (4 KiB) is always ready, counting the frames it
+/// gave.
 struct Forever(Arc<AtomicU64>);
+
+/// The data of each of its frames.
+static FRAME: [u8; 4096] = [0; 4096];
 
 impl Body for Forever {
     type Data = Bytes;
@@ -323,7 +327,7 @@ impl Body for Forever {
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.0.fetch_add(1, Ordering::Relaxed);
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&[0; 64])))))
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&FRAME)))))
     }
 }
 

@@ -68,10 +68,10 @@ struct Held<K, A, C> {
 /// How many polls of a body pass between two reads of the clock. A body
 /// whose frames are always ready never waits on its sleep, so only the
 /// clock tells it that its deadline passed; a read costs about what
-/// passing a frame on through the body does (both about 170 ns in a debug
+/// passing a frame on through the body does (both 150–300 ns in a debug
 /// build, `tests/hostile_tower.rs` prints them), so reading it every 32nd
-/// poll costs a frame 3% more, and lets such a body run past its deadline
-/// by 31 frames at most: microseconds.
+/// poll costs a frame about 3% more, and lets such a body run past its
+/// deadline by 31 frames at most: microseconds.
 const POLLS_PER_CLOCK_READ: u32 = 32;
 
 /// The layer's timeout, running on into the body.

@@ -41,9 +41,9 @@ pin_project! {
     ///
     /// # Panics
     ///
-    /// If polled after it completed, or, admitted or waiting for a slot
-    /// under a limiter with a `max_wait`, polled outside a Tokio runtime
-    /// with the time driver enabled.
+    /// If polled after it completed, or polled outside a Tokio runtime with
+    /// the time driver enabled once admitted (for the request timeout) or
+    /// while waiting for a slot under a limiter with a `max_wait`.
     pub struct ShedFuture<S, Req, A = Box<dyn Algorithm>, C = DefaultClock>
     where
         S: Service<Req>,

@@ -29,6 +29,18 @@
 //! the keys held and runs once per eighth of the cap, so a new key costs
 //! a constant amount on average however hard the map is flooded.
 //!
+//! A key held is looked up under the map's read lock alone: the scan runs
+//! under that read lock too (and a lock of its own, which new keys take
+//! one at a time), and the map is locked to write only to insert the new
+//! key and remove those going, so a lookup never waits behind a scan. A
+//! map found full of limiters that may not go (10,000 open breakers, say)
+//! is not scanned again for each new key: new keys are refused at once
+//! until a second has passed, or until a sixteenth as many keys as the
+//! scan judged have been refused, whichever comes first. A refused new key
+//! then costs, on average, the judging of 16 limiters however large the
+//! map, and room made meanwhile (a last handle dropped, a breaker closed),
+//! which nothing announces, is found within that second.
+//!
 //! Each key costs about 0.9 KB with a fixed limit, 1.6 KB with a breaker
 //! and 1.7 KB with AIMD, its name and its place in the map included (peak
 //! resident memory of a process holding 100,000 keys, divided by them): at
@@ -81,7 +93,8 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{check, Algorithm, BreakerState, ConfigError};
@@ -99,6 +112,22 @@ pub const DEFAULT_MAX_KEYS: usize = 10_000;
 /// told otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How long, at most, a full map that a scan found with nothing that may go
+/// refuses new keys without scanning again. It bounds how long room made
+/// since (a limiter's last handle dropped, its breaker closed), which
+/// nothing announces, goes unused. A second: next to a map full of outages
+/// it is short, and a scan a second of 10,000 kept limiters is a few
+/// milliseconds of work a second, off the lookups' path.
+const FULL_RECHECK_AFTER: Duration = Duration::from_secs(1);
+
+/// What a refused new key pays, on average, in limiters judged, in a full
+/// map where nothing may go: a scan that judged `n` limiters is made again
+/// only after `n / 16` new keys have been refused (or after
+/// [`FULL_RECHECK_AFTER`]). 16 keeps a refusal's cost near that of a
+/// few lookups however large the map, and a map of fewer than 16 keys is
+/// scanned again for every new key, as if nothing were remembered.
+const FULL_RECHECK_COST: usize = 16;
+
 /// The factory: the builder of a key's limiter.
 type Make<K> = Box<dyn Fn(&K) -> Result<Builder<Box<dyn Algorithm>>, ConfigError> + Send + Sync>;
 
@@ -113,12 +142,32 @@ pub struct KeyedLimiters<K, C = DefaultClock> {
     max_keys: usize,
     idle_timeout: Duration,
     clock: C,
-    entries: Mutex<HashMap<K, Entry<C>>>,
+    /// The instant each entry's `last_used` counts from.
+    epoch: Instant,
+    /// The limiters by key. A lookup of a key held takes it to read; it is
+    /// taken to write only to insert or remove keys, never for a scan.
+    entries: RwLock<HashMap<K, Entry<C>>>,
+    /// Taken to add a key or to evict, one at a time. A scan runs under it
+    /// and under the map's read lock, so lookups of keys held go on.
+    admit: Mutex<FullMap>,
 }
 
 struct Entry<C> {
     limiter: Arc<DynLimiter<C>>,
-    last_used: Instant,
+    /// When it was last asked for, in nanoseconds since `epoch`.
+    last_used: AtomicU64,
+    /// Asked for since the last scan judged it: a handle made since may have
+    /// changed it (tripped its breaker) and been dropped, so it stays.
+    touched: AtomicBool,
+}
+
+/// What the last scan of a full map found when nothing could go.
+#[derive(Default)]
+struct FullMap {
+    /// When that scan ran, and how many limiters it judged.
+    found: Option<(Instant, usize)>,
+    /// New keys refused since, without a scan.
+    refused: usize,
 }
 
 /// Builds a [`KeyedLimiters`]; see [`KeyedLimiters::builder`].
@@ -137,9 +186,9 @@ impl<K> KeyedLimiters<K, DefaultClock> {
     /// `make` picks the policy and the options, names the limiter (after
     /// the key, say: a builder not named is `"default"`) and attaches its
     /// observers; the keyed set gives the builder its [clock](KeyedBuilder::clock)
-    /// and builds it. It runs under the lock of the keyed set's map, once
-    /// per new key: keep it short, and never ask the same set for a key
-    /// from it.
+    /// and builds it. It runs under the lock new keys are added under, once
+    /// per new key (lookups of keys held go on meanwhile): keep it short,
+    /// and never ask the same set for a key from it.
     ///
     /// # Examples
     ///
@@ -214,8 +263,10 @@ impl<K, C: Clock> KeyedBuilder<K, C> {
             make: self.make,
             max_keys: self.max_keys,
             idle_timeout: self.idle_timeout,
+            epoch: self.clock.now(),
             clock: self.clock,
-            entries: Mutex::new(HashMap::new()),
+            entries: RwLock::new(HashMap::new()),
+            admit: Mutex::new(FullMap::default()),
         })
     }
 }
@@ -226,6 +277,9 @@ where
     C: Clock + Clone,
 {
     /// The limiter for `key`, built on first use.
+    ///
+    /// A key held is looked up under the map's read lock alone: it never
+    /// waits for a new key's eviction scan.
     ///
     /// # Errors
     ///
@@ -238,25 +292,27 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let now = self.clock.now();
-        let mut entries = self.lock();
-        if let Some(entry) = entries.get_mut(key) {
-            entry.last_used = now;
-            return Ok(Arc::clone(&entry.limiter));
+        if let Some(limiter) = self.lookup(key, now) {
+            return Ok(limiter);
         }
-        if entries.len() >= self.max_keys && !self.make_room(&mut entries, now) {
+        let mut full = self.admit();
+        // Added by another caller while this one waited.
+        if let Some(limiter) = self.lookup(key, now) {
+            return Ok(limiter);
+        }
+        if self.read().len() >= self.max_keys && !self.make_room(&mut full, now) {
             return Err(KeyedError::Full {
                 max_keys: self.max_keys,
             });
         }
         let key = key.to_owned();
         let limiter = Arc::new((self.make)(&key)?.clock(self.clock.clone()).build()?);
-        entries.insert(
-            key,
-            Entry {
-                limiter: Arc::clone(&limiter),
-                last_used: now,
-            },
-        );
+        let entry = Entry {
+            limiter: Arc::clone(&limiter),
+            last_used: AtomicU64::new(self.tick(now)),
+            touched: AtomicBool::new(true),
+        };
+        self.write().insert(key, entry);
         Ok(limiter)
     }
 
@@ -264,18 +320,19 @@ where
     /// say how many went.
     pub fn evict_idle(&self) -> usize {
         let now = self.clock.now();
-        let mut entries = self.lock();
-        self.evict(&mut entries, now)
+        let mut full = self.admit();
+        let (idle, _) = self.candidates(now, true);
+        self.remove(&mut full, &idle)
     }
 
     /// How many limiters are held.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.read().len()
     }
 
     /// Whether no limiter is held.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.read().is_empty()
     }
 
     /// Whether a limiter for `key` is held now.
@@ -284,7 +341,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.lock().contains_key(key)
+        self.read().contains_key(key)
     }
 
     /// The cap on keys.
@@ -292,67 +349,143 @@ where
         self.max_keys
     }
 
-    fn evict(&self, entries: &mut HashMap<K, Entry<C>>, now: Instant) -> usize {
-        let before = entries.len();
-        entries.retain(|_, entry| {
-            now.saturating_duration_since(entry.last_used) < self.idle_timeout
-                || !self.may_go(entry)
-        });
-        before - entries.len()
+    /// The limiter held for `key`, marked as asked for `now`.
+    fn lookup<Q>(&self, key: &Q, now: Instant) -> Option<Arc<DynLimiter<C>>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let entries = self.read();
+        let entry = entries.get(key)?;
+        let limiter = Arc::clone(&entry.limiter);
+        entry.last_used.fetch_max(self.tick(now), Ordering::Relaxed);
+        // After the handle is made: a scan that takes this mark sees the
+        // handle, and one that comes before it is told by the mark.
+        entry.touched.store(true, Ordering::SeqCst);
+        Some(limiter)
     }
 
     /// Room for one more key in a full map: the idle limiters go, or else
     /// the least recently used eighth of the cap (at least one) of those
     /// that may go. False if none may.
-    fn make_room(&self, entries: &mut HashMap<K, Entry<C>>, now: Instant) -> bool {
-        if self.evict(entries, now) > 0 {
+    ///
+    /// A scan that finds none is remembered: new keys are refused without
+    /// one until [`FULL_RECHECK_AFTER`] has passed or a share of the
+    /// limiters judged ([`FULL_RECHECK_COST`]) has been refused, so that a
+    /// refusal costs a constant amount on average.
+    fn make_room(&self, full: &mut FullMap, now: Instant) -> bool {
+        if let Some((at, judged)) = full.found {
+            let recent = now.saturating_duration_since(at) < FULL_RECHECK_AFTER;
+            if recent && full.refused < judged / FULL_RECHECK_COST {
+                full.refused += 1;
+                return false;
+            }
+        }
+        let (going, judged) = self.candidates(now, false);
+        if self.remove(full, &going) > 0 {
             return true;
         }
-        let mut candidates: Vec<(Instant, &K)> = entries
-            .iter()
-            .filter(|(_, entry)| self.may_go(entry))
-            .map(|(key, entry)| (entry.last_used, key))
-            .collect();
-        if candidates.is_empty() {
-            return false;
-        }
-        let n = (self.max_keys / 8).clamp(1, candidates.len());
-        candidates.select_nth_unstable_by_key(n - 1, |&(used, _)| used);
-        let going: Vec<K> = candidates[..n].iter().map(|&(_, k)| k.clone()).collect();
-        for key in &going {
-            entries.remove(key);
-        }
-        true
+        full.found = Some((now, judged));
+        full.refused = 0;
+        false
     }
 
-    /// Whether a limiter may be evicted, idle or not: nobody holds it,
-    /// nothing is in flight, and it is not kept.
-    fn may_go(&self, entry: &Entry<C>) -> bool {
-        let limiter = &entry.limiter;
-        // Held elsewhere: a caller, an owned permit or a service still uses
-        // it. New handles are only made under the map's lock, which is held.
-        if Arc::strong_count(limiter) > 1 || limiter.in_flight() > 0 {
-            return false;
+    /// The limiters that may go, judged under the map's read lock: the idle
+    /// ones, or (unless `only_idle`) if there are none, the least recently
+    /// used eighth of the cap; and how many were judged.
+    fn candidates(&self, now: Instant, only_idle: bool) -> (Vec<K>, usize) {
+        let now = self.tick(now);
+        let idle_for = u64::try_from(self.idle_timeout.as_nanos()).unwrap_or(u64::MAX);
+        let entries = self.read();
+        let mut idle = Vec::new();
+        let mut free: Vec<(u64, &K)> = Vec::new();
+        for (key, entry) in entries.iter() {
+            // Taken before judging: a handle made before this is seen below,
+            // one made after marks the entry again.
+            entry.touched.swap(false, Ordering::SeqCst);
+            if !may_go(&entry.limiter) {
+                continue;
+            }
+            let used = entry.last_used.load(Ordering::Relaxed);
+            if now.saturating_sub(used) >= idle_for {
+                idle.push(key.clone());
+            } else if !only_idle {
+                free.push((used, key));
+            }
         }
-        // Apply a cooldown that has run out before judging the breaker.
-        limiter.handle_timeout();
-        let kept = matches!(
-            limiter.snapshot().state,
-            Some(BreakerState::Open | BreakerState::HalfOpen | BreakerState::ForcedOpen)
-        );
-        !kept && limiter.gate().limit > 0
+        if idle.is_empty() && !free.is_empty() {
+            let n = (self.max_keys / 8).clamp(1, free.len());
+            free.select_nth_unstable_by_key(n - 1, |&(used, _)| used);
+            idle = free[..n].iter().map(|&(_, key)| key.clone()).collect();
+        }
+        (idle, entries.len())
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry<C>>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Remove `going`, but for a limiter asked for since it was judged, and
+    /// say how many went.
+    fn remove(&self, full: &mut FullMap, going: &[K]) -> usize {
+        if going.is_empty() {
+            return 0;
+        }
+        let mut entries = self.write();
+        let before = entries.len();
+        for key in going {
+            let still = entries.get(key).is_some_and(|entry| {
+                !entry.touched.load(Ordering::SeqCst) && Arc::strong_count(&entry.limiter) == 1
+            });
+            if still {
+                entries.remove(key);
+            }
+        }
+        let removed = before - entries.len();
+        if removed > 0 {
+            full.found = None;
+        }
+        removed
     }
+
+    /// Nanoseconds from `epoch` to `now`.
+    fn tick(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<K, Entry<C>>> {
+        self.entries.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<K, Entry<C>>> {
+        self.entries.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn admit(&self) -> MutexGuard<'_, FullMap> {
+        self.admit.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Whether a limiter may be evicted, idle or not: nobody holds it, nothing
+/// is in flight, and it is not kept.
+fn may_go<C: Clock>(limiter: &Arc<DynLimiter<C>>) -> bool {
+    // Held elsewhere: a caller, an owned permit or a service still uses it.
+    if Arc::strong_count(limiter) > 1 || limiter.in_flight() > 0 {
+        return false;
+    }
+    // What a handle dropped did to the limiter (tripped its breaker) is
+    // seen below.
+    fence(Ordering::Acquire);
+    // Apply a cooldown that has run out before judging the breaker.
+    limiter.handle_timeout();
+    let kept = matches!(
+        limiter.snapshot().state,
+        Some(BreakerState::Open | BreakerState::HalfOpen | BreakerState::ForcedOpen)
+    );
+    !kept && limiter.gate().limit > 0
 }
 
 impl<K, C: fmt::Debug> fmt::Debug for KeyedLimiters<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let held = self
             .entries
-            .lock()
+            .read()
             .unwrap_or_else(PoisonError::into_inner)
             .len();
         f.debug_struct("KeyedLimiters")

@@ -6,9 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
+use super::file::{ConfigFileError, Format};
 use super::parse::parse_checked;
 use super::paths::located;
+use super::read::read_bounded;
 use super::timeout;
 use super::GrpcConfig;
 use super::OverrideConfig;
@@ -433,26 +434,33 @@ impl LimitersConfig {
     /// [`LimitersConfig::load`], with the text read and its format, for
     /// errors found later to name their lines.
     pub(super) fn load_with_text(path: &Path) -> Result<(Self, String, Format), ConfigFileError> {
+        let format = Self::format_of(path)?;
+        let text = read_bounded(path)?;
+        Self::parse(&text, format)
+            .map(|file| (file, text, format))
+            .map_err(|e| e.in_file(path))
+    }
+
+    /// The format a file's name says: JSON if it ends in `.json`, TOML
+    /// otherwise; a YAML name is refused.
+    pub(super) fn format_of(path: &Path) -> Result<Format, ConfigFileError> {
         let extension = path
             .extension()
             .and_then(|e| e.to_str())
             .map(str::to_ascii_lowercase);
-        if matches!(extension.as_deref(), Some("yaml" | "yml")) {
-            return Err(ConfigFileError::yaml().in_file(path));
+        match extension.as_deref() {
+            Some("yaml" | "yml") => Err(ConfigFileError::yaml().in_file(path)),
+            Some("json") => Ok(Format::Json),
+            _ => Ok(Format::Toml),
         }
-        let text = read_bounded(path)?;
-        let format = if extension.as_deref() == Some("json") {
-            Format::Json
-        } else {
-            Format::Toml
-        };
-        let loaded = match format {
-            Format::Json => Self::from_json(&text),
-            Format::Toml => Self::from_toml(&text),
-        };
-        loaded
-            .map(|file| (file, text, format))
-            .map_err(|e| e.in_file(path))
+    }
+
+    /// Read and check `text`, written in `format`.
+    pub(super) fn parse(text: &str, format: Format) -> Result<Self, ConfigFileError> {
+        match format {
+            Format::Json => Self::from_json(text),
+            Format::Toml => Self::from_toml(text),
+        }
     }
 
     /// The configuration of the limiter called `name`, or the default.
@@ -566,27 +574,4 @@ impl LimitersConfig {
         self.check_overrides(SystemTime::now())
             .map_err(|(location, e)| ConfigFileError::invalid(text, format, &location, &e))
     }
-}
-
-/// The text of the file at `path`, refused without being read whole if it
-/// holds more than [`MAX_FILE_BYTES`] (its length as the file system says,
-/// and what reading it gives: a file may grow, or be a pipe).
-fn read_bounded(path: &Path) -> Result<String, ConfigFileError> {
-    use std::io::Read;
-    let unreadable = |e: std::io::Error| ConfigFileError::unreadable(path, &e);
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let limit = MAX_FILE_BYTES as u64;
-    if let Ok(meta) = file.metadata() {
-        if meta.len() > limit {
-            return Err(ConfigFileError::too_large(meta.len()).in_file(path));
-        }
-    }
-    let mut text = String::new();
-    file.take(limit + 1)
-        .read_to_string(&mut text)
-        .map_err(unreadable)?;
-    if text.len() as u64 > limit {
-        return Err(ConfigFileError::too_large(text.len() as u64).in_file(path));
-    }
-    Ok(text)
 }

@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, SystemTime};
 
 use super::file::Format;
 use super::paths::located;
+use super::read::{Reading, Seen};
 use super::{ConfigFileError, LimiterConfig, LimitersConfig, OverrideConfig};
 use crate::algorithms::{Algorithm, ConfigError};
 use crate::limiter::{Builder, DynLimiter};
@@ -40,14 +41,37 @@ type Each = dyn Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> +
 ///   the error says so, naming the field;
 /// - a file that does not read, does not check, or was deleted is refused
 ///   with the usual error ([`ConfigFileError`]: the file, the field, the
-///   line), and the last good configuration stays in force.
+///   line), and the last good configuration stays in force; so is
+///   anything at the path but a regular file (a symbolic link to one is
+///   followed): a FIFO, a device, a socket or a directory is refused
+///   before it is opened, and the file is opened without waiting, so
+///   nothing put in its place can block the reader;
+/// - bytes as last read are not parsed again: a file whose size, times and
+///   inode are as when last read, once it had been quiet for 2 s, is not
+///   even read; otherwise its bytes are compared, by a hash, with those
+///   last read. Bytes unchanged that applied apply only what time changes
+///   (an override ended); bytes unchanged that were refused are refused
+///   again, and parsed again once a minute (a refusal can lapse: an
+///   override too far ahead comes within a week).
 ///
-/// [`LiveLimiters::watch`] does this every period, and ends overrides on
-/// time with no traffic; it logs each reload refused (with the `tracing`
-/// feature, at `WARN`) and counts reloads in
-/// `rheostat_config_reloads_total{file, result="applied"|"refused"}` with
-/// the version in force in `rheostat_config_version{file}` (with the `metrics`
-/// feature).
+/// **Write the file elsewhere and rename it into place** (`mv new.toml
+/// limits.toml`, on the same file system): a rename is atomic, so a reader
+/// sees the old file or the new one, never part of one. A file edited in
+/// place is read until it is settled: one changed in the last 2 s is read
+/// again 100 ms later, and applies only when two reads agree (after 10
+/// reads that do not, the reload is refused), so a writer that truncates
+/// the file and writes it in a few calls in a row is never applied half
+/// written; one that pauses longer mid-file can be.
+///
+/// [`LiveLimiters::watch`] does this every period on a thread of its own,
+/// and ends overrides on time with no traffic; it logs each reload refused
+/// (with the `tracing` feature, at `WARN`) and counts reloads in
+/// `rheostat_config_reloads_total{file, result}` (with the `metrics`
+/// feature), `result` being `"applied"` (new bytes, parsed, checked and
+/// applied, whether or not they changed anything), `"unchanged"` (the
+/// bytes in force, not parsed again) or `"refused"`, with the version in
+/// force in `rheostat_config_version{file}` (versions that changed
+/// something).
 ///
 /// # Examples
 ///
@@ -78,6 +102,9 @@ pub struct LiveLimiters {
     labels: BTreeMap<String, String>,
     each: Option<Box<Each>>,
     state: Mutex<State>,
+    /// What the last read of the file found; held while a reload reads and
+    /// parses, outside the state's lock.
+    seen: Mutex<Seen>,
 }
 
 /// What the file last applied.
@@ -126,7 +153,6 @@ impl LiveOptions {
     /// The file's [`ConfigFileError`]; or a limiter that does not build,
     /// or an override it cannot take, named by its place in the file.
     pub fn load(self) -> Result<LiveLimiters, ConfigFileError> {
-        let (file, text, format) = LimitersConfig::load_with_text(&self.path)?;
         let live = LiveLimiters {
             path: self.path,
             labels: self.labels,
@@ -138,9 +164,9 @@ impl LiveOptions {
                 fleet: Vec::new(),
                 version: 0,
             }),
+            seen: Mutex::new(Seen::new()),
         };
-        live.apply(file)
-            .map_err(|e| e.in_text(&text, format, &live.path))?;
+        live.read_and_apply()?;
         Ok(live)
     }
 }
@@ -187,7 +213,15 @@ impl LiveLimiters {
     }
 
     /// Read the file again and apply it, as a whole or not at all: `true`
-    /// if it changed anything, `false` if it is as last applied.
+    /// if it changed anything, `false` if it is as last applied. Bytes as
+    /// last read are not parsed again; a file changed in the last 2 s is
+    /// read until two reads 100 ms apart agree (see [`LiveLimiters`]: write
+    /// the file elsewhere and rename it into place).
+    ///
+    /// It blocks while it reads, waits for the file to settle (a second at
+    /// most) and parses: from async code, call it where blocking is allowed
+    /// (`tokio::task::spawn_blocking`), or let [`LiveLimiters::watch`] call
+    /// it on a thread of its own.
     ///
     /// # Errors
     ///
@@ -195,17 +229,48 @@ impl LiveLimiters {
     /// change that cannot be applied to a running limiter, with its place
     /// in the file. The last good configuration stays in force.
     pub fn reload(&self) -> Result<bool, ConfigFileError> {
-        let result = LimitersConfig::load_with_text(&self.path).and_then(|(file, text, format)| {
-            self.apply(file)
-                .map_err(|e| e.in_text(&text, format, &self.path))
-        });
+        let result = self.read_and_apply();
         self.count(&result);
-        result
+        result.map(|(changed, _)| changed)
+    }
+
+    /// Read the file, unless it is as last read, and apply it: whether it
+    /// changed anything, and whether its bytes were new (parsed).
+    fn read_and_apply(&self) -> Result<(bool, bool), ConfigFileError> {
+        let format = LimitersConfig::format_of(&self.path)?;
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        match seen.read(&self.path)? {
+            Reading::Unchanged => {
+                // The bytes in force, not parsed again: only what time
+                // changes (an override that ended) is applied.
+                let file = self.config();
+                self.apply(file)
+                    .map(|changed| (changed, false))
+                    .map_err(|e| e.in_text("", format, &self.path))
+            }
+            Reading::Refused(e) => Err(e),
+            Reading::Changed(read) => {
+                let result = LimitersConfig::parse(&read.text, format)
+                    .map_err(|e| e.in_file(&self.path))
+                    .and_then(|file| {
+                        self.apply(file)
+                            .map_err(|e| e.in_text(&read.text, format, &self.path))
+                    });
+                seen.record(&read, result.as_ref().err());
+                result.map(|changed| (changed, true))
+            }
+        }
     }
 
     /// Reload every `every` (an unchanged file applies nothing), logging
     /// and counting each reload refused, and end each override on time.
     /// Runs until dropped: spawn it.
+    ///
+    /// Each reload runs on a thread of its own (the file read, settled,
+    /// parsed and applied there), and one still under way when the next
+    /// period comes is left to finish rather than started again: nothing
+    /// at the file's path, however slow or hostile, stalls the runtime the
+    /// watch runs on.
     ///
     /// ```no_run
     /// # async fn run(live: std::sync::Arc<rheostat::config::LiveLimiters>) {
@@ -214,16 +279,42 @@ impl LiveLimiters {
     /// ```
     pub async fn watch(self: Arc<Self>, every: Duration) {
         let every = every.max(Duration::from_millis(10));
+        let mut reading: Option<std::thread::JoinHandle<()>> = None;
         loop {
             tokio::time::sleep(every).await;
-            if let Err(_e) = self.reload() {
-                #[cfg(feature = "tracing")]
-                ::tracing::warn!(file = %self.path.display(), error = %_e, "configuration reload refused");
+            // Read, parse and apply on a thread of their own, one at a time:
+            // nothing the file does (a FIFO, a slow disk, a large file) stalls
+            // this task's thread, and a reload still under way is not started
+            // again.
+            if reading
+                .as_ref()
+                .is_none_or(std::thread::JoinHandle::is_finished)
+            {
+                let live = Arc::clone(&self);
+                reading = std::thread::Builder::new()
+                    .name("rheostat-live".to_owned())
+                    .spawn(move || live.reload_logged())
+                    .ok();
             }
-            let limiters: Vec<_> = self.lock().limiters.values().cloned().collect();
+            // Not while a reload holds the state: the next period will.
+            let limiters: Vec<_> = match self.state.try_lock() {
+                Ok(state) => state.limiters.values().cloned().collect(),
+                Err(TryLockError::Poisoned(state)) => {
+                    state.into_inner().limiters.values().cloned().collect()
+                }
+                Err(TryLockError::WouldBlock) => continue,
+            };
             for limiter in limiters {
                 limiter.handle_timeout();
             }
+        }
+    }
+
+    /// [`LiveLimiters::reload`], logging a refusal.
+    fn reload_logged(&self) {
+        if let Err(_e) = self.reload() {
+            #[cfg(feature = "tracing")]
+            ::tracing::warn!(file = %self.path.display(), error = %_e, "configuration reload refused");
         }
     }
 
@@ -231,21 +322,21 @@ impl LiveLimiters {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn count(&self, _result: &Result<bool, ConfigFileError>) {
+    fn count(&self, _result: &Result<(bool, bool), ConfigFileError>) {
         #[cfg(feature = "metrics")]
         {
             ::metrics::describe_counter!(
                 "rheostat_config_reloads_total",
-                "Reloads of a live configuration file, by result: applied or refused"
+                "Reloads of a live configuration file, by result: applied, unchanged (not parsed again) or refused"
             );
             ::metrics::describe_gauge!(
                 "rheostat_config_version",
                 "How many versions of the live configuration file have been applied"
             );
-            let result = if _result.is_ok() {
-                "applied"
-            } else {
-                "refused"
+            let result = match _result {
+                Ok((_, true)) => "applied",
+                Ok((_, false)) => "unchanged",
+                Err(_) => "refused",
             };
             let file = self.path.display().to_string();
             ::metrics::counter!(

@@ -134,6 +134,7 @@ mod overrides;
 mod parse;
 mod paths;
 mod policy;
+mod read;
 mod server;
 mod timeout;
 mod wording;

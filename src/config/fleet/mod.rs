@@ -10,7 +10,7 @@
 //! What the store can change, and what it cannot:
 //!
 //! - It can set and clear overrides, each with its end: at most a week
-//!   ahead, as any override.
+//!   ahead, as any override, and at most [`MAX_OVERRIDES`] in a document.
 //! - It is never asked anything on the call path: an admission reads the
 //!   limiter's gate, and the task reads Redis beside it. Redis slow,
 //!   partitioned or down adds no latency to a call and changes no
@@ -19,29 +19,53 @@
 //! - Every read is bounded by a timeout; a connection lost is made again
 //!   every period until Redis answers, and the document is read again at
 //!   once.
-//! - A document that does not read or names a limiter this instance does
-//!   not have is refused as a whole, counted
-//!   (`rheostat_fleet_reads_total{prefix, result="refused"}`) and logged (with the
-//!   `tracing` feature); the overrides in force stay. The version applied
-//!   is the gauge `rheostat_fleet_version{prefix}`, so an operator can see which
+//! - Messages on the channel only say "read again": their bodies are
+//!   dropped unread, one read is in flight at most and one more pending,
+//!   and reads are at least [`READ_GAP`] apart, so a flood of messages
+//!   costs a few reads, not one each, and no memory.
+//! - A document over [`MAX_FILE_BYTES`] is refused before it is fetched
+//!   (its length is asked first, in the same script that fetches it).
+//! - A document older than the one in force (a lower version, while the
+//!   store's version counter has not gone back) is refused: a reader never
+//!   goes back to an older document. A counter below the version in force
+//!   means the store lost its data, and then its document is followed.
+//! - A document that does not read, is too large, or names a limiter this
+//!   instance does not have is refused as a whole, counted and logged (with
+//!   the `tracing` feature, at most once per [`LOG_EVERY`] for each
+//!   reason); the overrides in force stay. Reads are counted in
+//!   `rheostat_fleet_reads_total{prefix, result}`, `result` one of
+//!   `applied`, `unchanged` (the document in force, not parsed again),
+//!   `refused`, `too_large` and `stale`. The version applied is the gauge
+//!   `rheostat_fleet_version{prefix}`, so an operator can see which
 //!   instances obeyed.
+//! - Every error Redis answers (a key of the wrong type, a script refused,
+//!   no answer in time, a connection lost) is counted in
+//!   `rheostat_fleet_errors_total{prefix, kind}` and logged, at most once
+//!   per [`LOG_EVERY`] for each kind. An error about the data leaves the
+//!   session open; one about the connection ends it, and the next begins a
+//!   period later.
 //!
 //! # The document
 //!
 //! Key `<prefix>:overrides`, JSON: `{"version": 7, "overrides": [...]}`,
 //! each override as a file's `[[overrides]]` writes it
-//! ([`OverrideConfig`]). [`publish`] writes it with the next version and
-//! publishes the version on channel `<prefix>:changed`.
+//! ([`OverrideConfig`]). [`publish`] counts up `<prefix>:version` and
+//! writes the document with that version in one script, so that the
+//! document in the store is always the last one published, and publishes
+//! the version on channel `<prefix>:changed`.
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use futures_util::StreamExt as _;
-use redis::AsyncCommands as _;
 use serde::{Deserialize, Serialize};
 
-use super::{LiveLimiters, OverrideConfig};
-use crate::{ProbeAllowance, ProbeClaims};
+use super::{LiveLimiters, OverrideConfig, MAX_FILE_BYTES, MAX_OVERRIDES};
+
+mod probes;
+mod reader;
+mod report;
+
+pub use probes::RedisProbes;
+pub use reader::RedisOverrides;
 
 /// How often a [`RedisOverrides`] reads the document with no message, and
 /// tries again after Redis stops answering: 5 s.
@@ -50,6 +74,17 @@ pub const REREAD_EVERY: Duration = Duration::from_secs(5);
 /// The longest a [`RedisOverrides`] waits for Redis to answer one request:
 /// 1 s.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The least time between two reads of the document by one
+/// [`RedisOverrides`]: 100 ms. A change still reaches an instance within a
+/// read of its announcement (a message after a quiet spell is read at
+/// once), and a flood of messages costs at most ten reads a second.
+pub const READ_GAP: Duration = Duration::from_millis(100);
+
+/// The least time between two log lines for the same reason (a document
+/// refused, a Redis error of one kind, a probe counter refused): 10 s. The
+/// counters count every one; the log says how many it left out.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A fleet's overrides, as stored under `<prefix>:overrides`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -72,25 +107,72 @@ pub fn changed_channel(prefix: &str) -> String {
     format!("{prefix}:changed")
 }
 
+/// The key of the version counter under `prefix`.
+fn version_key(prefix: &str) -> String {
+    format!("{prefix}:version")
+}
+
+/// Count up the version `KEYS[1]`, write the document `KEYS[2]` with it
+/// and the overrides `ARGV[1]` (a JSON list), and announce the version on
+/// channel `ARGV[2]`, all at once: two publishers racing leave the later
+/// version's document in the store. The version is written as an integer
+/// (`%d`), whatever its size.
+const PUBLISH: &str = r#"
+local version = redis.call('INCR', KEYS[1])
+local document = '{"version":' .. string.format('%d', version) .. ',"overrides":' .. ARGV[1] .. '}'
+redis.call('SET', KEYS[2], document)
+redis.call('PUBLISH', ARGV[2], version)
+return version
+"#;
+
 /// Write `overrides` as the fleet's, under `prefix`, with the next version,
-/// and announce it: the operator's side. Returns the version written.
+/// and announce it: the operator's side. Returns the version written. The
+/// version and the document are written in one script, so two publishers
+/// racing leave the later version's document in the store.
+///
+/// Check the list first as the instances will
+/// ([`LiveLimiters::check_fleet_overrides`]): an instance refuses a
+/// document that does not check, as a whole.
 ///
 /// # Errors
 ///
-/// Redis's error, or its silence past [`REQUEST_TIMEOUT`] for one request.
+/// More than [`MAX_OVERRIDES`] overrides or a
+/// document over [`MAX_FILE_BYTES`] (a client
+/// error: the instances would refuse it), Redis's error, or its silence
+/// past [`REQUEST_TIMEOUT`].
 pub async fn publish(
     connection: &mut redis::aio::MultiplexedConnection,
     prefix: &str,
     overrides: Vec<OverrideConfig>,
 ) -> redis::RedisResult<u64> {
-    let version: u64 = bounded(connection.incr(format!("{prefix}:version"), 1)).await?;
-    let document = FleetOverrides { version, overrides };
-    let json = serde_json::to_string(&document).map_err(|e| {
+    if overrides.len() > MAX_OVERRIDES {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::ClientError,
+            "too many overrides",
+            format!("{} overrides, at most {MAX_OVERRIDES}", overrides.len()),
+        )));
+    }
+    let json = serde_json::to_string(&overrides).map_err(|e| {
         redis::RedisError::from((redis::ErrorKind::TypeError, "serialize", e.to_string()))
     })?;
-    bounded(connection.set::<_, _, ()>(overrides_key(prefix), json)).await?;
-    bounded(connection.publish::<_, _, ()>(changed_channel(prefix), version)).await?;
-    Ok(version)
+    // `{"version":`, at most 20 digits, `,"overrides":` and `}`.
+    let bytes = json.len() + 45;
+    if bytes > MAX_FILE_BYTES {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::ClientError,
+            "document too large",
+            format!("{bytes} bytes, at most {MAX_FILE_BYTES}"),
+        )));
+    }
+    bounded(
+        redis::Script::new(PUBLISH)
+            .key(version_key(prefix))
+            .key(overrides_key(prefix))
+            .arg(json)
+            .arg(changed_channel(prefix))
+            .invoke_async(connection),
+    )
+    .await
 }
 
 /// A Redis request given at most [`REQUEST_TIMEOUT`].
@@ -99,299 +181,9 @@ async fn bounded<T>(
 ) -> redis::RedisResult<T> {
     match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
         Ok(result) => result,
-        Err(_) => Err(redis::RedisError::from((
-            redis::ErrorKind::IoError,
+        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
             "no answer within the request timeout",
         ))),
     }
-}
-
-/// One instance's reader of the fleet's overrides; see the [module
-/// documentation](self).
-///
-/// # Examples
-///
-/// ```no_run
-/// use std::sync::Arc;
-/// use rheostat::config::LiveLimiters;
-/// use rheostat::config::fleet::RedisOverrides;
-///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let live = Arc::new(LiveLimiters::options("limits.toml").label("region", "eu-west").load()?);
-/// let fleet = RedisOverrides::new("redis://127.0.0.1:6379/", "rheostat", Arc::clone(&live))?;
-/// tokio::spawn(fleet.run());
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug)]
-pub struct RedisOverrides {
-    client: redis::Client,
-    prefix: String,
-    live: Arc<LiveLimiters>,
-    every: Duration,
-}
-
-impl RedisOverrides {
-    /// A reader of the document under `prefix` in the Redis at `url`, for
-    /// `live`'s limiters; it connects when [run](RedisOverrides::run).
-    ///
-    /// # Errors
-    ///
-    /// A `url` Redis does not take.
-    pub fn new(url: &str, prefix: &str, live: Arc<LiveLimiters>) -> redis::RedisResult<Self> {
-        Ok(RedisOverrides {
-            client: redis::Client::open(url)?,
-            prefix: prefix.to_owned(),
-            live,
-            every: REREAD_EVERY,
-        })
-    }
-
-    /// Read the document every `every` with no message, and try again
-    /// after Redis stops answering, instead of [`REREAD_EVERY`].
-    #[must_use]
-    pub fn every(mut self, every: Duration) -> Self {
-        self.every = every.max(Duration::from_millis(10));
-        self
-    }
-
-    /// Follow the fleet's overrides until dropped: spawn it.
-    pub async fn run(self) {
-        loop {
-            // Errors end a session; the next one begins after a period.
-            let _ = self.session().await;
-            tokio::time::sleep(self.every).await;
-        }
-    }
-
-    /// One connection's worth: subscribe, read, and read again on each
-    /// message and each period, until Redis fails to answer.
-    async fn session(&self) -> redis::RedisResult<()> {
-        let mut pubsub = bounded(self.client.get_async_pubsub()).await?;
-        bounded(pubsub.subscribe(changed_channel(&self.prefix))).await?;
-        let mut connection = bounded(self.client.get_multiplexed_async_connection()).await?;
-        self.read(&mut connection).await?;
-        let mut messages = pubsub.on_message();
-        let mut period = tokio::time::interval(self.every);
-        period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                message = messages.next() => match message {
-                    Some(_) => self.read(&mut connection).await?,
-                    None => return Ok(()),
-                },
-                _ = period.tick() => self.read(&mut connection).await?,
-            }
-        }
-    }
-
-    /// Read the document and hand it to the limiters. A document that
-    /// does not read is refused and counted; Redis's silence ends the
-    /// session.
-    async fn read(
-        &self,
-        connection: &mut redis::aio::MultiplexedConnection,
-    ) -> redis::RedisResult<()> {
-        let text: Option<String> = bounded(connection.get(overrides_key(&self.prefix))).await?;
-        let document = match text.as_deref().map(serde_json::from_str::<FleetOverrides>) {
-            None => FleetOverrides::default(),
-            Some(Ok(document)) => document,
-            Some(Err(_e)) => {
-                count(&self.prefix, "refused", None);
-                #[cfg(feature = "tracing")]
-                ::tracing::warn!(key = %overrides_key(&self.prefix), error = %_e, "fleet overrides refused");
-                return Ok(());
-            }
-        };
-        match self
-            .live
-            .set_fleet_overrides(document.overrides, SystemTime::now())
-        {
-            Ok(_) => count(&self.prefix, "applied", Some(document.version)),
-            Err(_e) => {
-                count(&self.prefix, "refused", None);
-                #[cfg(feature = "tracing")]
-                ::tracing::warn!(key = %overrides_key(&self.prefix), error = %_e, "fleet overrides refused");
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Count a read of the document, and the version applied.
-fn count(_prefix: &str, _result: &'static str, _version: Option<u64>) {
-    #[cfg(feature = "metrics")]
-    {
-        ::metrics::describe_counter!(
-            "rheostat_fleet_reads_total",
-            "Reads of the fleet's overrides from the store, by result: applied or refused"
-        );
-        ::metrics::describe_gauge!(
-            "rheostat_fleet_version",
-            "The version of the fleet's overrides this instance applied"
-        );
-        ::metrics::counter!(
-            "rheostat_fleet_reads_total",
-            "prefix" => _prefix.to_owned(),
-            "result" => _result
-        )
-        .increment(1);
-        if let Some(version) = _version {
-            #[allow(clippy::cast_precision_loss, reason = "a version count")]
-            ::metrics::gauge!("rheostat_fleet_version", "prefix" => _prefix.to_owned())
-                .set(version as f64);
-        }
-    }
-}
-
-/// Claim up to `ARGV[1]` of the cycle's `ARGV[2]` probes from counter
-/// `KEYS[1]`, which lapses `ARGV[3]` milliseconds after its first claim;
-/// `ARGV[4]` instead, uncounted, while `KEYS[2]` (an instance saw the
-/// dependency recover) stands. Returns how many were granted:
-/// [`ProbeAllowance::granted`], counted atomically.
-const CLAIM: &str = r"
-if redis.call('EXISTS', KEYS[2]) == 1 then return tonumber(ARGV[4]) end
-local n = redis.call('INCRBY', KEYS[1], ARGV[1])
-if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-local left = tonumber(ARGV[2]) - (n - tonumber(ARGV[1]))
-if left < 0 then left = 0 end
-if left > tonumber(ARGV[1]) then left = tonumber(ARGV[1]) end
-return left
-";
-
-/// A fleet's probe allowance, shared through Redis: each limiter claims
-/// its probes when [`ProbeClaims`] says (shortly before its breaker's
-/// cooldown ends, and each later cycle while it is half-open without a
-/// token) from a per-limiter counter for the cycle, the wall clock's time
-/// since the Unix epoch in cycles, so that the fleet as a whole sends
-/// `allowance.fleet` probes a cycle; it grants what it got to the limiter
-/// ([`Limiter::grant_probes`]), built with [`Builder::shared_probes`]. When
-/// Redis does not answer within [`REQUEST_TIMEOUT`], the instance grants
-/// itself `allowance.fallback` (its share as `fleet_size` would scale it).
-/// An instance whose breaker closed after a claim
-/// ([`ProbeClaims::recovered`]) sets the limiter's recovered key for
-/// [`ProbeAllowance::recovered_for`]; while it stands, every claim is
-/// granted `allowance.fallback`, uncounted.
-///
-/// [`Limiter::grant_probes`]: crate::Limiter::grant_probes
-/// [`Builder::shared_probes`]: crate::Builder::shared_probes
-#[derive(Debug)]
-pub struct RedisProbes {
-    client: redis::Client,
-    prefix: String,
-    live: Arc<LiveLimiters>,
-    /// The fleet's allowance: at its defaults, 5 probes a cycle for the
-    /// fleet, one per instance, one without Redis, cycles of 10 s.
-    pub allowance: ProbeAllowance,
-    every: Duration,
-}
-
-impl RedisProbes {
-    /// Claims for `live`'s limiters from the Redis at `url` under
-    /// `prefix`, the allowance at its defaults.
-    ///
-    /// # Errors
-    ///
-    /// A `url` Redis does not take.
-    pub fn new(url: &str, prefix: &str, live: Arc<LiveLimiters>) -> redis::RedisResult<Self> {
-        Ok(RedisProbes {
-            client: redis::Client::open(url)?,
-            prefix: prefix.to_owned(),
-            live,
-            allowance: ProbeAllowance::default(),
-            every: Duration::from_millis(50),
-        })
-    }
-
-    /// Claim until dropped: spawn it. Each limiter is asked every 50 ms
-    /// whether a claim is due ([`ProbeClaims::due`]).
-    pub async fn run(self) {
-        let mut claims: std::collections::BTreeMap<String, ProbeClaims> = Default::default();
-        let mut connection = None;
-        loop {
-            tokio::time::sleep(self.every).await;
-            for name in self.live.names() {
-                let Some(limiter) = self.live.get(&name) else {
-                    continue;
-                };
-                let since = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default();
-                let claims = claims
-                    .entry(name.clone())
-                    .or_insert_with(|| ProbeClaims::new(self.allowance.cycle));
-                if claims.recovered(&*limiter)
-                    && self.recovered(&mut connection, &name).await.is_err()
-                {
-                    connection = None;
-                }
-                let Some(claim) = claims.due(&*limiter, since) else {
-                    continue;
-                };
-                let granted = match self.claim(&mut connection, &name, claim.cycle).await {
-                    Ok(granted) => granted,
-                    Err(_) => {
-                        connection = None;
-                        self.allowance.fallback
-                    }
-                };
-                limiter.grant_probes(granted, Some(claim.lapse));
-            }
-        }
-    }
-
-    /// Tell the fleet this instance's breaker for `name` closed.
-    async fn recovered(
-        &self,
-        connection: &mut Option<redis::aio::MultiplexedConnection>,
-        name: &str,
-    ) -> redis::RedisResult<()> {
-        let con = connect(&self.client, connection).await?;
-        let lapse = millis(self.allowance.recovered_for());
-        bounded(con.pset_ex(self.recovered_key(name), 1, lapse)).await
-    }
-
-    fn recovered_key(&self, name: &str) -> String {
-        format!("{}:probes:{name}:recovered", self.prefix)
-    }
-
-    /// Claim this instance's probes for `cycle`.
-    async fn claim(
-        &self,
-        connection: &mut Option<redis::aio::MultiplexedConnection>,
-        name: &str,
-        cycle: u64,
-    ) -> redis::RedisResult<u32> {
-        let con = connect(&self.client, connection).await?;
-        let key = format!("{}:probes:{name}:{cycle}", self.prefix);
-        bounded(
-            redis::Script::new(CLAIM)
-                .key(key)
-                .key(self.recovered_key(name))
-                .arg(self.allowance.per_instance)
-                .arg(self.allowance.fleet)
-                .arg(millis(self.allowance.cycle.saturating_mul(2)))
-                .arg(self.allowance.fallback)
-                .invoke_async(con),
-        )
-        .await
-    }
-}
-
-/// The connection, opened if it is not.
-async fn connect<'c>(
-    client: &redis::Client,
-    connection: &'c mut Option<redis::aio::MultiplexedConnection>,
-) -> redis::RedisResult<&'c mut redis::aio::MultiplexedConnection> {
-    if connection.is_none() {
-        *connection = Some(bounded(client.get_multiplexed_async_connection()).await?);
-    }
-    Ok(connection
-        .as_mut()
-        .unwrap_or_else(|| unreachable!("just set")))
-}
-
-/// `d` in whole milliseconds, at least one (what `PX` takes).
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }

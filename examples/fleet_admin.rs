@@ -11,6 +11,15 @@
 //! curl -X DELETE localhost:8080/overrides
 //! ```
 //!
+//! A list an instance would refuse (a limiter its file does not list, a
+//! cap of 0, an end more than a week ahead, more than `MAX_OVERRIDES`) is
+//! answered 400 with the field and the reason, and not published:
+//!
+//! ```sh
+//! curl -X PUT localhost:8080/overrides -d '[{"limiter": "payments", "kind": "cap", "cap": 0, "until": "2026-12-03T00:00:00Z"}]'
+//! # {"field":"overrides[0].cap","reason":"found 0, expected a whole number in [1, …]"}
+//! ```
+//!
 //! `tests/fleet_redis.rs` runs the same endpoint over loopback against a
 //! real Redis server.
 

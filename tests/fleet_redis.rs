@@ -8,9 +8,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -20,58 +18,10 @@ use rheostat::overrides::Override;
 
 #[path = "support/admin.rs"]
 mod admin;
+#[path = "support/fleet_server.rs"]
+mod fleet_server;
 
-/// A `redis-server` on a loopback port, stopped on drop.
-struct Server {
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut server = Server { port, child: None };
-        server.restart();
-        server
-    }
-
-    fn restart(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server (scripts/redis.sh installs it)");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use fleet_server::Server;
 
 /// A file listing `payments` as a fixed limit of 8.
 fn config_file(test: &str) -> PathBuf {

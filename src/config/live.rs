@@ -7,12 +7,15 @@ use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, SystemTime};
 
 use super::file::Format;
-use super::paths::located;
 use super::read::{Reading, Seen};
-use super::{ConfigFileError, LimiterConfig, LimitersConfig, OverrideConfig};
+use super::{ConfigFileError, LimiterConfig, LimitersConfig};
 use crate::algorithms::{Algorithm, ConfigError};
 use crate::limiter::{Builder, DynLimiter};
 use crate::overrides::Override;
+
+mod overriding;
+
+use overriding::{Breakers, Fleet};
 
 /// What each limiter is given before it is built: observers, metrics.
 type Each = dyn Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> + Send + Sync;
@@ -115,7 +118,7 @@ struct State {
     overridden: BTreeMap<String, (Override, SystemTime)>,
     /// The fleet's overrides, last handed over
     /// ([`LiveLimiters::set_fleet_overrides`]).
-    fleet: Vec<OverrideConfig>,
+    fleet: Fleet,
     version: u64,
 }
 
@@ -161,7 +164,7 @@ impl LiveOptions {
                 file: LimitersConfig::default(),
                 limiters: BTreeMap::new(),
                 overridden: BTreeMap::new(),
-                fleet: Vec::new(),
+                fleet: Fleet::default(),
                 version: 0,
             }),
             seen: Mutex::new(Seen::new()),
@@ -354,7 +357,8 @@ impl LiveLimiters {
     fn apply(&self, file: LimitersConfig) -> Result<bool, Located> {
         let mut state = self.lock();
         let now = SystemTime::now();
-        let overrides = self.wanted(&file, &state.fleet, now);
+        let mut breakers = Breakers::default();
+        let overrides = self.wanted(&file, &state.fleet.overrides, &mut breakers, now);
         if state.version > 0 && file == state.file && overrides == state.overridden {
             return Ok(false);
         }
@@ -384,7 +388,7 @@ impl LiveLimiters {
                 }
             }
         }
-        self.check_force_closed(&file, &file.overrides, now)?;
+        self.check_overrides(&file, &file.overrides, &mut breakers, now)?;
         // Then the changes, none of which fails.
         for (limiter, policy) in swaps {
             limiter.update(move |running| *running = policy);
@@ -396,133 +400,10 @@ impl LiveLimiters {
         self.set_overrides(&mut state, overrides, now);
         state.file = file;
         state.version += 1;
+        breakers.version = state.version;
+        state.fleet.breakers = breakers;
         #[cfg(feature = "tracing")]
         ::tracing::info!(file = %self.path.display(), version = state.version, "configuration applied");
-        Ok(true)
-    }
-
-    /// The override the file sets on each limiter on this instance now:
-    /// the last in file order that applies and has not ended.
-    fn wanted(
-        &self,
-        file: &LimitersConfig,
-        fleet: &[OverrideConfig],
-        now: SystemTime,
-    ) -> BTreeMap<String, (Override, SystemTime)> {
-        let mut wanted = BTreeMap::new();
-        for o in file.overrides.iter().chain(fleet) {
-            let Some(config) = file.limiters.get(&o.limiter) else {
-                // A fleet's override of a limiter this file no longer lists.
-                continue;
-            };
-            if let (Ok(overriding), true, Some(_)) =
-                (o.overriding(), o.applies_to(&self.labels), o.lasting(now))
-            {
-                if overriding == Override::ForceClosed && !has_breaker(config) {
-                    // A fleet's, on a limiter this file made a policy
-                    // without a breaker since (a file's is refused).
-                    continue;
-                }
-                wanted.insert(o.limiter.clone(), (overriding, o.until));
-            }
-        }
-        wanted
-    }
-
-    /// Every override of `overrides` that applies here now and holds a
-    /// breaker closed names a limiter of `file` with a breaker.
-    fn check_force_closed(
-        &self,
-        file: &LimitersConfig,
-        overrides: &[OverrideConfig],
-        now: SystemTime,
-    ) -> Result<(), Located> {
-        for (i, o) in overrides.iter().enumerate() {
-            let applies = o.applies_to(&self.labels) && o.lasting(now).is_some();
-            if applies
-                && o.kind == super::OverrideKind::ForceClosed
-                && file
-                    .limiters
-                    .get(&o.limiter)
-                    .is_some_and(|c| !has_breaker(c))
-            {
-                return Err(Located(
-                    format!("overrides[{i}]"),
-                    ConfigError::new(
-                        "kind",
-                        "\"force_closed\"",
-                        "an override a policy without a breaker can take: force_open, cap or metrics_only",
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Set on each limiter the override `wanted` holds for it, clearing
-    /// one it no longer holds.
-    fn set_overrides(
-        &self,
-        state: &mut State,
-        wanted: BTreeMap<String, (Override, SystemTime)>,
-        now: SystemTime,
-    ) {
-        state
-            .overridden
-            .retain(|name, _| state.limiters.contains_key(name));
-        for (name, limiter) in &state.limiters {
-            let want = wanted.get(name);
-            if want == state.overridden.get(name) {
-                continue;
-            }
-            match want.and_then(|&(o, until)| Some((o, until.duration_since(now).ok()?))) {
-                Some((overriding, lasting)) => {
-                    // Checked: a kind the policy takes, a lasting in range.
-                    let _ = limiter.set_override(overriding, lasting);
-                }
-                None => limiter.clear_override(),
-            }
-        }
-        state.overridden = wanted;
-    }
-
-    /// The fleet's overrides (from Redis, `config::fleet` with the `redis`
-    /// feature, or from any store), checked as
-    /// a whole at `now` and applied with the file's, after them (the
-    /// fleet's win for a limiter both name): `true` if a limiter's
-    /// override changed.
-    ///
-    /// # Errors
-    ///
-    /// An override naming a limiter the file does not list, out of range,
-    /// or holding closed a policy without a breaker, named by its place in
-    /// the list (`overrides[2].cap`). The overrides in force stay.
-    pub fn set_fleet_overrides(
-        &self,
-        overrides: Vec<OverrideConfig>,
-        now: SystemTime,
-    ) -> Result<bool, ConfigError> {
-        let mut state = self.lock();
-        for (i, o) in overrides.iter().enumerate() {
-            let location = format!("overrides[{i}]");
-            if !state.file.limiters.contains_key(&o.limiter) {
-                let e = ConfigError::new(
-                    "limiter",
-                    format_args!("`{}`", o.limiter),
-                    "a limiter this instance's file lists",
-                );
-                return Err(located(&location, &e));
-            }
-            o.validate(now).map_err(|e| located(&location, &e))?;
-        }
-        self.check_force_closed(&state.file, &overrides, now)
-            .map_err(|Located(location, e)| located(&location, &e))?;
-        state.fleet = overrides;
-        let wanted = self.wanted(&state.file, &state.fleet, now);
-        if wanted == state.overridden {
-            return Ok(false);
-        }
-        self.set_overrides(&mut state, wanted, now);
         Ok(true)
     }
 }
@@ -558,14 +439,6 @@ impl Located {
     fn in_text(self, text: &str, format: Format, path: &Path) -> ConfigFileError {
         ConfigFileError::invalid(text, format, &self.0, &self.1).in_file(path)
     }
-}
-
-/// Whether `config`'s policy has a breaker for `force_closed` to hold.
-fn has_breaker(config: &LimiterConfig) -> bool {
-    config
-        .policy
-        .build()
-        .is_ok_and(|mut policy| policy.hold_closed(std::time::Instant::now(), true))
 }
 
 /// The options of `new` other than its policy are those of `old`; the first

@@ -145,7 +145,7 @@ pub use grpc::GrpcConfig;
 pub use keyed::KeyedConfig;
 pub use limiter::{LimiterConfig, LimitersConfig};
 pub use live::{LiveLimiters, LiveOptions};
-pub use overrides::{OverrideConfig, OverrideKind};
+pub use overrides::{OverrideConfig, OverrideKind, MAX_OVERRIDES};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;
 

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::algorithms::{ConfigError, MAX_LIMIT};
 use crate::overrides::{Override, MAX_OVERRIDE};
 
+/// The most overrides one file or one fleet document may hold: 1,000. An
+/// incident's worth is a few per limiter, and each list is checked and
+/// applied whenever it changes; a list beyond this is refused as a whole,
+/// naming `overrides` and this bound.
+pub const MAX_OVERRIDES: usize = 1_000;
+
 /// What an override does, as a file names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

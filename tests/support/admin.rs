@@ -2,11 +2,14 @@
 //! `GET /limiters` lists this instance's limiters with their state and
 //! override; `PUT /overrides` publishes a fleet's overrides (a JSON list,
 //! as a file's `[[overrides]]` writes them) through Redis to every
-//! instance, `DELETE /overrides` clears them. Shared by
+//! instance, `DELETE /overrides` clears them. A list is checked first as
+//! every instance will check it ([`LiveLimiters::check_fleet_overrides`],
+//! against this instance's file): one they would refuse is answered 400
+//! with the field and the reason, as JSON, and not published. Shared by
 //! `examples/fleet_admin.rs` and `tests/fleet_redis.rs`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -64,15 +67,34 @@ async fn list(State(admin): State<Admin>) -> String {
     serde_json::json!({ "limiters": limiters }).to_string()
 }
 
-/// Publish the body's overrides to the fleet; the version written.
+/// Publish the body's overrides to the fleet, if every instance would
+/// take them; the version written.
 async fn set(State(admin): State<Admin>, body: String) -> (StatusCode, String) {
-    match serde_json::from_str::<Vec<OverrideConfig>>(&body) {
-        Ok(overrides) => publish(&admin, overrides).await,
-        Err(e) => (
-            StatusCode::BAD_REQUEST,
-            format!("not a list of overrides: {e}\n"),
-        ),
+    let overrides = match serde_json::from_str::<Vec<OverrideConfig>>(&body) {
+        Ok(overrides) => overrides,
+        Err(e) => {
+            return refused(
+                &format!("line {} column {}", e.line(), e.column()),
+                &format!("not a list of overrides: {e}"),
+            )
+        }
+    };
+    if let Err(e) = admin
+        .live
+        .check_fleet_overrides(&overrides, SystemTime::now())
+    {
+        return refused(
+            e.field(),
+            &format!("found {}, expected {}", e.found(), e.allowed()),
+        );
     }
+    publish(&admin, overrides).await
+}
+
+/// 400, with the field at fault and why, as JSON.
+fn refused(field: &str, reason: &str) -> (StatusCode, String) {
+    let body = serde_json::json!({ "field": field, "reason": reason });
+    (StatusCode::BAD_REQUEST, format!("{body}\n"))
 }
 
 /// Clear the fleet's overrides.

@@ -27,13 +27,22 @@
 //!   start) would have every call cut. So a [`share`](LearnedTimeout::share)
 //!   of calls (1% by default), drawn at random at admission, and every
 //!   breaker probe (which has its own `probe_timeout`) get the ceiling. A
-//!   success slower than the learned timeout could only be seen by such a
-//!   call, so it stands for the `1 / share` calls like it that were cut, and
-//!   is recorded that many times: the histogram then estimates the
-//!   dependency's whole latency distribution, not the part the timeout let
-//!   through, and a slowdown raises the timeout after the first such
-//!   success instead of after a window. A call that hangs to the ceiling is
-//!   not a success and teaches nothing: the timeout does not rise for it.
+//!   call drawn so that ends past the learned timeout stands for the calls
+//!   like it that were cut: as many as the learned timeout cut (calls given
+//!   it that failed at or past it) within the last window, at most the
+//!   `1 / share - 1` the draw makes it, each cut stood for once, by the
+//!   first such call to end after it. If it answered, it is recorded for
+//!   itself and for them: the histogram then estimates the dependency's
+//!   whole latency distribution, not the part the timeout let through, and
+//!   a slowdown raises the timeout after the first such success instead of
+//!   after a window. A rare slow answer stands for no more calls than were
+//!   cut: one 10 s answer a minute among a hundred calls a second of
+//!   50 ms is one success in 6,000 and leaves the timeout near the fast
+//!   calls' tail, where recorded `1 / share` times it would hold it at the
+//!   ceiling. Any other success past the learned timeout (a probe, a call
+//!   whose caller did not apply the timeout it was given) stands for
+//!   itself alone. A call that hangs to the ceiling is not a success and
+//!   teaches nothing: the timeout does not rise for it.
 //!   The share is bounded in slots as well as in calls: at most `share`
 //!   of the limit's slots (at least one) are held by such calls at once. A
 //!   call given the ceiling that hangs holds its slot for the whole
@@ -137,6 +146,7 @@ use std::time::Duration;
 
 use crate::algorithms::{check, ConfigError};
 
+mod cuts;
 mod learner;
 
 pub(crate) use learner::{Given, Learner};

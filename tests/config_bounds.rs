@@ -204,3 +204,203 @@ fn a_mebibyte_of_faults_is_read_again_a_bounded_number_of_times() {
     let lines: Vec<_> = e.errors().map(|e| e.line().unwrap()).collect();
     assert!(lines.windows(2).all(|w| w[0] < w[1]), "{lines:?}");
 }
+
+// Durations at every door: each duration an operator or a file gives is
+// refused past its bound with an error naming the field, or taken within
+// a bound, and nothing a duration does overflows an instant.
+
+mod durations {
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+    use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
+    use rheostat::algorithms::{ConfigError, Fixed, MAX_DURATION};
+    use rheostat::config::LimitersConfig;
+    use rheostat::keyed::KeyedLimiters;
+    use rheostat::overrides::Override;
+    use rheostat::retry::{Backoff, Budget, RetryConfig};
+    use rheostat::{Clock as _, Limiter, ManualClock, ProbeAllowance, ProbeClaims, Timeout};
+
+    /// A duration past a year: just past it, far past it, or the largest.
+    fn past_a_year() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            (1u64..1_000_000_000).prop_map(|n| MAX_DURATION + Duration::from_nanos(n)),
+            (MAX_DURATION.as_secs() + 1..=u64::MAX).prop_map(|s| Duration::new(s, 999_999_999)),
+            Just(Duration::MAX),
+        ]
+    }
+
+    fn refused(result: Result<impl Sized, ConfigError>, field: &str, d: Duration) {
+        match result {
+            Ok(_) => panic!("`{field}` = {d:?} was accepted"),
+            Err(e) => assert_eq!(e.field(), field, "{e}"),
+        }
+    }
+
+    /// A limiter whose breaker is open (its cooldown ends in 10 s), on a
+    /// manual clock, with shared probes.
+    fn open_breaker() -> (Limiter<Breaker, ManualClock>, ManualClock) {
+        let clock = ManualClock::new();
+        let breaker = Breaker::new(BreakerConfig {
+            cooldown: Cooldown::Fixed(Duration::from_secs(10)),
+            cooldown_jitter: 0.0,
+            ..BreakerConfig::recommended()
+        })
+        .unwrap();
+        let limiter = Limiter::builder(breaker)
+            .clock(clock.clone())
+            .shared_probes()
+            .build()
+            .unwrap();
+        for _ in 0..10 {
+            limiter.try_acquire().unwrap().overload();
+        }
+        assert!(limiter.try_acquire().is_err(), "open");
+        (limiter, clock)
+    }
+
+    #[test]
+    fn probe_claims_of_a_cycle_past_the_clock_claim_without_overflow() {
+        // "overflow when adding duration to instant", once.
+        let (limiter, clock) = open_breaker();
+        let mut claims = ProbeClaims::new(Duration::MAX);
+        clock.advance(Duration::from_millis(9_800));
+        let claim = claims.due(&limiter, Duration::MAX).expect("due");
+        let now = limiter.clock().now();
+        assert_eq!(claim.lapse, now + Duration::from_millis(200) + MAX_DURATION);
+        // The fleet's clock, saturated, in cycles of 365 days.
+        assert_eq!(claim.cycle, u64::MAX / MAX_DURATION.as_secs());
+        // Granted, the probe is sent when the cooldown ends.
+        limiter.grant_probes(1, Some(claim.lapse));
+        clock.advance(Duration::from_millis(200));
+        assert!(limiter.try_acquire().unwrap().is_probe());
+    }
+
+    #[test]
+    fn a_probe_allowance_with_a_cycle_out_of_range_is_refused_by_name() {
+        let allowance = ProbeAllowance::default();
+        assert!(allowance.validate().is_ok());
+        for cycle in [
+            Duration::ZERO,
+            Duration::from_micros(999),
+            MAX_DURATION + Duration::from_nanos(1),
+            Duration::MAX,
+        ] {
+            let e = ProbeAllowance { cycle, ..allowance }
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.field(), "allowance.cycle");
+            assert!(
+                e.allowed().contains("at least 1 ms and at most 365 days"),
+                "{e}"
+            );
+        }
+        for cycle in [Duration::from_millis(1), MAX_DURATION] {
+            assert!(ProbeAllowance { cycle, ..allowance }.validate().is_ok());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn probe_claims_take_any_cycle_and_fleet_clock_without_panicking(
+            cycle in prop_oneof![any::<u64>().prop_map(Duration::from_nanos), past_a_year()],
+            since in prop_oneof![any::<u64>().prop_map(Duration::from_millis), past_a_year()],
+            steps in prop::collection::vec(0u64..20_000, 1..20),
+        ) {
+            let (limiter, clock) = open_breaker();
+            let mut claims = ProbeClaims::new(cycle);
+            let mut fleet = since;
+            for step in steps {
+                let step = Duration::from_millis(step);
+                clock.advance(step);
+                fleet = fleet.saturating_add(step);
+                if let Some(claim) = claims.due(&limiter, fleet) {
+                    prop_assert!(claim.lapse >= limiter.clock().now());
+                    limiter.grant_probes(1, Some(claim.lapse));
+                }
+                if let Ok(permit) = limiter.try_acquire() {
+                    permit.overload();
+                }
+                claims.recovered(&limiter);
+            }
+        }
+
+        #[test]
+        fn every_duration_past_its_bound_is_refused_by_name_in_code(d in past_a_year()) {
+            let fixed = || Limiter::builder(Fixed::new(4).unwrap());
+            refused(fixed().timeout(d).build(), "limiter.timeout", d);
+            let learned = Timeout::learned(Duration::from_secs(15));
+            refused(
+                fixed().timeout(Timeout::learned(d)).build(),
+                "limiter.timeout.ceiling",
+                d,
+            );
+            refused(fixed().timeout(learned.floor(d)).build(), "limiter.timeout.floor", d);
+            refused(fixed().timeout(learned.window(d)).build(), "limiter.timeout.window", d);
+            let retry = RetryConfig::default;
+            let with = |config: RetryConfig| fixed().retry(config).build();
+            refused(with(RetryConfig { timeout: Some(d), ..retry() }), "retry.timeout", d);
+            refused(with(RetryConfig { deadline: Some(d), ..retry() }), "retry.deadline", d);
+            let backoff = |base, cap| RetryConfig { backoff: Backoff { base, cap }, ..retry() };
+            refused(with(backoff(d, d)), "retry.backoff.base", d);
+            refused(with(backoff(Duration::ZERO, d)), "retry.backoff.cap", d);
+            let budget = Budget { ttl: d, ..Budget::default() };
+            refused(with(RetryConfig { budget, ..retry() }), "retry.budget.ttl", d);
+            refused(fixed().max_wait(d).build(), "limiter.max_wait", d);
+            refused(
+                KeyedLimiters::builder(|_: &u32| Ok(Limiter::builder(
+                    Box::new(Fixed::new(4).unwrap()) as Box<dyn rheostat::algorithms::Algorithm>,
+                )))
+                .idle_timeout(d)
+                .build(),
+                "keyed.idle_timeout",
+                d,
+            );
+            let limiter = fixed().build().unwrap();
+            refused(limiter.set_override(Override::Cap(2), d), "override.lasting", d);
+            refused(
+                ProbeAllowance { cycle: d, ..ProbeAllowance::default() }.validate(),
+                "allowance.cycle",
+                d,
+            );
+        }
+
+        #[test]
+        fn every_duration_past_its_bound_is_refused_by_name_in_a_file(
+            secs in MAX_DURATION.as_secs() + 1..=u64::MAX,
+            unit in prop::sample::select(vec!["s", "h", "days", "years"]),
+            field in 0usize..FIELDS.len(),
+        ) {
+            let (table, key, named) = FIELDS[field];
+            let text = format!(
+                "[limiters.a.policy]\npolicy = \"fixed\"\nlimit = 3\n[limiters.a{table}]\n{key} = \"{secs}{unit}\"\n"
+            );
+            let text = if table == ".policy" {
+                format!("[limiters.a.policy]\npolicy = \"aimd\"\n{key} = \"{secs}{unit}\"\n")
+            } else if table.is_empty() {
+                format!("[limiters.a]\n{key} = \"{secs}{unit}\"\npolicy = {{ policy = \"fixed\", limit = 3 }}\n")
+            } else {
+                text
+            };
+            let e = LimitersConfig::from_toml(&text).unwrap_err();
+            prop_assert_eq!(e.field(), named, "{}", e);
+        }
+    }
+
+    /// Each duration a limiter's table takes: the table under
+    /// `[limiters.a]`, the key, and the field its error names.
+    const FIELDS: [(&str, &str, &str); 10] = [
+        ("", "max_wait", "limiters.a.max_wait"),
+        ("", "timeout", "limiters.a.timeout"),
+        (".timeout", "ceiling", "limiters.a.timeout.ceiling"),
+        (".timeout", "window", "limiters.a.timeout.window"),
+        (".retry", "timeout", "limiters.a.retry.timeout"),
+        (".retry", "deadline", "limiters.a.retry.deadline"),
+        (".retry.backoff", "cap", "limiters.a.retry.backoff.cap"),
+        (".retry.budget", "ttl", "limiters.a.retry.budget.ttl"),
+        (".policy", "timeout", "limiters.a.policy.timeout"),
+        (".policy", "window", "limiters.a.policy.window"),
+    ];
+}

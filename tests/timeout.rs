@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rheostat::algorithms::{Aimd, AimdConfig, Fixed};
-use rheostat::{CallError, Clock, Limiter, ManualClock, Outcome, Timeout, TokioClock};
+use rheostat::{CallError, Clock, Limiter, ManualClock, Outcome, Sharding, Timeout, TokioClock};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -117,11 +117,39 @@ proptest! {
         }
         let before = limiter.learned_timeout().unwrap();
         let slower = before + ms(slower_ms);
-        // A call of the share answers after the learned timeout (one cut
-        // at it would have timed out): the timeout rises to cover it.
-        call(&limiter, &clock, slower, Outcome::Success);
+        // The dependency slows down: a call of the share answers after the
+        // learned timeout, and the calls beside it given the learned
+        // timeout are cut at it. It stands for those cut, and the timeout
+        // rises to cover it.
+        let drawn = drawn_for_the_ceiling(&limiter, ceiling);
+        let beside: Vec<_> = (0..150).map(|_| limiter.try_acquire().unwrap()).collect();
+        clock.advance(before);
+        for permit in beside {
+            if permit.timeout(ceiling) == before {
+                permit.overload();
+            } else {
+                permit.ignore();
+            }
+        }
+        clock.advance(slower - before);
+        drawn.success();
         let after = limiter.learned_timeout().unwrap();
         prop_assert!(after >= slower.min(ceiling), "{before:?} -> {after:?} for {slower:?}");
+    }
+}
+
+/// A permit drawn for the ceiling: the first of those taken one after
+/// another (the others ignored) that is given it.
+fn drawn_for_the_ceiling(
+    limiter: &Limiter<Fixed, ManualClock>,
+    ceiling: Duration,
+) -> rheostat::Permit<&Limiter<Fixed, ManualClock>> {
+    loop {
+        let permit = limiter.try_acquire().unwrap();
+        if permit.timeout(ceiling) == ceiling {
+            return permit;
+        }
+        permit.ignore();
     }
 }
 
@@ -649,5 +677,179 @@ async fn healthy_calls_slower_than_the_ceiling_are_all_cut_and_the_limiter_says_
         limiter.learned_timeout(),
         None,
         "nothing within the ceiling to learn from"
+    );
+}
+
+/// How the slow calls of [`mixed_traffic`] are admitted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Slow {
+    /// Drawn for the ceiling, every one: each answers.
+    Drawn,
+    /// Given the learned timeout, which their caller does not apply: each
+    /// answers all the same.
+    NotDrawn,
+}
+
+/// Five minutes of mixed traffic through a limiter learning its timeout
+/// at the defaults (15 s ceiling), on a manual clock: a call every 10 ms
+/// (100 a second) answering in 40 to 60 ms, cut at the timeout it is
+/// given, and one call a minute (from 30 s) answering in 10 s, admitted as
+/// `slow` says; with `hangs`, one of the fast calls a second hangs instead
+/// (cut at the timeout it is given). The learned timeout each second from
+/// the first learned.
+fn mixed_traffic(slow: Slow, hangs: bool) -> Vec<Duration> {
+    use std::collections::BTreeMap;
+    let ceiling = Duration::from_secs(15);
+    let (limiter, clock) = learning(Timeout::learned(ceiling));
+    let tick = ms(10);
+    let mut ends = BTreeMap::new();
+    let mut learned = Vec::new();
+    for step in 0..30_000u64 {
+        let now = tick * u32::try_from(step).unwrap();
+        // Calls end in the order they end, each at its own instant.
+        while let Some(entry) = ends.first_entry() {
+            let &(end, _) = entry.key();
+            if end > now {
+                break;
+            }
+            let (permit, outcome): (rheostat::Permit<_>, Outcome) = entry.remove();
+            clock.set_elapsed(end);
+            permit.record(outcome);
+        }
+        clock.set_elapsed(now);
+        let fast = if hangs && step % 100 == 50 {
+            Duration::MAX
+        } else {
+            ms(40 + step * 7 % 21)
+        };
+        let permit = limiter.try_acquire().unwrap();
+        let given = permit.timeout(ceiling);
+        let (end, outcome) = if fast <= given {
+            (now + fast, Outcome::Success)
+        } else {
+            (now + given, Outcome::Overload)
+        };
+        ends.insert((end, step * 2), (permit, outcome));
+        if step % 6_000 == 3_000 {
+            let permit = match slow {
+                Slow::Drawn => drawn_for_the_ceiling(&limiter, ceiling),
+                // The first not drawn (if the learned timeout is the
+                // ceiling, every call gets it: the first of those).
+                Slow::NotDrawn => {
+                    let mut permit = limiter.try_acquire().unwrap();
+                    for _ in 0..1_000 {
+                        if permit.timeout(ceiling) < ceiling {
+                            break;
+                        }
+                        permit.ignore();
+                        permit = limiter.try_acquire().unwrap();
+                    }
+                    permit
+                }
+            };
+            let end = now + Duration::from_secs(10);
+            ends.insert((end, step * 2 + 1), (permit, Outcome::Success));
+        }
+        if step % 100 == 0 {
+            learned.extend(limiter.learned_timeout());
+        }
+    }
+    learned
+}
+
+/// What the learned timeouts of a run say: the highest, and the share of
+/// seconds at more than twice the fast calls' slowest (120 ms).
+fn summary(learned: &[Duration]) -> (Duration, f64) {
+    let highest = learned.iter().copied().max().unwrap();
+    let high = learned.iter().filter(|&&l| l > ms(120)).count();
+    #[allow(clippy::cast_precision_loss, reason = "a few hundred seconds")]
+    let share = high as f64 / learned.len() as f64;
+    (highest, share)
+}
+
+/// One 10 s answer a minute among 100 calls a second of 50 ms, each of
+/// them drawn for the ceiling: none stands for a call the timeout cut (the
+/// timeout cut none like it), so each is recorded once and the timeout
+/// stays near the fast calls' tail. Recorded `1 / share` times, each held
+/// it at the ceiling for the window after it.
+#[test]
+fn one_slow_answer_a_minute_drawn_for_the_ceiling_leaves_the_timeout_near_the_fast_tail() {
+    let learned = mixed_traffic(Slow::Drawn, false);
+    let (highest, share) = summary(&learned);
+    println!(
+        "slow answers drawn for the ceiling: highest learned {highest:?}, \
+         {:.1}% of {} s above 120 ms",
+        share * 100.0,
+        learned.len()
+    );
+    // About twice the fast calls' 60 ms, within the histogram's 1/16.
+    assert!(highest <= ms(130), "{highest:?}");
+}
+
+/// The same traffic with a call a second that hangs, cut at the learned
+/// timeout, the slow calls given the learned timeout by the draw and
+/// answering past it (their caller applies no timeout): each stands for
+/// itself, never for the calls cut, as only a call drawn for the ceiling
+/// does.
+#[test]
+fn one_slow_answer_a_minute_not_drawn_for_the_ceiling_stands_only_for_itself() {
+    let learned = mixed_traffic(Slow::NotDrawn, true);
+    let (highest, share) = summary(&learned);
+    println!(
+        "slow answers not drawn: highest learned {highest:?}, \
+         {:.1}% of {} s above 120 ms",
+        share * 100.0,
+        learned.len()
+    );
+    assert!(highest <= ms(130), "{highest:?}");
+}
+
+/// A slowdown of a share of the calls is still seen at the first answer
+/// drawn for the ceiling: every tenth call takes 2 s, the learned timeout
+/// cuts those given it, and the first of them drawn for the ceiling stands
+/// for the cut ones, which puts them above the p99.9: the timeout rises to
+/// cover them at once. So it does where successes are held for the policy
+/// (`Sharding::Always` holds them from the start): one drawn for the
+/// ceiling is never held, which would tell the learner it was not.
+#[test]
+fn a_slowdown_cut_by_the_learned_timeout_raises_it_at_the_first_answer_drawn_for_the_ceiling() {
+    for sharding in [Sharding::OnContention, Sharding::Always] {
+        a_slowdown_cut_by_the_learned_timeout_raises_it(sharding);
+    }
+}
+
+fn a_slowdown_cut_by_the_learned_timeout_raises_it(sharding: Sharding) {
+    let ceiling = Duration::from_secs(15);
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Fixed::new(1_000).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(ceiling))
+        .sharding(sharding)
+        .seed(7)
+        .build()
+        .unwrap();
+    for _ in 0..1_000 {
+        call(&limiter, &clock, ms(50), Outcome::Success);
+    }
+    let before = limiter.learned_timeout().unwrap();
+    assert!(before <= ms(110), "{before:?}");
+    // 1,000 calls, a tenth of them 2 s and cut at the learned timeout.
+    for i in 0..1_000 {
+        let permit = limiter.try_acquire().unwrap();
+        if i % 10 == 0 && permit.timeout(ceiling) == before {
+            clock.advance(before);
+            permit.overload();
+        } else {
+            clock.advance(ms(1));
+            permit.ignore();
+        }
+    }
+    let drawn = drawn_for_the_ceiling(&limiter, ceiling);
+    clock.advance(Duration::from_secs(2));
+    drawn.success();
+    let after = limiter.learned_timeout().unwrap();
+    assert!(
+        after >= Duration::from_secs(2),
+        "{sharding:?}: {before:?} -> {after:?}"
     );
 }

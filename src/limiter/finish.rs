@@ -38,16 +38,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Until when (in nanoseconds after the epoch) the policy's deferral,
     /// as last published, lets this call be held: 0 if it cannot be (not a
-    /// success, a probe, a call that kept its caller's own timeout, which
-    /// the timeout's learner must know of, stale, admitted with more calls
-    /// in flight than the deferral allows, or untimed while the policy
-    /// needs latencies),
+    /// success, a probe, a call that kept its caller's own timeout or was
+    /// given a learned timeout's ceiling, which the timeout's learner must
+    /// know of, stale, admitted with more calls in flight than the deferral
+    /// allows, or untimed while the policy needs latencies),
     /// `u64::MAX` whenever it finishes.
     #[inline(always)]
     fn held_until(&self, ticket: &Ticket, outcome: Outcome, feedback: Feedback) -> u64 {
         if outcome == Outcome::Success
             && !ticket.probe()
             && !ticket.is_kept()
+            && !ticket.is_uncut()
             && (ticket.start.is_some() || feedback != Feedback::Timed)
         {
             self.board

@@ -142,8 +142,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let mut scratch = std::mem::take(&mut held.scratch);
         self.deferred.take(&mut scratch);
         for (at, sample) in scratch.drain(..) {
-            // No call that kept its caller's own timeout is held
-            // (`finish.rs`).
+            // No call that kept its caller's own timeout, nor one given a
+            // learned timeout's ceiling, is held (`finish.rs`).
             self.tell(held, at, &sample, Given::Learned);
         }
         held.scratch = scratch;

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::algorithms::{ConfigError, MAX_DURATION};
 
 impl<A> Held<A> {
     /// Spend a probe token granted from outside, if one is left and has not
@@ -116,7 +117,41 @@ impl ProbeAllowance {
     pub fn recovered_for(&self) -> Duration {
         self.cycle.saturating_mul(2)
     }
+
+    /// Check it, naming the field `allowance.cycle`.
+    ///
+    /// [`ProbeClaims::new`] takes any cycle, bounded to
+    /// [1 ms, 365 days]; this says whether the one given was meant.
+    ///
+    /// # Errors
+    ///
+    /// A `cycle` below 1 ms or above 365 days.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::ProbeAllowance;
+    ///
+    /// assert!(ProbeAllowance::default().validate().is_ok());
+    /// let forever = ProbeAllowance { cycle: Duration::MAX, ..ProbeAllowance::default() };
+    /// assert_eq!(forever.validate().unwrap_err().field(), "allowance.cycle");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cycle < MIN_CYCLE || self.cycle > MAX_DURATION {
+            return Err(ConfigError::new(
+                "allowance.cycle",
+                format_args!("{:?}", self.cycle),
+                "a duration of at least 1 ms and at most 365 days",
+            ));
+        }
+        Ok(())
+    }
 }
+
+/// The shortest cycle [`ProbeClaims`] counts: 1 ms, the resolution of the
+/// store's expiries (`PX`).
+const MIN_CYCLE: Duration = Duration::from_millis(1);
 
 /// When one limiter claims its share of a fleet's probes: once a cycle,
 /// [`CLAIM_LEAD`] before its breaker's cooldown ends, and again in each
@@ -186,11 +221,12 @@ pub struct Claim {
 }
 
 impl ProbeClaims {
-    /// Claims for one limiter, in cycles of `cycle` (a zero cycle is taken
-    /// as 1 ms).
+    /// Claims for one limiter, in cycles of `cycle`, taken within [1 ms,
+    /// 365 days] (a shorter one as 1 ms, a longer one as 365 days:
+    /// [`ProbeAllowance::validate`] refuses both by name).
     pub fn new(cycle: Duration) -> Self {
         ProbeClaims {
-            cycle: cycle.max(Duration::from_millis(1)),
+            cycle: cycle.clamp(MIN_CYCLE, MAX_DURATION),
             claimed: None,
             waiting: false,
         }
@@ -211,7 +247,7 @@ impl ProbeClaims {
             _ if gate.probe && limiter.probe_tokens().0 == 0 => now,
             _ => return None,
         };
-        let on_fleet_clock = since + at.saturating_duration_since(now);
+        let on_fleet_clock = since.saturating_add(at.saturating_duration_since(now));
         let cycle =
             u64::try_from(on_fleet_clock.as_nanos() / self.cycle.as_nanos()).unwrap_or(u64::MAX);
         if self.claimed == Some(cycle) {
@@ -221,7 +257,10 @@ impl ProbeClaims {
         self.waiting = true;
         Some(Claim {
             cycle,
-            lapse: at + self.cycle,
+            // The cycle is at most 365 days: past the clock's range only
+            // for a clock that is itself at its end, where the tokens
+            // lapse at once.
+            lapse: at.checked_add(self.cycle).unwrap_or(at),
         })
     }
 

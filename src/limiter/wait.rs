@@ -95,11 +95,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 }
             }
         }
-        let deadline = max_wait.map(|d| {
-            let now = tokio::time::Instant::now();
-            now.checked_add(d)
-                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
-        });
+        // A wait that ends past the clock's range has no end.
+        let deadline = max_wait.and_then(|d| tokio::time::Instant::now().checked_add(d));
 
         let look_again = || self.admit_waiting(self.clock().now(), false, class);
         let place = match self.waiters.join(class, self.max_waiters(), look_again) {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use super::cuts::Cuts;
 use super::LearnedTimeout;
 use crate::algorithms::Outcome;
 
@@ -20,9 +21,12 @@ const READS_PER_WINDOW: u32 = 60;
 /// policy is told.
 pub(crate) struct Learner {
     config: LearnedTimeout,
-    /// How many times a success slower than the learned timeout is
-    /// recorded: `1 / share`, rounded.
+    /// The most times a success given the ceiling, slower than the learned
+    /// timeout, is recorded: `1 / share`, rounded.
     weight: u32,
+    /// The calls the learned timeout cut within the last window, not yet
+    /// stood for by such a success.
+    cuts: Cuts,
     current: Histogram<u32>,
     previous: Histogram<u32>,
     /// Where the two are added to read the quantile (kept for its
@@ -79,6 +83,7 @@ impl Learner {
         Learner {
             config,
             weight: weight.max(1),
+            cuts: Cuts::new(now),
             current: histogram(),
             previous: histogram(),
             both: histogram(),
@@ -227,7 +232,9 @@ impl Learner {
     /// A call ended at `at` with `outcome` after `latency`, `given` which
     /// timeout; whether the learned value changed. Only a success teaches
     /// anything, and only a success moves the window on: a failure, a
-    /// timeout or an ignored call leaves the learner as it was.
+    /// timeout or an ignored call leaves the value and the window as they
+    /// were (a failure given the learned timeout at or past it is counted
+    /// as a call it cut, for a call drawn for the ceiling to stand for).
     pub(crate) fn tell(
         &mut self,
         at: Instant,
@@ -235,21 +242,41 @@ impl Learner {
         latency: Duration,
         given: Given,
     ) -> bool {
+        if outcome == Outcome::Ignore {
+            return false;
+        }
+        let given = self.given(given);
+        let past = self.value.is_some_and(|value| latency > value);
+        // A call drawn for the ceiling that ended past the timeout the
+        // others were given stands for the calls like it that were cut: as
+        // many as the timeout cut within the window, at most the
+        // `1 / share - 1` the draw makes it, each cut stood for once (by the
+        // first such call to end after it, answered or not).
+        let stood_for = if given == Given::Ceiling && past {
+            let most = u64::from(self.weight - 1);
+            self.cuts.take(at, self.config.window, most)
+        } else {
+            0
+        };
         if outcome != Outcome::Success {
+            if given == Given::Learned && self.value.is_some_and(|value| latency >= value) {
+                self.cuts.add(at, self.config.window);
+            }
             return false;
         }
         let turned = self.turn(at);
-        // Slower than the timeout the others were given: it stands for the
-        // calls like it that were cut. A call that kept its caller's own
-        // timeout stands for itself: calls like it are never cut.
-        let slower =
-            self.given(given) != Given::Own && self.value.is_some_and(|value| latency > value);
-        let count = if slower { self.weight } else { 1 };
+        // Such a call is recorded for itself and the calls it stands for
+        // (at most `weight` times, a u32). Any other success stands for
+        // itself alone: a call that kept its caller's own timeout (calls
+        // like it are never cut), a probe, or one given the learned timeout
+        // that answered past it (its caller did not cut it, or it was given
+        // a longer one before this value was learned).
+        let count = u32::try_from(stood_for).map_or(self.weight, |others| others + 1);
         self.current
             .saturating_record_n(micros(latency).max(1), count);
         self.seen.0 += u64::from(count);
         let due = turned
-            || slower
+            || stood_for > 0
             || self.value.is_none()
             || at.saturating_duration_since(self.read) >= self.config.window / READS_PER_WINDOW;
         if !due {
@@ -368,8 +395,13 @@ mod tests {
         let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
         let at = fed(&mut learner, t0, 1_000, ms(50));
         let before = learner.value().unwrap();
-        // One call of the 1% given the ceiling answers in 2 s: it is
-        // recorded 100 times, a tenth of the window, above its p99.9.
+        // The dependency slows down: the learned timeout cuts the calls
+        // given it, and one call of the 1% given the ceiling answers in
+        // 2 s. It stands for the 99 cut: recorded 100 times, a tenth of
+        // the window, above its p99.9.
+        for _ in 0..99 {
+            assert!(!learner.tell(at, Outcome::Overload, before, Given::Learned));
+        }
         assert!(learner.tell(
             at + ms(1),
             Outcome::Success,
@@ -531,10 +563,17 @@ mod tests {
             learner.judge(at, Outcome::Overload, value, Given::Learned),
             Outcome::Ignore
         );
-        // …and is recorded once: calls like it are never cut.
+        // …and is recorded once: calls like it are never cut (nor are its
+        // expiries cuts of the learned timeout).
         let seen = learner.seen;
+        learner.tell(at, Outcome::Overload, ms(5_000), Given::Own);
         learner.tell(at, Outcome::Success, ms(300), Given::Own);
         assert_eq!(learner.seen.0 + learner.seen.1, seen.0 + seen.1 + 1);
+        // One given the ceiling stands for the calls the timeout cut, 99
+        // at most.
+        for _ in 0..150 {
+            learner.tell(at, Outcome::Overload, value, Given::Learned);
+        }
         learner.tell(at, Outcome::Success, ms(300), Given::Ceiling);
         assert_eq!(learner.seen.0 + learner.seen.1, seen.0 + seen.1 + 1 + 100);
     }

@@ -71,7 +71,8 @@ pub enum PolicyConfig {
     /// The recommended configuration for the interactive path to a
     /// dependency the caller does not control: today [`Aimd`] with
     /// [`AimdConfig::recommended`]. It takes no fields; to change one,
-    /// name the policy it is (`policy = "aimd"`, `max = 100`).
+    /// name the policy it is (`policy = "aimd"`, `loss_tolerance = 0.8`,
+    /// `max = 100`).
     Recommended,
 }
 
@@ -237,7 +238,7 @@ impl<'de> Deserialize<'de> for PolicyConfig {
                 Some(field) => Err(marked(
                     field,
                     "the recommended configuration takes no fields; \
-                     name the policy it is (`policy = \"aimd\"`) to set one",
+                     name the policy it is (`policy = \"aimd\"` with `loss_tolerance = 0.8`) to set one",
                 )),
             },
             other => Err(marked(

@@ -88,9 +88,6 @@ pub(super) struct Rounds {
     /// outage): the limit it regrows to before growing one per round trip
     /// again.
     pub(super) regrow: Option<f64>,
-    /// Whether the slow start is the first one, before any cut or failed
-    /// window: it alone adds one per success (see `grow`).
-    first_start: bool,
     /// The limit before the latest doubling, while that was the latest
     /// change.
     doubled_from: Option<f64>,
@@ -138,7 +135,6 @@ impl Rounds {
             // Slow start: the first limit is a guess, so double until
             // the first sign of queueing.
             regrow: config.slow_start.then_some(f64::from(config.max)),
-            first_start: config.slow_start,
             doubled_from: None,
             rise: None,
             episode: Episode::default(),
@@ -171,7 +167,6 @@ impl Rounds {
     /// A cut from `limit`: it is the knee now, and growth past it starts
     /// again at one per round trip.
     fn cut_from(&mut self, limit: f64) {
-        self.first_start = false;
         self.knee = limit;
         self.step = 1.0;
     }
@@ -290,7 +285,6 @@ impl Rounds {
             return;
         }
         if summary.successes() == 0 && summary.drops > 0 {
-            self.first_start = false;
             self.episode.failed(now, core.limit, slow_drops == 0);
             // Refused, then taken but answered slower than the caller
             // waits: most likely a cold start, which warms only with the
@@ -525,22 +519,7 @@ impl Rounds {
         }
         let before = core.limit;
         if let Some(to) = self.regrow.filter(|&to| before < to) {
-            // The first slow start doubles per round trip, not per window:
-            // as TCP's counts acknowledgements, each success of a window
-            // that used the limit adds one, so a window spanning many round
-            // trips grows as many doublings as its successes fill (never
-            // less than one). The first limit is a guess, and a dependency
-            // needing many calls in flight is otherwise refused for a
-            // window per doubling. A regrowth after a cut or an outage
-            // doubles per window: there the latency that stopped the last
-            // growth is known, and overshooting it builds a queue that
-            // then passes for the dependency's latency.
-            let grown = if self.first_start {
-                (before + f64::from(summary.successes())).max(before * 2.0)
-            } else {
-                before * 2.0
-            };
-            core.set_limit(grown.min(to));
+            core.set_limit((before * 2.0).min(to));
             self.doubled_from = Some(before);
         } else {
             self.regrow = None;

@@ -145,10 +145,9 @@ fn while_calls_go_missing_the_limit_falls_to_twice_what_is_served() {
         a
     };
     // 100 served in 250 ms at 50 ms each: 20 at a time, as many as were
-    // in flight. The slow start adds one per success: five round trips
-    // in one window.
+    // in flight. The slow start doubles.
     let healthy = window(100);
-    assert_eq!(healthy.raw_limit(), 120.0);
+    assert_eq!(healthy.raw_limit(), 40.0);
     assert!(healthy.is_regrowing());
     // 20 served: 4 at a time of the 20 in flight. The rest are stuck
     // (dropped, to time out later): no more slow start, and back to

@@ -47,6 +47,9 @@ pub(crate) enum Row {
     /// before the one admitted at it is heard of (see the report).
     VectorLimiter,
     Aimd,
+    /// `Aimd::recommended()`: the recommended configuration's policy (its
+    /// learned timeout aside: the suite's calls have Vector's 1 s).
+    Recommended,
     Vegas,
     Gradient,
     BreakerGradient,
@@ -55,10 +58,11 @@ pub(crate) enum Row {
 }
 
 /// The rows of a scenario that lets the limit adapt.
-pub(crate) const ADAPTIVE_ROWS: [Row; 6] = [
+pub(crate) const ADAPTIVE_ROWS: [Row; 7] = [
     Row::Vector,
     Row::VectorLimiter,
     Row::Aimd,
+    Row::Recommended,
     Row::Vegas,
     Row::Gradient,
     Row::BreakerGradient,
@@ -73,6 +77,7 @@ impl Row {
             Row::Vector => "vector",
             Row::VectorLimiter => "vector@limiter",
             Row::Aimd => "aimd",
+            Row::Recommended => "recommended",
             Row::Vegas => "vegas",
             Row::Gradient => "gradient",
             Row::BreakerGradient => "breaker+gradient",
@@ -89,6 +94,7 @@ impl Row {
                 Concurrency::Fixed(n) => VectorArc::fixed(n),
             })),
             Row::Aimd => Aimd::new(AimdConfig::default()).map(|p| Box::new(p) as _),
+            Row::Recommended => Ok(Box::new(Aimd::recommended())),
             Row::Vegas => Vegas::new(VegasConfig::default()).map(|p| Box::new(p) as _),
             Row::Gradient => Gradient::new(GradientConfig::default()).map(|p| Box::new(p) as _),
             Row::BreakerGradient => Breaker::new(BreakerConfig::recommended()).and_then(|b| {
@@ -396,6 +402,7 @@ pub(crate) fn table(mode: Mode, all: &[ScenarioRuns]) -> String {
         Row::Vector,
         Row::VectorLimiter,
         Row::Aimd,
+        Row::Recommended,
         Row::Vegas,
         Row::Gradient,
         Row::BreakerGradient,

@@ -1,9 +1,14 @@
+//! A live file as a trial met it.
+//!
 //! A policy swapped while the limiter runs, from every kind to every other
 //! (through `Limiter::update` and through a live file): every snapshot
 //! field, every gauge and the reason of every refusal after the swap are
 //! those of a limiter built with the new policy; nothing of the old one
 //! (an open breaker's state, the breaker blamed for a throttle's refusal)
 //! stays.
+//!
+//! The reload counter counts changes applied, not polls: a file polled and
+//! never edited, or edited without changing a setting, counts none.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,6 +17,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
@@ -319,4 +326,70 @@ fn an_open_breaker_swapped_for_a_throttle_in_a_live_file_leaves_no_open_state_an
         line("rheostat_rejected_total{limiter=\"payments\",reason=\"ramping\"}"),
         "rheostat_rejected_total{limiter=\"payments\",reason=\"ramping\"} 0"
     );
+}
+
+/// The reload counter by result, and the version gauge, in real
+/// Prometheus output: `(applied, unchanged, refused, version)`, a result
+/// not counted yet as 0.
+fn reloads(text: &str, path: &Path) -> (f64, f64, f64, f64) {
+    let file = path.display().to_string();
+    let value = |series: String| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    };
+    let count = |result: &str| {
+        value(format!(
+            "rheostat_config_reloads_total{{file=\"{file}\",result=\"{result}\"}}"
+        ))
+    };
+    (
+        count("applied"),
+        count("unchanged"),
+        count("refused"),
+        value(format!("rheostat_config_version{{file=\"{file}\"}}")),
+    )
+}
+
+#[test]
+fn a_file_polled_150_times_without_an_edit_counts_no_reload_applied() {
+    let path = dir("polled").join("limits.toml");
+    std::fs::write(&path, table("payments", 0)).unwrap();
+    let live = LiveLimiters::load(&path).unwrap();
+    // Quiet for 2 s, as a file is between edits: each poll reads its
+    // stamp only.
+    thread::sleep(Duration::from_millis(2_100));
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        for _ in 0..150 {
+            assert!(!live.reload().unwrap());
+        }
+    });
+    let text = recorder.handle().render();
+    assert_eq!(reloads(&text, &path), (0.0, 150.0, 0.0, 1.0), "{text}");
+}
+
+#[test]
+fn an_edit_that_changes_no_setting_counts_unchanged_and_only_a_change_counts_applied() {
+    let path = dir("same").join("limits.toml");
+    let text = table("payments", 0);
+    std::fs::write(&path, &text).unwrap();
+    let live = LiveLimiters::load(&path).unwrap();
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        // New bytes, parsed, saying what is in force: a comment, spacing,
+        // a limit written as it was.
+        std::fs::write(&path, format!("# the payment provider\n{text}")).unwrap();
+        assert!(!live.reload().unwrap());
+        std::fs::write(&path, text.replace(" = ", "   =   ")).unwrap();
+        assert!(!live.reload().unwrap());
+        // A change: applied, a new version.
+        std::fs::write(&path, table("payments", 1)).unwrap();
+        assert!(live.reload().unwrap());
+        assert!(!live.reload().unwrap());
+    });
+    let text = recorder.handle().render();
+    // Applied: the one change, the versions after the first.
+    assert_eq!(reloads(&text, &path), (1.0, 3.0, 0.0, 2.0), "{text}");
+    assert_eq!(live.version(), 2);
 }

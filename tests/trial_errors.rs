@@ -1,5 +1,6 @@
 //! A configuration's errors as a trial met them: a limiter's name
-//! misspelled in one of its two tables.
+//! misspelled in one of its two tables, and an error returned by `?` from
+//! `main`, which prints its `Debug`.
 
 #![allow(
     clippy::unwrap_used,
@@ -8,7 +9,9 @@
 
 use std::path::PathBuf;
 
+use rheostat::algorithms::{Aimd, AimdConfig};
 use rheostat::config::{LimitersConfig, LiveLimiters};
+use rheostat::Limiter;
 
 /// A fresh directory for one test's file.
 fn dir(test: &str) -> PathBuf {
@@ -92,4 +95,73 @@ fn a_limiter_without_its_policy_and_no_near_name_is_told_only_what_it_lacks() {
         e.to_string(),
         "line 1: invalid `limiters.payments`: missing field `policy`"
     );
+}
+
+/// What `?` in `main` prints is `Error: ` and the error's `Debug`: it
+/// reads as the message, with the field, the value and the line, and no
+/// struct's name.
+#[test]
+fn the_debug_of_a_configuration_error_reads_as_its_message() {
+    let file =
+        LimitersConfig::from_toml("[limiters.search.policy]\npolicy = \"aimd\"\nbackoff = 1.5\n")
+            .unwrap_err();
+    let code = Aimd::new(AimdConfig {
+        backoff: 1.5,
+        ..AimdConfig::default()
+    })
+    .unwrap_err();
+    let built = Limiter::builder(Aimd::recommended())
+        .max_wait(std::time::Duration::ZERO)
+        .build()
+        .unwrap_err();
+    let misspelled = LimitersConfig::from_toml(MISSPELLED).unwrap_err();
+    let keyed = rheostat::keyed::KeyedError::from(code.clone());
+    for (debug, display, wanted) in [
+        (
+            format!("{file:?}"),
+            file.to_string(),
+            &["limiters.search.policy.backoff", "1.5", "line 3"][..],
+        ),
+        (
+            format!("{code:?}"),
+            code.to_string(),
+            &["aimd.backoff", "1.5"][..],
+        ),
+        (
+            format!("{built:?}"),
+            built.to_string(),
+            &["limiter.max_wait", "0ns"][..],
+        ),
+        (
+            format!("{misspelled:?}"),
+            misspelled.to_string(),
+            &["limiters.payments", "payment", "line 1", "line 4"][..],
+        ),
+        (
+            format!("{keyed:?}"),
+            keyed.to_string(),
+            &["aimd.backoff", "1.5"][..],
+        ),
+    ] {
+        assert_eq!(debug, display);
+        for part in wanted {
+            assert!(debug.contains(part), "{part} in {debug}");
+        }
+        for name in [
+            "ConfigFileError",
+            "ConfigError",
+            "Details",
+            "KeyedError",
+            "{",
+        ] {
+            assert!(!debug.contains(name), "{name} in {debug}");
+        }
+    }
+    // Every error of a file, each on its line, as its message shows them.
+    let several = LimitersConfig::from_toml(
+        "[limiters.a.policy]\npolicy = \"aimd\"\nbackof = 0.5\nmaxx = 3\n",
+    )
+    .unwrap_err();
+    assert_eq!(format!("{several:?}"), several.to_string());
+    assert_eq!(format!("{several:?}").lines().count(), 2);
 }

@@ -38,6 +38,9 @@ pub(crate) enum Format {
 /// each on its own line. A syntax error stops the reading: it is the only
 /// one.
 ///
+/// Its `Debug` is its message, as `std::io::Error`'s and `anyhow`'s read:
+/// what `?` in `main` prints (`Error: line 1: invalid …`).
+///
 /// # Examples
 ///
 /// ```
@@ -53,12 +56,12 @@ pub(crate) enum Format {
 ///      does not set it), expected a whole number in [min, max] = [1, 5]"
 /// );
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ConfigFileError {
     details: Box<Details>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 struct Details {
     file: Option<PathBuf>,
     field: String,
@@ -350,6 +353,14 @@ impl fmt::Display for ConfigFileError {
             f.write_str("\n(the search for more errors stopped there: fix these and read again)")?;
         }
         Ok(())
+    }
+}
+
+/// The message, as [`Display`](fmt::Display) writes it: what `?` in
+/// `main` prints, rather than the fields of a struct.
+impl fmt::Debug for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -117,8 +117,9 @@ impl fmt::Display for Rejection {
 impl std::error::Error for Rejection {}
 
 /// Why a keyed set of limiters could not hand out one for a key
-/// ([`KeyedLimiters::get`](crate::keyed::KeyedLimiters::get)).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// ([`KeyedLimiters::get`](crate::keyed::KeyedLimiters::get)). Its
+/// `Debug` is its message, as [`ConfigError`]'s is.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyedError {
     /// The key is new, and every one of the `max_keys` limiters is in use or
@@ -141,6 +142,13 @@ impl fmt::Display for KeyedError {
             ),
             KeyedError::Config(e) => e.fmt(f),
         }
+    }
+}
+
+/// The message, as [`Display`](fmt::Display) writes it.
+impl fmt::Debug for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -23,7 +23,12 @@
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,
 //! 4 forced closed, 5 disabled, 6 metrics-only ([`state_value`]). A limiter
 //! whose policy has no breaker (a bulkhead, AIMD alone) has no such series,
-//! rather than one that reads "closed".
+//! rather than one that reads "closed". Every series follows the policy in
+//! force: when a policy is swapped ([`Limiter::update`](crate::Limiter::update),
+//! a live file's new `policy` table), the series reads the new breaker's
+//! state (closed, for a breaker just built), and once the policy in force
+//! has no breaker, `NaN` (the facade cannot remove a series; `NaN` equals
+//! no state, so a query for any state, `== 1` for open, finds none).
 //!
 //! A rejection's `reason` is [`RejectReason::as_str`]: `limit_reached`,
 //! `throttled` (client-side throttling, or a shedding Vegas or Gradient),
@@ -102,9 +107,9 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use ::metrics::{Counter, Gauge, Histogram, SharedString, Unit};
+use ::metrics::{Counter, Gauge, Histogram, SharedString};
 
-use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Transition, MAX_LIMIT};
+use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Snapshot, Transition, MAX_LIMIT};
 use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
 use crate::limiter::{Builder, Named};
@@ -112,6 +117,9 @@ use crate::observe::Observer;
 use crate::overrides::Override;
 use crate::priority::Class;
 use crate::retry::RetryOutcome;
+use describe::describe;
+
+mod describe;
 
 /// Feeds one limiter's figures to the `metrics` facade; see the [module
 /// documentation](self) for the metrics and their labels.
@@ -317,64 +325,6 @@ pub fn state_value(state: BreakerState) -> f64 {
     }
 }
 
-fn describe() {
-    ::metrics::describe_gauge!(
-        "rheostat_limit",
-        "How many calls the limiter lets be in flight at once"
-    );
-    ::metrics::describe_gauge!("rheostat_in_flight", "Calls in flight");
-    ::metrics::describe_gauge!(
-        "rheostat_admit_probability",
-        "The chance that a call under the limit is admitted"
-    );
-    ::metrics::describe_gauge!(
-        "rheostat_breaker_state",
-        "0 closed, 1 open, 2 half-open, 3 forced open, 4 forced closed, 5 disabled, 6 metrics-only"
-    );
-    ::metrics::describe_gauge!(
-        "rheostat_override",
-        "1 while an operator's override of this kind is in force, else 0"
-    );
-    ::metrics::describe_gauge!(
-        "rheostat_timeout_seconds",
-        Unit::Seconds,
-        "The attempt timeout in force: learned from the dependency within its ceiling, or typed"
-    );
-    ::metrics::describe_gauge!(
-        "rheostat_timeout_ceiling_cutting",
-        "1 while no call has answered within the learned timeout's ceiling for a window, else 0"
-    );
-    ::metrics::describe_counter!(
-        "rheostat_calls_total",
-        "Calls by outcome: success, overload, ignored, rejected"
-    );
-    ::metrics::describe_counter!(
-        "rheostat_rejected_total",
-        "Calls rejected by the limiter, by reason"
-    );
-    ::metrics::describe_counter!(
-        "rheostat_admitted_total",
-        "Calls admitted, by class (a limiter with priorities)"
-    );
-    ::metrics::describe_counter!(
-        "rheostat_class_rejected_total",
-        "Calls rejected by the limiter, by class (a limiter with priorities)"
-    );
-    ::metrics::describe_counter!(
-        "rheostat_transitions_total",
-        "Breaker state changes, by from and to"
-    );
-    ::metrics::describe_counter!(
-        "rheostat_retries_total",
-        "Decisions after failed attempts: sent, budget_exhausted, deadline, not_retryable, rejected, exhausted"
-    );
-    ::metrics::describe_histogram!(
-        "rheostat_call_duration_seconds",
-        Unit::Seconds,
-        "Latency of finished calls"
-    );
-}
-
 impl MetricsObserver {
     /// In-flight after an admission (`+1`) or a finished call (`-1`): the
     /// limiter's count, or a step of the sum over a [`SummedMetrics`].
@@ -481,6 +431,20 @@ impl Observer for MetricsObserver {
             for (gauge, kind) in gauges.iter().zip(Override::KINDS) {
                 if kind == overriding.as_str() {
                     gauge.set(0.0);
+                }
+            }
+        }
+    }
+
+    fn policy_changed(&self, snapshot: &Snapshot) {
+        if self.summed {
+            return;
+        }
+        match snapshot.state {
+            Some(state) => self.set_breaker_state(state),
+            None => {
+                if let Some(gauge) = self.breaker_state.get() {
+                    gauge.set(f64::NAN);
                 }
             }
         }

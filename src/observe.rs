@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::algorithms::{Gate, Outcome, Transition};
+use crate::algorithms::{Gate, Outcome, Snapshot, Transition};
 use crate::error::Rejection;
 use crate::overrides::Override;
 use crate::priority::Class;
@@ -73,6 +73,18 @@ pub trait Observer: Send + Sync + 'static {
     /// The policy changed state (a breaker opened, closed, …).
     fn transition(&self, transition: &Transition) {
         let _ = transition;
+    }
+
+    /// The policy was changed from outside, through
+    /// [`Limiter::update`](crate::Limiter::update): swapped for one made
+    /// of other members (a live file's new `policy` table), or its breaker
+    /// state changed (or gone) without a transition to say so. `snapshot`
+    /// is the policy in force, as [`Limiter::snapshot`](crate::Limiter::snapshot)
+    /// shows it; whatever was kept of the old one's state (a breaker's
+    /// state, told by [`Observer::transition`]) is to be set from it. Told
+    /// after the transitions the change reported, if any.
+    fn policy_changed(&self, snapshot: &Snapshot) {
+        let _ = snapshot;
     }
 
     /// The attempt timeout in force moved to `timeout`
@@ -175,6 +187,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.transition(transition);
         self.1.transition(transition);
     }
+    fn policy_changed(&self, snapshot: &Snapshot) {
+        self.0.policy_changed(snapshot);
+        self.1.policy_changed(snapshot);
+    }
     fn timeout_changed(&self, timeout: Duration) {
         self.0.timeout_changed(timeout);
         self.1.timeout_changed(timeout);
@@ -222,6 +238,9 @@ macro_rules! forward {
             }
             fn transition(&self, transition: &Transition) {
                 (**self).transition(transition);
+            }
+            fn policy_changed(&self, snapshot: &Snapshot) {
+                (**self).policy_changed(snapshot);
             }
             fn timeout_changed(&self, timeout: Duration) {
                 (**self).timeout_changed(timeout);

@@ -177,8 +177,10 @@ pub trait Algorithm: Send {
 
     /// The names of the policies this one is made of, in order, which
     /// [`Published::refusers`] index. A single policy is made of itself; a
-    /// stack lists its members. The runtime reads this once, when the
-    /// limiter is built, so it must not change.
+    /// stack lists its members. The runtime reads this when the limiter
+    /// is built and again whenever the policy is changed from outside (a
+    /// policy swapped for another), never in between: a policy's members
+    /// change only with it.
     fn members(&self) -> Vec<&'static str> {
         vec![self.name()]
     }

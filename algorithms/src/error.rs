@@ -6,7 +6,20 @@ use std::fmt;
 /// A configuration value outside what a policy accepts.
 ///
 /// It names the field, shows the value found and says what is allowed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Its `Debug` is its message, as `std::io::Error`'s and `anyhow`'s read:
+/// what `?` in `main` prints.
+///
+/// # Examples
+///
+/// ```
+/// use rheostat_algorithms::ConfigError;
+///
+/// let e = ConfigError::new("aimd.backoff", 1.5, "a number in (0, 1)");
+/// let message = "invalid `aimd.backoff`: found 1.5, expected a number in (0, 1)";
+/// assert_eq!(e.to_string(), message);
+/// assert_eq!(format!("{e:?}"), message);
+/// ```
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConfigError {
     field: Cow<'static, str>,
     found: String,
@@ -58,6 +71,13 @@ impl fmt::Display for ConfigError {
             "invalid `{}`: found {}, expected {}",
             self.field, self.found, self.allowed
         )
+    }
+}
+
+/// The message, as [`Display`](fmt::Display) writes it.
+impl fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -10,6 +10,7 @@ use super::gather;
 use super::locate::Document;
 use super::paths::join;
 use super::policy::Mark;
+use super::spelling::near_limiter;
 use super::wording::{clip, clip_field, explain, shorten};
 use crate::algorithms::ConfigError;
 
@@ -37,6 +38,9 @@ pub(crate) enum Format {
 /// each on its own line. A syntax error stops the reading: it is the only
 /// one.
 ///
+/// Its `Debug` is its message, as `std::io::Error`'s and `anyhow`'s read:
+/// what `?` in `main` prints (`Error: line 1: invalid …`).
+///
 /// # Examples
 ///
 /// ```
@@ -52,12 +56,12 @@ pub(crate) enum Format {
 ///      does not set it), expected a whole number in [min, max] = [1, 5]"
 /// );
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ConfigFileError {
     details: Box<Details>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 struct Details {
     file: Option<PathBuf>,
     field: String,
@@ -244,16 +248,17 @@ impl ConfigFileError {
             Format::Json => line.or(document.find(&field).line),
         };
         let mut reason = explain(reason, document, &field);
-        if reason == "missing field `policy`"
-            && field.starts_with("limiters.")
-            && document.find("default.policy").whole
-        {
+        let no_policy = reason == "missing field `policy`";
+        if no_policy && field.starts_with("limiters.") && document.find("default.policy").whole {
             // A listed limiter is whole in its own table: the default is
             // for the names a file does not list.
             reason = format!(
                 "found no `policy`, expected `[{field}.policy]`: `[default]` is for names the \
                  file does not list, and is not merged into a listed limiter"
             );
+        }
+        if let Some(name) = field.strip_prefix("limiters.").filter(|_| no_policy) {
+            reason.push_str(&misspelled(document, name));
         }
         ConfigFileError::new(field, reason, line)
     }
@@ -351,6 +356,14 @@ impl fmt::Display for ConfigFileError {
     }
 }
 
+/// The message, as [`Display`](fmt::Display) writes it: what `?` in
+/// `main` prints, rather than the fields of a struct.
+impl fmt::Debug for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl ConfigFileError {
     fn fmt_one(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.details.file, self.details.line) {
@@ -369,6 +382,24 @@ impl ConfigFileError {
             )
         }
     }
+}
+
+/// Where the limiter `name`'s table lacks its policy, what else in the
+/// file looks like it misspelled (`; is `[limiters.payment.policy]` on line
+/// 4 meant for it? …`), or nothing.
+fn misspelled(document: &Document<'_>, name: &str) -> String {
+    let Some((table, line)) = near_limiter(document, name) else {
+        return String::new();
+    };
+    let other = table
+        .strip_prefix("limiters.")
+        .map_or(table.as_str(), |t| t.strip_suffix(".policy").unwrap_or(t));
+    let on_line = line.map(|l| format!(" on line {l}")).unwrap_or_default();
+    format!(
+        "; is `[{table}]`{on_line} meant for it? `{}` looks like a misspelling of `{}`",
+        shorten(other),
+        shorten(name)
+    )
 }
 
 /// The message says everything (the range error's too, which

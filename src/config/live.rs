@@ -70,11 +70,20 @@ type Each = dyn Fn(Builder<Box<dyn Algorithm>>) -> Builder<Box<dyn Algorithm>> +
 /// and ends overrides on time with no traffic; it logs each reload refused
 /// (with the `tracing` feature, at `WARN`) and counts reloads in
 /// `rheostat_config_reloads_total{file, result}` (with the `metrics`
-/// feature), `result` being `"applied"` (new bytes, parsed, checked and
-/// applied, whether or not they changed anything), `"unchanged"` (the
-/// bytes in force, not parsed again) or `"refused"`, with the version in
-/// force in `rheostat_config_version{file}` (versions that changed
-/// something).
+/// feature), by what they did, not by what was read:
+///
+/// - `"applied"`: a change applied, which makes a new version (a
+///   limiter's policy swapped, a limiter built or gone, an override set,
+///   cleared or ended): [`LiveLimiters::reload`] answered `Ok(true)`;
+/// - `"unchanged"`: nothing to apply (`Ok(false)`): the bytes in force,
+///   not parsed again, or new bytes that say what is in force (a comment,
+///   spacing, keys in another order, a value written as its default);
+/// - `"refused"`: an error, the last good configuration kept.
+///
+/// A file polled every period and never edited counts only `"unchanged"`;
+/// the reloads counted `"applied"` are the versions after the first, as
+/// `rheostat_config_version{file}` shows them (the version in force: 1
+/// after loading, one more per change applied).
 ///
 /// # Examples
 ///
@@ -234,12 +243,12 @@ impl LiveLimiters {
     pub fn reload(&self) -> Result<bool, ConfigFileError> {
         let result = self.read_and_apply();
         self.count(&result);
-        result.map(|(changed, _)| changed)
+        result
     }
 
     /// Read the file, unless it is as last read, and apply it: whether it
-    /// changed anything, and whether its bytes were new (parsed).
-    fn read_and_apply(&self) -> Result<(bool, bool), ConfigFileError> {
+    /// changed anything.
+    fn read_and_apply(&self) -> Result<bool, ConfigFileError> {
         let format = LimitersConfig::format_of(&self.path)?;
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         match seen.read(&self.path)? {
@@ -248,7 +257,6 @@ impl LiveLimiters {
                 // changes (an override that ended) is applied.
                 let file = self.config();
                 self.apply(file)
-                    .map(|changed| (changed, false))
                     .map_err(|e| e.in_text("", format, &self.path))
             }
             Reading::Refused(e) => Err(e),
@@ -260,7 +268,7 @@ impl LiveLimiters {
                             .map_err(|e| e.in_text(&read.text, format, &self.path))
                     });
                 seen.record(&read, result.as_ref().err());
-                result.map(|changed| (changed, true))
+                result
             }
         }
     }
@@ -325,20 +333,22 @@ impl LiveLimiters {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn count(&self, _result: &Result<(bool, bool), ConfigFileError>) {
+    /// Count a reload by what it did: a change applied, nothing to apply,
+    /// or refused (see [`LiveLimiters`]).
+    fn count(&self, _result: &Result<bool, ConfigFileError>) {
         #[cfg(feature = "metrics")]
         {
             ::metrics::describe_counter!(
                 "rheostat_config_reloads_total",
-                "Reloads of a live configuration file, by result: applied, unchanged (not parsed again) or refused"
+                "Reloads of a live configuration file, by result: applied (a change, a new version), unchanged (nothing to apply) or refused"
             );
             ::metrics::describe_gauge!(
                 "rheostat_config_version",
                 "How many versions of the live configuration file have been applied"
             );
             let result = match _result {
-                Ok((_, true)) => "applied",
-                Ok((_, false)) => "unchanged",
+                Ok(true) => "applied",
+                Ok(false) => "unchanged",
                 Err(_) => "refused",
             };
             let file = self.path.display().to_string();

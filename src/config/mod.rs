@@ -136,6 +136,7 @@ mod paths;
 mod policy;
 mod read;
 mod server;
+mod spelling;
 mod timeout;
 mod wording;
 

@@ -8,7 +8,9 @@
 //! generation: answers are stored one at a time, each value only if it
 //! changed, in this order: the feedback; a deferral's bounds, then its
 //! `until`; the gate; when the gate expires; when the policy wants to be
-//! woken; which member refuses. A reader takes no lock and reads each value
+//! woken; which member refuses, by name (the names of the policy in force:
+//! a policy swapped by [`Limiter::update`](super::Limiter::update) brings
+//! its own, kept in [`Last`]). A reader takes no lock and reads each value
 //! on its own, so values read together may come from two successive
 //! answers. A reader may assume:
 //!
@@ -43,12 +45,14 @@
 //!   deferral as the lock finds it (`finish.rs`). A success told at once
 //!   that could have been held costs only the lock.
 //! - A refusal that names the member that refused under the previous
-//!   answer.
+//!   answer (or, just after a swap, the previous policy).
 
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::atomic::AtomicCell;
+
 use super::gate::{AtomicGate, Packed};
-use crate::algorithms::{Deferral, Feedback, Gate, Hints, Published, Refusal};
+use crate::algorithms::{Deferral, Feedback, Gate, Hints, Published, Refusal, Refusers};
 use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The policy's answer, where the hot path reads it without a lock.
@@ -76,12 +80,13 @@ pub(super) struct Board {
     /// is `u64::MAX`, a refusal needs no clock read: nothing can loosen the
     /// gate but a call finishing or the policy being told something.
     expires: AtomicU64,
-    /// Four 16-bit indices into `members`, one per [`Refusal`].
-    culprits: AtomicU64,
+    /// The name of the member whose gate refuses, one per [`Refusal`] (in
+    /// the order of [`REFUSALS`]). Not loom's: a name read with a refusal,
+    /// on which no count depends; a cell of a fat pointer, read under a
+    /// seqlock that a reader never writes.
+    culprits: [AtomicCell<&'static str>; REFUSALS.len()],
     /// The instant the nanoseconds above count from.
     epoch: Instant,
-    /// The names of the policy's members (one, unless a stack).
-    members: Box<[&'static str]>,
     /// Whether every call is timed: an observer is set, or the timeout is
     /// learned.
     timed: bool,
@@ -94,25 +99,58 @@ pub(super) struct Board {
     uncut: AtomicU32,
 }
 
-/// The instants of the answer last stored (as `u64::MAX` on the board while
-/// `None`), kept under the policy's lock, so that an answer that has not
-/// moved is not converted again.
-#[derive(Default)]
+/// What the answer last stored held (its instants, `u64::MAX` on the board
+/// while `None`; its refusers), kept under the policy's lock, so that an
+/// answer that has not moved is not converted again; and the names of the
+/// members its refusers index, which follow the policy when it is swapped.
 pub(super) struct Last {
     wake_at: Option<Instant>,
     expires: Option<Instant>,
     deferral: Option<Deferral>,
+    /// The names of the policy's members (one, unless a stack), which its
+    /// refusers index.
+    members: Box<[&'static str]>,
+    /// The refusers last stored, which index `members`; `None` when the
+    /// names must be stored again (the members changed).
+    refusers: Option<Refusers>,
 }
+
+impl Last {
+    /// Nothing stored yet, for a policy made of `members`.
+    pub(super) fn new(members: Vec<&'static str>) -> Self {
+        Last {
+            wake_at: None,
+            expires: None,
+            deferral: None,
+            members: members.into_boxed_slice(),
+            refusers: None,
+        }
+    }
+
+    /// The policy is now made of `members` (it was swapped): whether they
+    /// differ from those before, whose names the next store then replaces.
+    pub(super) fn set_members(&mut self, members: Vec<&'static str>) -> bool {
+        if *self.members == *members {
+            return false;
+        }
+        self.members = members.into_boxed_slice();
+        self.refusers = None;
+        true
+    }
+}
+
+/// The kinds of refusal, in the order of [`Board::culprits`].
+const REFUSALS: [Refusal; 4] = [
+    Refusal::Shut,
+    Refusal::Limit,
+    Refusal::Throttle,
+    Refusal::Probe,
+];
 
 impl Board {
     /// A board showing `gate`, timing every call, with no deferral and no
     /// wake-up, until the first answer is stored.
-    pub(super) fn new(
-        gate: &Gate,
-        epoch: Instant,
-        members: Box<[&'static str]>,
-        timed: bool,
-    ) -> Self {
+    pub(super) fn new(gate: &Gate, epoch: Instant, timed: bool) -> Self {
         Board {
             gate: AtomicGate::new(gate),
             defer_until: AtomicU64::new(0),
@@ -122,9 +160,8 @@ impl Board {
             generation: AtomicU32::new(0),
             wake: AtomicU64::new(u64::MAX),
             expires: AtomicU64::new(u64::MAX),
-            culprits: AtomicU64::new(0),
+            culprits: REFUSALS.map(|_| AtomicCell::new("unknown")),
             epoch,
-            members,
             timed,
             learned: AtomicU64::new(0),
             uncut: AtomicU32::new(0),
@@ -280,14 +317,8 @@ impl Board {
     /// The member whose gate refused, by the kind of refusal.
     #[inline]
     pub(super) fn culprit(&self, refusal: Refusal) -> &'static str {
-        let shift = match refusal {
-            Refusal::Shut => 0,
-            Refusal::Limit => 16,
-            Refusal::Throttle => 32,
-            Refusal::Probe => 48,
-        };
-        let index = usize::from(((self.culprits.load(Ordering::Relaxed) >> shift) & 0xFFFF) as u16);
-        self.members.get(index).copied().unwrap_or("unknown")
+        let at = REFUSALS.iter().position(|r| *r == refusal).unwrap_or(0);
+        self.culprits[at].load()
     }
 
     /// Store the policy's answer, `last` the one stored before it; whether
@@ -335,14 +366,11 @@ impl Board {
             let wake = published.wake_at.map_or(u64::MAX, |t| self.nanos(t));
             self.wake.store(wake, Ordering::SeqCst);
         }
-        if self.members.len() > 1 {
-            let index = |r| published.refusers.get(r).min(0xFFFF) as u64;
-            let packed = index(Refusal::Shut)
-                | (index(Refusal::Limit) << 16)
-                | (index(Refusal::Throttle) << 32)
-                | (index(Refusal::Probe) << 48);
-            if self.culprits.load(Ordering::Relaxed) != packed {
-                self.culprits.store(packed, Ordering::Relaxed);
+        if last.refusers != Some(published.refusers) {
+            last.refusers = Some(published.refusers);
+            for (cell, refusal) in self.culprits.iter().zip(REFUSALS) {
+                let name = last.members.get(published.refusers.get(refusal));
+                cell.store(name.copied().unwrap_or("unknown"));
             }
         }
         changed

@@ -453,12 +453,10 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         }
         let published = self.policy.publish();
         let gate = published.gate;
-        let members = self.policy.members().into_boxed_slice();
         let limiter = Limiter {
             board: Board::new(
                 &gate,
                 epoch,
-                members,
                 self.observer.is_some() || self.options.learned().is_some(),
             ),
             slots: CachePadded::new(Slots::new(self.options.sharding)),

@@ -328,19 +328,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// successes counted for it without its lock), with the attempt
     /// timeout in force ([`Limiter::timeout_in_force`]).
     pub fn snapshot(&self) -> Snapshot {
-        self.with_held(self.clock.now(), |held| {
-            held.policy
-                .snapshot()
-                .with_override(held.overriding)
-                .with_ceiling_cutting_since(held.ceiling_cutting_since())
-        })
-        .with_timeout(self.timeout_in_force())
+        self.with_held(self.clock.now(), |held| held.view())
+            .with_timeout(self.timeout_in_force())
     }
 
     /// Run `f` on the policy — to change a fixed limit, force a breaker
     /// open, swap a boxed policy — then publish its new gate and wake any
     /// waiter it lets through. Calls already in flight finish normally and are
     /// reported to the policy as it is when they finish.
+    ///
+    /// What the limiter shows of its policy follows the policy `f` leaves:
+    /// a refusal names the member of the new policy that refused (and its
+    /// reason is the new policy's: a throttle's refusal is `Throttled`, not
+    /// a former breaker's `Ramping`), and where `f` swapped the policy for
+    /// one of other members or changed its breaker state, the observer is
+    /// told ([`Observer::policy_changed`]; the metrics then show the new
+    /// breaker state, or none).
     ///
     /// # Examples
     ///
@@ -353,7 +356,20 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut A) -> R) -> R {
-        self.with_held(self.clock.now(), |held| f(&mut held.policy))
+        let observer = self.observer.as_deref();
+        let (result, changed) = self.with_held(self.clock.now(), |held| {
+            let state = observer.map(|_| held.policy.snapshot().state);
+            let result = f(&mut held.policy);
+            let swapped = held.last.set_members(held.policy.members());
+            let changed = state
+                .filter(|state| swapped || held.policy.snapshot().state != *state)
+                .map(|_| held.view());
+            (result, changed)
+        });
+        if let (Some(observer), Some(snapshot)) = (observer, changed) {
+            observer.policy_changed(&snapshot.with_timeout(self.timeout_in_force()));
+        }
+        result
     }
 
     /// Run `f` on the policy and what is kept beside it (an override, probe

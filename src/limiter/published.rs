@@ -27,19 +27,6 @@ pub(super) struct Held<A> {
 }
 
 impl<A> Held<A> {
-    pub(super) fn new(policy: A, learner: Option<Box<Learner>>) -> Self {
-        Held {
-            policy,
-            last: Last::default(),
-            scratch: Vec::new(),
-            learner,
-            overriding: None,
-            probe_tokens: (0, None),
-        }
-    }
-}
-
-impl<A> Held<A> {
     /// Since when the learned timeout's ceiling has cut every call, if it
     /// has for a window ([`Limiter::ceiling_cutting_since`]).
     pub(super) fn ceiling_cutting_since(&self) -> Option<Instant> {
@@ -50,6 +37,26 @@ impl<A> Held<A> {
 }
 
 impl<A: Algorithm> Held<A> {
+    pub(super) fn new(policy: A, learner: Option<Box<Learner>>) -> Self {
+        Held {
+            last: Last::new(policy.members()),
+            policy,
+            scratch: Vec::new(),
+            learner,
+            overriding: None,
+            probe_tokens: (0, None),
+        }
+    }
+
+    /// The policy's snapshot with what is kept beside it: the override in
+    /// force, and since when the learned timeout's ceiling cuts every call.
+    pub(super) fn view(&self) -> Snapshot {
+        self.policy
+            .snapshot()
+            .with_override(self.overriding)
+            .with_ceiling_cutting_since(self.ceiling_cutting_since())
+    }
+
     /// The policy's answer, under the override while one lasts: what the
     /// board shows, and what every path that publishes reads.
     #[inline]

@@ -104,8 +104,9 @@ where
     }
 
     /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire)
-    /// (0: do not wait), in place of the limiter's
-    /// [`Builder::max_wait`].
+    /// or [`call`](Admission::call) (0: do not wait), in place of the
+    /// limiter's [`Builder::max_wait`]. Set, it makes `call` wait for a slot
+    /// even if the limiter does not [wait](Limiter::waits).
     #[inline]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
@@ -168,19 +169,29 @@ where
         self
     }
 
+    /// The same admission, to the limiter borrowed.
+    pub(crate) fn borrowed(&self) -> Admission<&Limiter<A, C>> {
+        Admission {
+            limiter: &self.limiter,
+            class: self.class,
+            max_wait: self.max_wait,
+            timeout: self.timeout,
+            cut_early: self.cut_early,
+            timed: self.timed,
+        }
+    }
+
+    /// Whether a call that finds the limit reached waits for a slot rather
+    /// than fail fast: if the limiter [waits](Limiter::waits) (as the tower
+    /// layers then do), or if this admission set its own
+    /// [`max_wait`](Admission::max_wait).
+    pub(crate) fn waits(&self) -> bool {
+        self.max_wait.is_some() || self.limiter.waits()
+    }
+
     /// The limiter.
     pub fn limiter(&self) -> &L {
         &self.limiter
-    }
-
-    /// The class asked for, if any.
-    pub(crate) fn asked_class(&self) -> Option<Class> {
-        self.class
-    }
-
-    /// Whether the call may be cut early.
-    pub(crate) fn may_cut_early(&self) -> bool {
-        self.cut_early
     }
 
     /// The attempt timeout: the one set here, else the limiter's.
@@ -241,6 +252,19 @@ where
     /// runtime with the time driver enabled (as `tokio::time::sleep` does).
     pub async fn acquire(self) -> Result<Permit<L>, Rejection> {
         self.acquire_within(None).await
+    }
+
+    /// A slot for a call that finds the limit reached: waited for
+    /// ([`Admission::acquire_within`], no longer than `left` either) if the
+    /// admission [waits](Admission::waits), else refused at once
+    /// ([`Admission::try_acquire`]). The rule [`call`](Admission::call)
+    /// admits its first attempt by, as the tower layers admit theirs.
+    pub(crate) async fn admit(self, left: Option<Duration>) -> Result<Permit<L>, Rejection> {
+        if self.waits() {
+            self.acquire_within(left).await
+        } else {
+            self.try_acquire()
+        }
     }
 
     /// [`Admission::acquire`], waiting no longer than `left` either.

@@ -156,6 +156,9 @@ where
             let now = began.unwrap_or_else(|| limiter.clock().now());
             (Attempts::new(retry, now, timeout), first)
         };
+        if !admission.may_resend() {
+            attempts = attempts.no_resend();
+        }
         let now = || limiter.clock().now();
         let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
         // The permit of the attempt admitted, and the last attempt's result.

@@ -70,6 +70,10 @@ pub struct Admission<L> {
     /// Read the clock at admission whatever the policy needs (a caller
     /// that measures latency itself: the tower layers' classifier).
     timed: bool,
+    /// Whether [`call`](Admission::call) may send the call more than once
+    /// (a request that is not idempotent, or whose body cannot be copied,
+    /// may not).
+    resend: bool,
 }
 
 impl<L, A, C> Admission<L>
@@ -89,6 +93,7 @@ where
             timeout: None,
             cut_early: true,
             timed: false,
+            resend: true,
         }
     }
 
@@ -169,6 +174,18 @@ where
         self
     }
 
+    /// May be sent once only: [`call`](Admission::call) makes no retry
+    /// after its first attempt is sent.
+    #[cfg_attr(
+        not(feature = "reqwest"),
+        allow(dead_code, reason = "used by the reqwest middleware")
+    )]
+    #[inline]
+    pub(crate) fn send_once(mut self) -> Self {
+        self.resend = false;
+        self
+    }
+
     /// The same admission, to the limiter borrowed.
     pub(crate) fn borrowed(&self) -> Admission<&Limiter<A, C>> {
         Admission {
@@ -178,7 +195,13 @@ where
             timeout: self.timeout,
             cut_early: self.cut_early,
             timed: self.timed,
+            resend: self.resend,
         }
+    }
+
+    /// Whether [`call`](Admission::call) may send the call more than once.
+    pub(crate) fn may_resend(&self) -> bool {
+        self.resend
     }
 
     /// Whether a call that finds the limit reached waits for a slot rather

@@ -21,14 +21,23 @@ where
     A: Algorithm,
     C: Clock,
 {
-    /// Run a call under a permit taken with [`Admission::try_acquire`],
-    /// give each attempt at most the admission's
+    /// Run a call under a permit, give each attempt at most the admission's
     /// [`timeout`](Admission::timeout) (else the limiter's
     /// [`Builder::timeout`](crate::Builder::timeout); with neither, an
     /// attempt is given as long as it takes), and record its outcome as
     /// `classify` says; if the limiter has a [retry policy](crate::retry) and the
     /// outcome is a retryable failure, make another attempt (a new future
     /// from `make`) within its bounds.
+    ///
+    /// The permit is taken as the tower layers take theirs: if the limit is
+    /// reached, the call waits in the limiter's queue ([`Admission::acquire`])
+    /// when the limiter [waits](Limiter::waits) ([`Builder::wait`](crate::Builder::wait);
+    /// in a file, a limiter with a `max_wait`) or the admission sets its
+    /// own [`max_wait`](Admission::max_wait), at most that `max_wait` (else
+    /// the limiter's [`Builder::max_wait`](crate::Builder::max_wait); with a
+    /// retry's deadline, no longer than it either); otherwise it is refused
+    /// at once ([`Admission::try_acquire`]). The attempt timeout runs from
+    /// admission, after the wait.
     ///
     /// Each attempt is given what [`Permit::timeout`](crate::Permit::timeout)
     /// gives it: a [learned](crate::timeout) timeout if shorter, unless the
@@ -51,7 +60,10 @@ where
     ///
     /// Dropping the future drops the permit of the attempt in flight, which
     /// records the limiter's drop outcome (by default [`Outcome::Ignore`](crate::Outcome::Ignore));
-    /// dropped during a backoff, nothing is held.
+    /// dropped while waiting for a slot, it leaves the queue as
+    /// [`Admission::acquire`] does (a slot handed to it in the meantime goes
+    /// back to the limiter and to the next waiter); dropped during a
+    /// backoff, nothing is held.
     ///
     /// # Errors
     ///
@@ -108,9 +120,7 @@ where
         V: Into<Verdict>,
     {
         let limiter: &Limiter<A, C> = self.limiter();
-        let admission = Admission::new(limiter)
-            .class(self.asked_class())
-            .cut_early(self.may_cut_early());
+        let admission = self.borrowed();
         // `Duration::MAX`: no timeout but a probe's.
         let timeout = self.attempt_timeout();
         if let Some(Err(e)) = timeout.map(|t| check::duration("timeout", t)) {
@@ -118,7 +128,7 @@ where
         }
         let timeout = timeout.unwrap_or(Duration::MAX);
         let Some(retry) = limiter.retry() else {
-            let permit = admission.try_acquire().map_err(CallError::Rejected)?;
+            let permit = admission.admit(None).await.map_err(CallError::Rejected)?;
             let timeout = permit.timeout(timeout);
             return match tokio::time::timeout(timeout, make()).await {
                 Err(_elapsed) => {
@@ -131,15 +141,24 @@ where
                 }
             };
         };
-        // The call begins at its first admission (the instant the limiter
-        // read for it, if it read one) or refusal.
-        let first = admission.try_acquire();
-        let began = first.as_ref().ok().and_then(|permit| permit.started());
-        let mut attempts = Attempts::new(
-            retry,
-            began.unwrap_or_else(|| limiter.clock().now()),
-            timeout,
-        );
+        // A call that waits for its first slot begins before the wait,
+        // which its deadline bounds (as the tower layers' does); one that
+        // fails fast, at its admission (the instant the limiter read for
+        // it, if it read one) or refusal.
+        let (mut attempts, first) = if admission.waits() {
+            let now = limiter.clock().now();
+            let attempts = Attempts::new(retry, now, timeout);
+            let left = retry.left(attempts.call(), now);
+            (attempts, admission.admit(left).await)
+        } else {
+            let first = admission.try_acquire();
+            let began = first.as_ref().ok().and_then(|permit| permit.started());
+            let now = began.unwrap_or_else(|| limiter.clock().now());
+            (Attempts::new(retry, now, timeout), first)
+        };
+        if !admission.may_resend() {
+            attempts = attempts.no_resend();
+        }
         let now = || limiter.clock().now();
         let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
         // The permit of the attempt admitted, and the last attempt's result.
@@ -215,7 +234,10 @@ where
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// [`Admission::call`] with the limiter's settings: its default class,
-    /// its [`Builder::timeout`](crate::Builder::timeout) for each attempt.
+    /// its [`Builder::timeout`](crate::Builder::timeout) for each attempt,
+    /// and, if it [waits](Limiter::waits), a wait for a slot of at most its
+    /// [`Builder::max_wait`](crate::Builder::max_wait), as the tower layers
+    /// wait.
     ///
     /// # Cancel safety
     ///

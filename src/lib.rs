@@ -64,6 +64,8 @@ pub mod metrics;
 mod observe;
 pub mod overrides;
 pub mod priority;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod retry;
 mod sync;
 pub mod timeout;

@@ -70,6 +70,10 @@ pub struct Admission<L> {
     /// Read the clock at admission whatever the policy needs (a caller
     /// that measures latency itself: the tower layers' classifier).
     timed: bool,
+    /// Whether [`call`](Admission::call) may send the call more than once
+    /// (a request that is not idempotent, or whose body cannot be copied,
+    /// may not).
+    resend: bool,
 }
 
 impl<L, A, C> Admission<L>
@@ -89,6 +93,7 @@ where
             timeout: None,
             cut_early: true,
             timed: false,
+            resend: true,
         }
     }
 
@@ -104,8 +109,9 @@ where
     }
 
     /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire)
-    /// (0: do not wait), in place of the limiter's
-    /// [`Builder::max_wait`].
+    /// or [`call`](Admission::call) (0: do not wait), in place of the
+    /// limiter's [`Builder::max_wait`]. Set, it makes `call` wait for a slot
+    /// even if the limiter does not [wait](Limiter::waits).
     #[inline]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
@@ -168,19 +174,47 @@ where
         self
     }
 
+    /// May be sent once only: [`call`](Admission::call) makes no retry
+    /// after its first attempt is sent.
+    #[cfg_attr(
+        not(feature = "reqwest"),
+        allow(dead_code, reason = "used by the reqwest middleware")
+    )]
+    #[inline]
+    pub(crate) fn send_once(mut self) -> Self {
+        self.resend = false;
+        self
+    }
+
+    /// The same admission, to the limiter borrowed.
+    pub(crate) fn borrowed(&self) -> Admission<&Limiter<A, C>> {
+        Admission {
+            limiter: &self.limiter,
+            class: self.class,
+            max_wait: self.max_wait,
+            timeout: self.timeout,
+            cut_early: self.cut_early,
+            timed: self.timed,
+            resend: self.resend,
+        }
+    }
+
+    /// Whether [`call`](Admission::call) may send the call more than once.
+    pub(crate) fn may_resend(&self) -> bool {
+        self.resend
+    }
+
+    /// Whether a call that finds the limit reached waits for a slot rather
+    /// than fail fast: if the limiter [waits](Limiter::waits) (as the tower
+    /// layers then do), or if this admission set its own
+    /// [`max_wait`](Admission::max_wait).
+    pub(crate) fn waits(&self) -> bool {
+        self.max_wait.is_some() || self.limiter.waits()
+    }
+
     /// The limiter.
     pub fn limiter(&self) -> &L {
         &self.limiter
-    }
-
-    /// The class asked for, if any.
-    pub(crate) fn asked_class(&self) -> Option<Class> {
-        self.class
-    }
-
-    /// Whether the call may be cut early.
-    pub(crate) fn may_cut_early(&self) -> bool {
-        self.cut_early
     }
 
     /// The attempt timeout: the one set here, else the limiter's.
@@ -241,6 +275,19 @@ where
     /// runtime with the time driver enabled (as `tokio::time::sleep` does).
     pub async fn acquire(self) -> Result<Permit<L>, Rejection> {
         self.acquire_within(None).await
+    }
+
+    /// A slot for a call that finds the limit reached: waited for
+    /// ([`Admission::acquire_within`], no longer than `left` either) if the
+    /// admission [waits](Admission::waits), else refused at once
+    /// ([`Admission::try_acquire`]). The rule [`call`](Admission::call)
+    /// admits its first attempt by, as the tower layers admit theirs.
+    pub(crate) async fn admit(self, left: Option<Duration>) -> Result<Permit<L>, Rejection> {
+        if self.waits() {
+            self.acquire_within(left).await
+        } else {
+            self.try_acquire()
+        }
     }
 
     /// [`Admission::acquire`], waiting no longer than `left` either.

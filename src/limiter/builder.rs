@@ -212,7 +212,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
-    /// The longest [`Limiter::acquire`] waits for a slot (default: no limit).
+    /// The longest [`Limiter::acquire`] waits for a slot (default: no
+    /// limit), and [`Limiter::call`] and the tower layers too when the
+    /// limiter [waits](Builder::wait).
     #[must_use]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.options.rare_mut().max_wait = Some(max_wait);
@@ -220,8 +222,9 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 
     /// Whether callers wait for a slot (up to [`Builder::max_wait`]) rather
-    /// than fail fast when the limit is reached (default false): the tower
-    /// layer (`RheostatLayer`) then waits as if built with its `wait()`.
+    /// than fail fast when the limit is reached (default false):
+    /// [`Limiter::call`] then waits, and the tower layer (`RheostatLayer`)
+    /// as if built with its `wait()`.
     /// A configuration file's limiter sets it by its `max_wait` (or its
     /// `wait`), so that the file holds how a dependency's callers wait. See
     /// [`Limiter::waits`].

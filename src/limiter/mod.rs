@@ -280,8 +280,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// Whether callers wait for a slot rather than fail fast when the limit
     /// is reached ([`Builder::wait`]; in a file, a limiter with a
-    /// `max_wait`): the tower layer (`RheostatLayer`) waits then, as it
-    /// does when built with its `wait()`.
+    /// `max_wait`): [`Limiter::call`] waits then, at most the limiter's
+    /// [`Builder::max_wait`], and so does the tower layer
+    /// (`RheostatLayer`), as it does when built with its `wait()`.
     pub fn waits(&self) -> bool {
         self.options.wait()
     }

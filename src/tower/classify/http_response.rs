@@ -202,17 +202,30 @@ impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
     }
 
     fn verdict(&self, result: &Result<http::Response<B>, E>, latency: Duration) -> Verdict {
-        let verdict = Verdict::new(self.classify(result, latency));
-        let Ok(response) = result else {
-            return verdict;
+        let head = result.as_ref().ok().map(|r| (r.status(), r.headers()));
+        self.head_verdict(head, latency)
+    }
+}
+
+impl HttpClassifier {
+    /// [`Classify::verdict`] of a response whose head is `head` (its status
+    /// and headers; `None` for an error), after `latency`: for any client
+    /// whose responses are not `http::Response`s (reqwest's).
+    pub(crate) fn head_verdict(
+        &self,
+        head: Option<(http::StatusCode, &http::HeaderMap)>,
+        latency: Duration,
+    ) -> Verdict {
+        let Some((status, headers)) = head else {
+            return Verdict::new(Outcome::Overload);
         };
-        let mut verdict = if Self::retryable_status(response.status()) {
+        let verdict = Verdict::new(self.status(status, latency));
+        let mut verdict = if Self::retryable_status(status) {
             verdict
         } else {
             verdict.not_retryable()
         };
-        let after = response
-            .headers()
+        let after = headers
             .get(http::header::RETRY_AFTER)
             .and_then(|v| Self::parse_retry_after(v, std::time::SystemTime::now()));
         if let Some(after) = after {

@@ -200,11 +200,22 @@ impl<'de> Deserialize<'de> for PolicyConfig {
         // serde's own internally tagged enums buffer too, but lose the path
         // of an error inside; this keeps it (and keeps a NaN a NaN).
         let value = Value::deserialize(deserializer)?;
-        let Value::Map(mut table) = value else {
-            return Err(de::Error::custom(format_args!(
-                "invalid type: {}, expected a table with a `policy` key",
-                kind(&value)
-            )));
+        let mut table = match value {
+            Value::Map(table) => table,
+            // A name alone is the policy at its defaults: a limiter's
+            // `policy = "recommended"` is `[limiters.NAME.policy]` with
+            // `policy = "recommended"` and nothing else.
+            Value::String(name) => {
+                let mut table = std::collections::BTreeMap::new();
+                table.insert(Value::String("policy".to_owned()), Value::String(name));
+                table
+            }
+            other => {
+                return Err(de::Error::custom(format_args!(
+                    "invalid type: {}, expected a policy's name or a table with a `policy` key",
+                    kind(&other)
+                )))
+            }
         };
         let tag = match table.remove(&Value::String("policy".to_owned())) {
             Some(Value::String(tag)) => tag,

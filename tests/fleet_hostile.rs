@@ -23,7 +23,7 @@ mod admin;
 #[path = "support/fleet_server.rs"]
 mod fleet_server;
 
-use fleet_server::Server;
+use fleet_server::{file_of, http, Server};
 
 /// The process's recorder (the tasks count on the runtime's threads),
 /// installed by the first test to ask; each test reads its own prefix.
@@ -62,16 +62,6 @@ fn counted(name: &str, prefix: &str, label: Option<(&str, &str)>) -> u64 {
         })
         .map(|(_, n)| n)
         .sum()
-}
-
-/// A fresh directory for one test, with `text` as its configuration file.
-fn file_of(test: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rheostat-hostile-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("limits.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// `payments`, a fixed limit of 8; `orders`, a breaker.
@@ -293,6 +283,19 @@ async fn a_flood_of_messages_costs_a_few_reads_and_leaves_no_backlog() {
     );
 }
 
+/// The bytes the Redis server has sent to its clients so far.
+async fn bytes_sent(op: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(op)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_net_output_bytes:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_document_over_a_mebibyte_is_refused_before_it_is_fetched() {
     recorder();
@@ -313,32 +316,14 @@ async fn a_document_over_a_mebibyte_is_refused_before_it_is_fetched() {
     big.push_str(&"x".repeat(4 << 20));
     big.push_str("\"}");
     let _: () = op.set(fleet::overrides_key("large"), &big).await.unwrap();
-    let sent = |info: String| -> u64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix("total_net_output_bytes:"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap()
-    };
-    let before = sent(
-        redis::cmd("INFO")
-            .arg("stats")
-            .query_async(&mut op)
-            .await
-            .unwrap(),
-    );
+    let before = bytes_sent(&mut op).await;
     let refused_before = counted(
         "rheostat_fleet_reads_total",
         "large",
         Some(("result", "too_large")),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = sent(
-        redis::cmd("INFO")
-            .arg("stats")
-            .query_async(&mut op)
-            .await
-            .unwrap(),
-    );
+    let after = bytes_sent(&mut op).await;
     let refused = counted(
         "rheostat_fleet_reads_total",
         "large",
@@ -498,22 +483,6 @@ async fn every_redis_error_is_counted_by_kind_and_the_reader_keeps_reading() {
     );
     eprintln!("{errors} errors counted, {wrong_type} of the wrong type");
     assert!(wrong_type >= 3, "{wrong_type}");
-}
-
-/// One HTTP/1.1 request over loopback: the status and the body.
-async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
-    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

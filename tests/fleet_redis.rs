@@ -21,7 +21,7 @@ mod admin;
 #[path = "support/fleet_server.rs"]
 mod fleet_server;
 
-use fleet_server::Server;
+use fleet_server::{file_of, http, Server};
 
 /// A file listing `payments` as a fixed limit of 8.
 fn config_file(test: &str) -> PathBuf {
@@ -29,16 +29,6 @@ fn config_file(test: &str) -> PathBuf {
         test,
         "[limiters.payments.policy]\npolicy = \"fixed\"\nlimit = 8\n",
     )
-}
-
-/// A fresh directory for one test, with `text` as its configuration file.
-fn file_of(test: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rheostat-fleet-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("limits.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// `n` instances of one service, in `regions`, each following the fleet.
@@ -267,22 +257,6 @@ async fn a_document_that_does_not_read_is_refused_and_the_overrides_in_force_sta
         })
         .sum();
     assert!(refused >= 2, "{refused} reads refused");
-}
-
-/// One HTTP/1.1 request over loopback: the status and the body.
-async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
-    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,3 +95,19 @@ struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/design.md")]
 struct DesignDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/client.md")]
+struct ClientDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/configuration.md")]
+struct ConfigurationDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/fleets.md")]
+struct FleetsDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/server.md")]
+struct ServerDoctests;

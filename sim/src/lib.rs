@@ -263,3 +263,10 @@ impl Comparison {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 }
+
+// The comparison's page, whose snippet is this crate's: a doctest here
+// (the page sits in the workspace's docs/, outside the packaged crate, and
+// is read only when doctests are built).
+#[cfg(doctest)]
+#[doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/comparison.md"))]
+struct ComparisonDoctests;

@@ -283,3 +283,60 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
         }
     }
 }
+
+/// The throttle's advice, measured: against errors at random (every
+/// severity of the shipped sweep's kind, and the same kind in three
+/// families drawn at random), the throttle at its default `k` of 2 serves
+/// at least as much as with `k` = 1 ("send about what succeeds"), which
+/// refuses calls that would have succeeded. `docs/policies.md` states the
+/// figures this prints.
+#[test]
+#[ignore = "runs a sweep kind over several families; use --release"]
+fn the_throttle_at_its_default_k_serves_errors_at_random_as_well_as_at_k_one() {
+    use rheostat::algorithms::{Algorithm, Throttle, ThrottleConfig};
+    use rheostat_sim::families::Families;
+
+    let k_one = Row::new("throttle k=1", |_, _| {
+        let config = ThrottleConfig {
+            k: 1.0,
+            ..ThrottleConfig::default()
+        };
+        Ok(Box::new(Throttle::new(config)?) as Box<dyn Algorithm>)
+    });
+    let mut families = Scenario::builtin_sweeps().unwrap();
+    families.extend(
+        Families::new(3, 2026)
+            .with_calls(150_000.0)
+            .draw()
+            .unwrap()
+            .into_iter()
+            .map(|f| f.scenario),
+    );
+    let rows = [rows::none(), rows::throttle(), k_one, rows::recommended()];
+    for family in families {
+        let cells: Vec<_> = family
+            .cells()
+            .into_iter()
+            .filter(|c| c.kind == Kind::Errors)
+            .collect();
+        let scenarios: Vec<Scenario> = cells.iter().map(|c| c.scenario.clone()).collect();
+        let (report, _) = compare(&scenarios, &rows, 1, |_| {}).unwrap();
+        for r in &report.scenarios {
+            let served = |name: &str| r.policy(name).unwrap().successes as f64;
+            let none = served("none").max(1.0);
+            println!(
+                "{:<44} of no limiter: throttle {:.2}, k=1 {:.2}, recommended {:.2}",
+                r.name,
+                served("throttle") / none,
+                served("throttle k=1") / none,
+                served("recommended") / none,
+            );
+            assert!(
+                served("throttle") >= 0.99 * served("throttle k=1"),
+                "{}: k = 2 served less than k = 1\n{}",
+                r.name,
+                r.table()
+            );
+        }
+    }
+}

@@ -263,7 +263,7 @@ fn pair<A: Algorithm>(
 
 /// What one clock read costs, each way the limiter could read the time.
 fn clocks(c: &mut Criterion) {
-    use rheostat::{Clock, QuantaClock, SystemClock};
+    use rheostat::clock::{Clock, QuantaClock, SystemClock};
     let mut group = c.benchmark_group("clock");
     group.sample_size(SAMPLES);
     let g = &mut group;

@@ -77,7 +77,7 @@ fn describe(file: &LimitersConfig, name: &str) {
                 .and_then(|c| c.timeout)
                 .is_some_and(|t| t.as_learned().is_some());
             let learned = if learned { "learned, up to " } else { "" };
-            let call = match (limiter.attempt_timeout(), limiter.waits()) {
+            let call = match (limiter.timeouts().ceiling, limiter.waits()) {
                 (Some(t), true) => format!("  calls: {learned}{t:?}, waiting"),
                 (Some(t), false) => format!("  calls: {learned}{t:?}"),
                 (None, true) => "  calls: waiting".to_owned(),

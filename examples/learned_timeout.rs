@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Prints, every 3 s, a row per run: the timeout in force
-//! (`Limiter::timeout_in_force`), the limiter's limit, the workers held
+//! (`Limiter::timeouts().in_force`), the limiter's limit, the workers held
 //! (mean and most over the interval) and, of them, those held by a request
 //! the server is not answering (mean), the goodput (requests answered 200
 //! a second), the requests timed out and refused a second. Then, for each

@@ -44,7 +44,7 @@ where
     /// admission says the call may not be [cut
     /// early](Admission::cut_early). An attempt that runs out of time is recorded as
     /// [`Outcome::Overload`](crate::Outcome::Overload). An attempt admitted as a probe is given the
-    /// [probe timeout](Limiter::probe_timeout) instead (see
+    /// [probe timeout](crate::timeout::Timeouts::probe) instead (see
     /// [`Permit::timeout`](crate::Permit::timeout)), even past the retry's deadline (no retry
     /// follows a probe that ends after it); to choose a
     /// probe's timeout yourself, take the permit with

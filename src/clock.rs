@@ -1,4 +1,6 @@
-//! Where the runtime reads time.
+//! Where the runtime reads time: the [`Clock`] a limiter is built with
+//! ([`Builder::clock`](crate::Builder::clock)), the [`DefaultClock`] when
+//! none is given.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +50,7 @@ impl Clock for SystemClock {
 /// # Examples
 ///
 /// ```
-/// use rheostat::{Clock, QuantaClock};
+/// use rheostat::clock::{Clock, QuantaClock};
 ///
 /// let clock = QuantaClock::new();
 /// let a = clock.now();
@@ -143,7 +145,7 @@ pub type DefaultClock = SystemClock;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat::{Clock, ManualClock};
+/// use rheostat::clock::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let t0 = clock.now();

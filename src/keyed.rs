@@ -135,7 +135,7 @@ type Make<K> = Box<dyn Fn(&K) -> Result<Builder<Box<dyn Algorithm>>, ConfigError
 /// documentation](self).
 ///
 /// The clock `C` is every limiter's clock and tells how long a limiter has
-/// been idle: with a [`ManualClock`](crate::ManualClock), keyed limiters run
+/// been idle: with a [`ManualClock`](crate::clock::ManualClock), keyed limiters run
 /// in virtual time.
 pub struct KeyedLimiters<K, C = DefaultClock> {
     make: Make<K>,
@@ -473,7 +473,7 @@ fn may_go<C: Clock>(limiter: &Arc<DynLimiter<C>>) -> bool {
     // seen below.
     fence(Ordering::Acquire);
     // Apply a cooldown that has run out before judging the breaker.
-    limiter.handle_timeout();
+    limiter.wake();
     let kept = matches!(
         limiter.snapshot().state,
         Some(BreakerState::Open | BreakerState::HalfOpen | BreakerState::ForcedOpen)

@@ -45,20 +45,21 @@
 //!
 //! # Time
 //!
-//! The limiter reads time only through its [`Clock`]: the system clock by
-//! default, [`TokioClock`] for paused-time tests, [`ManualClock`] for
-//! simulation. Waiting for a slot and per-call timeouts use Tokio's timer.
+//! The limiter reads time only through its [`Clock`](clock::Clock): the
+//! system clock by default, [`TokioClock`](clock::TokioClock) for
+//! paused-time tests, [`ManualClock`](clock::ManualClock) for simulation.
+//! Waiting for a slot and per-call timeouts use Tokio's timer.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
-mod clock;
+pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod error;
 pub mod keyed;
-mod limiter;
+pub mod limiter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod observe;
@@ -77,16 +78,13 @@ pub mod tracing;
 pub use rheostat_algorithms as algorithms;
 
 pub use algorithms::{Algorithm, ConfigError, Outcome};
-#[cfg(feature = "quanta")]
-pub use clock::QuantaClock;
-pub use clock::{Clock, DefaultClock, ManualClock, SystemClock, TokioClock};
 pub use error::{CallError, RejectReason, Rejection};
-pub use limiter::{
-    Admission, Builder, Claim, DynLimiter, Handle, Limiter, OwnedPermit, Permit, ProbeAllowance,
-    ProbeClaims, QueueOrder, Readiness, Sharding, CLAIM_LEAD, MAX_WAITERS, PARK_PER_SHARD,
-};
+pub use limiter::{Admission, Builder, Handle, OwnedPermit, Permit};
+// Defined in `limiter`, shown here with the rest of what most code names.
+#[doc(inline)]
+pub use limiter::{DynLimiter, Limiter};
 pub use observe::Observer;
-pub use timeout::{LearnedTimeout, Timeout};
+pub use timeout::Timeout;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -10,7 +10,7 @@
 //! | `rheostat_admit_probability` | gauge | `limiter` | the gate's admit probability, 0 to 1 |
 //! | `rheostat_breaker_state` | gauge | `limiter` | the breaker's state (see below); only for policies with a breaker |
 //! | `rheostat_override` | gauge | `limiter`, `kind` | 1 while an operator's [override](crate::overrides) of that `kind` (`force_open`, `force_closed`, `cap`, `metrics_only`) is in force, else 0; registered at a limiter's first override |
-//! | `rheostat_timeout_seconds` | gauge | `limiter` | the attempt timeout in force ([`Limiter::timeout_in_force`](crate::Limiter::timeout_in_force): a [learned](crate::timeout) one, within its ceiling); only for a limiter with a timeout |
+//! | `rheostat_timeout_seconds` | gauge | `limiter` | the attempt timeout in force ([`Timeouts::in_force`](crate::timeout::Timeouts::in_force): a [learned](crate::timeout) one, within its ceiling); only for a limiter with a timeout |
 //! | `rheostat_timeout_ceiling_cutting` | gauge | `limiter` | 1 while a learned timeout's ceiling cuts every call (calls have ended at it for a window, none answering within it: see [`crate::timeout`](crate::timeout#when-the-ceiling-cuts-every-call)), else 0; only for a limiter whose timeout is learned |
 //! | `rheostat_calls_total` | counter | `limiter`, `outcome` | calls by `outcome`: `success`, `overload`, `ignored` (finished calls) and `rejected` (refused by the limiter) |
 //! | `rheostat_rejected_total` | counter | `limiter`, `reason` | the calls refused, by `reason` (see below) |

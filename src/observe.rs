@@ -88,7 +88,7 @@ pub trait Observer: Send + Sync + 'static {
     }
 
     /// The attempt timeout in force moved to `timeout`
-    /// ([`Limiter::timeout_in_force`](crate::Limiter::timeout_in_force)):
+    /// ([`Timeouts::in_force`](crate::timeout::Timeouts::in_force)):
     /// told, on a limiter whose timeout is [learned](crate::timeout), when
     /// the learned value changes (and once when the limiter is built, on
     /// any limiter with a timeout).

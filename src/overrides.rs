@@ -16,7 +16,7 @@
 //! Every override ends: at most [`MAX_OVERRIDE`] after it is set, so a
 //! forgotten one cannot pin a dependency shut or open. It ends at the
 //! first admission, finished call or
-//! [`handle_timeout`](crate::Limiter::handle_timeout) at or after its end,
+//! [`wake`](crate::Limiter::wake) at or after its end,
 //! and the policy's own gate is back at once. The policy hears every call
 //! it is sent meanwhile, so its state is current when the override ends.
 //!
@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use rheostat::{algorithms::Aimd, overrides::Override, Limiter, ManualClock, RejectReason};
+//! use rheostat::{algorithms::Aimd, overrides::Override, Limiter, clock::ManualClock, RejectReason};
 //!
 //! let clock = ManualClock::new();
 //! let limiter = Limiter::builder(Aimd::recommended()).clock(clock.clone()).build()?;

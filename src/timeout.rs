@@ -171,8 +171,8 @@ pub(crate) use learner::{Given, Learner};
 /// let learned = Limiter::builder(Fixed::new(10)?)
 ///     .timeout(Timeout::learned(Duration::from_secs(15)))
 ///     .build()?;
-/// assert_eq!(typed.attempt_timeout(), Some(Duration::from_millis(800)));
-/// assert_eq!(learned.attempt_timeout(), Some(Duration::from_secs(15)));
+/// assert_eq!(typed.timeouts().ceiling, Some(Duration::from_millis(800)));
+/// assert_eq!(learned.timeouts().ceiling, Some(Duration::from_secs(15)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -245,7 +245,7 @@ impl From<LearnedTimeout> for Timeout {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat::{algorithms::Fixed, Limiter, ManualClock, Timeout};
+/// use rheostat::{algorithms::Fixed, Limiter, clock::ManualClock, Timeout};
 ///
 /// let clock = ManualClock::new();
 /// let limiter = Limiter::builder(Fixed::new(10)?)
@@ -253,7 +253,7 @@ impl From<LearnedTimeout> for Timeout {
 ///     .timeout(Timeout::learned(Duration::from_secs(15)).floor(Duration::from_millis(5)))
 ///     .build()?;
 /// // Until it has seen 100 successes, an attempt gets the ceiling.
-/// assert_eq!(limiter.learned_timeout(), None);
+/// assert_eq!(limiter.timeouts().learned, None);
 /// for _ in 0..200 {
 ///     let permit = limiter.try_acquire()?;
 ///     clock.advance(Duration::from_millis(40));
@@ -261,7 +261,7 @@ impl From<LearnedTimeout> for Timeout {
 /// }
 /// // Then about twice the p99.9 of what it saw: 40 ms calls, an 80 ms timeout
 /// // (within the histogram's 1/16).
-/// let learned = limiter.learned_timeout().unwrap();
+/// let learned = limiter.timeouts().learned.unwrap();
 /// assert!(learned >= Duration::from_millis(80) && learned <= Duration::from_millis(86));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -302,8 +302,8 @@ pub struct LearnedTimeout {
     /// ceiling, unless the code gives one), as with a typed timeout, for a
     /// dependency no call to which is safe to cut early (a payments route,
     /// anything not idempotent); the timeout is still learned, and shown
-    /// ([`Limiter::learned_timeout`](crate::Limiter::learned_timeout)), and
-    /// a ceiling that cuts every call is still reported. One call is marked
+    /// ([`Timeouts::learned`]), and a ceiling that cuts every call is still
+    /// reported. One call is marked
     /// so by [`Admission::cut_early`](crate::Admission::cut_early).
     pub cut_early: bool,
 }
@@ -440,6 +440,62 @@ impl LearnedTimeout {
         let threshold = (self.share * 4_294_967_296.0) as u32;
         threshold
     }
+}
+
+/// A limiter's attempt timeouts, read together by
+/// [`Limiter::timeouts`](crate::Limiter::timeouts).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use rheostat::{algorithms::Fixed, Limiter};
+///
+/// let limiter = Limiter::builder(Fixed::new(10)?)
+///     .timeout(Duration::from_millis(800))
+///     .build()?;
+/// let timeouts = limiter.timeouts();
+/// assert_eq!(timeouts.ceiling, Some(Duration::from_millis(800)));
+/// assert_eq!(timeouts.in_force, timeouts.ceiling); // typed: nothing is learned
+/// assert_eq!(timeouts.learned, None);
+/// assert_eq!(timeouts.probe, None); // a bulkhead never probes
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timeouts {
+    /// The timeout a call through the limiter is given when the code gives
+    /// none ([`Builder::timeout`](crate::Builder::timeout); a file's
+    /// `timeout`): the typed one, or the learned one's ceiling. The tower
+    /// layers use it unless built with their own. `None` if not set.
+    pub ceiling: Option<Duration>,
+    /// The attempt timeout learned from the dependency
+    /// ([`Builder::timeout`](crate::Builder::timeout) with a
+    /// [`Timeout::learned`]), before any caller's ceiling: `None` if the
+    /// timeout is not learned, or until enough successes have been seen
+    /// ([`LearnedTimeout::min_samples`]).
+    /// [`Permit::timeout`](crate::Permit::timeout) gives it to a call that
+    /// may be cut early (where [`LearnedTimeout::cut_early`] is `false`, it
+    /// is learned and shown here, and given to none).
+    pub learned: Option<Duration>,
+    /// The timeout a call is given now when the code gives none: the
+    /// learned one within its [`ceiling`](Self::ceiling), else the ceiling
+    /// (always the ceiling where the learned timeout cuts no call early,
+    /// [`LearnedTimeout::cut_early`]). What the metrics show as
+    /// `rheostat_timeout_seconds`.
+    pub in_force: Option<Duration>,
+    /// The attempt timeout a call admitted as a probe is given: the
+    /// policy's [`Algorithm::probe_timeout`](crate::Algorithm::probe_timeout)
+    /// (a breaker's
+    /// [`probe_timeout`](crate::algorithms::breaker::BreakerConfig::probe_timeout),
+    /// 30 s by default, after which it counts an unreported probe as
+    /// failed); `None` if the policy never probes.
+    /// [`Limiter::call`](crate::Limiter::call), the tower layer and
+    /// [`Permit::timeout`](crate::Permit::timeout) give it to probes in
+    /// place of the caller's ordinary timeout, so that a dependency coming
+    /// back slowly is not shut out by a probe held to the ordinary short
+    /// timeout.
+    pub probe: Option<Duration>,
 }
 
 #[cfg(test)]

@@ -16,7 +16,11 @@ use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Coold
 use rheostat::algorithms::{
     Algorithm, Deferral, Published, Sample, Snapshot, Throttle, ThrottleConfig, Transition,
 };
-use rheostat::{Clock, Limiter, ManualClock, Outcome, Permit, RejectReason, Sharding};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    limiter::Sharding,
+    Limiter, Outcome, Permit, RejectReason,
+};
 
 /// A policy that hears of every call on its own: it lets no success be
 /// held.

@@ -13,7 +13,8 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::BreakerState;
 use rheostat::{
-    CallError, Clock, Limiter, ManualClock, Outcome, Readiness, RejectReason, TokioClock,
+    clock::Clock, clock::ManualClock, clock::TokioClock, limiter::Readiness, CallError, Limiter,
+    Outcome, RejectReason,
 };
 
 fn config() -> BreakerConfig {
@@ -75,10 +76,10 @@ fn half_open_admits_capped_probes_marked_on_the_permit_then_closes_and_ramps() {
     let first = limiter.gate().admit_probability;
     assert!(first < 1.0, "{first}");
     clock.advance(Duration::from_secs(15));
-    limiter.handle_timeout();
+    limiter.wake();
     assert!(limiter.gate().admit_probability > first);
     clock.advance(Duration::from_secs(20));
-    limiter.handle_timeout();
+    limiter.wake();
     assert_eq!(limiter.gate().admit_probability, 1.0);
 }
 
@@ -278,7 +279,7 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
         ..config()
     };
     let limiter = Limiter::with_clock(Breaker::new(config.clone()).unwrap(), TokioClock);
-    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(5)));
+    assert_eq!(limiter.timeouts().probe, Some(Duration::from_secs(5)));
     trip(&limiter);
     tokio::time::sleep(Duration::from_secs(10)).await;
     for _ in 0..4 {
@@ -317,7 +318,7 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
 async fn by_default_a_probe_is_given_30_s_on_every_path() {
     let limiter = Limiter::with_clock(Breaker::new(BreakerConfig::default()).unwrap(), TokioClock);
     let ordinary = Duration::from_millis(800);
-    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(30)));
+    assert_eq!(limiter.timeouts().probe, Some(Duration::from_secs(30)));
     // An ordinary call: the caller's timeout.
     let permit = limiter.try_acquire().unwrap();
     assert!(!permit.is_probe());
@@ -347,7 +348,7 @@ async fn by_default_a_probe_is_given_30_s_on_every_path() {
     assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
     // A policy that never probes has no probe timeout.
     let fixed = Limiter::new(rheostat::algorithms::Fixed::new(1).unwrap());
-    assert_eq!(fixed.probe_timeout(), None);
+    assert_eq!(fixed.timeouts().probe, None);
     assert_eq!(fixed.try_acquire().unwrap().timeout(ordinary), ordinary);
 }
 
@@ -451,7 +452,7 @@ fn the_probe_timeout_is_the_breakers_through_a_stack_and_a_configuration_file() 
         .build()
         .unwrap();
     let limiter = Limiter::new(stack);
-    assert_eq!(limiter.probe_timeout(), Some(Duration::from_secs(7)));
+    assert_eq!(limiter.timeouts().probe, Some(Duration::from_secs(7)));
 
     let file = LimitersConfig::from_toml(
         r#"
@@ -466,8 +467,8 @@ fn the_probe_timeout_is_the_breakers_through_a_stack_and_a_configuration_file() 
     )
     .unwrap();
     let search = file.build("search").unwrap();
-    assert_eq!(search.probe_timeout(), Some(Duration::from_secs(12)));
-    assert_eq!(file.build("legacy").unwrap().probe_timeout(), None);
+    assert_eq!(search.timeouts().probe, Some(Duration::from_secs(12)));
+    assert_eq!(file.build("legacy").unwrap().timeouts().probe, None);
     // The limiter's own key is gone, and refused with the way to the new one.
     let err = LimitersConfig::from_toml(
         "[limiters.search]\nprobe_timeout = \"12s\"\n[limiters.search.policy]\npolicy = \"breaker\"\n",

@@ -15,7 +15,7 @@ use rheostat::algorithms::Fixed;
 use rheostat::config::LimitersConfig;
 use rheostat::retry::RetryConfig;
 use rheostat::tower::{ResultClassifier, RheostatLayer};
-use rheostat::{Algorithm, CallError, Limiter, Outcome, RejectReason, TokioClock};
+use rheostat::{clock::TokioClock, Algorithm, CallError, Limiter, Outcome, RejectReason};
 use tokio::time::Instant;
 use tower::{service_fn, Layer, ServiceExt};
 

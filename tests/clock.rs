@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::BreakerState;
-use rheostat::{Clock, DefaultClock, Limiter, QuantaClock, RejectReason};
+use rheostat::{
+    clock::{Clock, DefaultClock, QuantaClock},
+    Limiter, RejectReason,
+};
 
 #[test]
 fn the_default_clock_is_the_quanta_clock() {

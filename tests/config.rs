@@ -12,7 +12,12 @@ use rheostat::algorithms::breaker::{BreakerConfig, BreakerWindow, Cooldown, Half
 use rheostat::algorithms::window::{Aggregation, WindowConfig};
 use rheostat::algorithms::{AimdConfig, AimdMode, GradientConfig, ThrottleConfig, VegasConfig};
 use rheostat::config::{ConfigFileError, KeyedConfig, LimiterConfig, LimitersConfig, PolicyConfig};
-use rheostat::{LearnedTimeout, Limiter, ManualClock, Outcome, QueueOrder, Sharding, Timeout};
+use rheostat::{
+    clock::ManualClock,
+    limiter::{QueueOrder, Sharding},
+    timeout::LearnedTimeout,
+    Limiter, Outcome, Timeout,
+};
 
 /// Each error of a file: the field as the file writes it, and its line.
 fn fields_and_lines(err: &ConfigFileError) -> Vec<(String, Option<usize>)> {
@@ -822,9 +827,9 @@ fn the_recommended_limiter_in_a_file_is_the_recommended_limiter_in_code() {
     let in_code = Limiter::recommended();
     assert_eq!(from_file.snapshot().policy, in_code.snapshot().policy);
     assert_eq!(from_file.gate(), in_code.gate());
-    assert_eq!(from_file.attempt_timeout(), Some(Duration::from_secs(15)));
-    assert_eq!(from_file.attempt_timeout(), in_code.attempt_timeout());
-    assert_eq!(from_file.timeout_in_force(), in_code.timeout_in_force());
+    assert_eq!(from_file.timeouts().ceiling, Some(Duration::from_secs(15)));
+    assert_eq!(from_file.timeouts().ceiling, in_code.timeouts().ceiling);
+    assert_eq!(from_file.timeouts().in_force, in_code.timeouts().in_force);
 }
 
 #[test]
@@ -1017,9 +1022,9 @@ fn timeout_auto_builds_a_limiter_whose_attempt_timeout_is_15_s_with_nothing_lear
         Some(Timeout::Learned(LearnedTimeout::default()))
     );
     let limiter = file.build("p").unwrap();
-    assert_eq!(limiter.attempt_timeout(), Some(Duration::from_secs(15)));
-    assert_eq!(limiter.learned_timeout(), None);
-    assert_eq!(limiter.timeout_in_force(), Some(Duration::from_secs(15)));
+    assert_eq!(limiter.timeouts().ceiling, Some(Duration::from_secs(15)));
+    assert_eq!(limiter.timeouts().learned, None);
+    assert_eq!(limiter.timeouts().in_force, Some(Duration::from_secs(15)));
     // The shipped example shows it.
     let shipped = LimitersConfig::load(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -1070,11 +1075,11 @@ fn a_learned_timeout_table_s_fields_reach_the_limiter_and_left_out_keys_take_the
     assert_eq!(some.ceiling, Duration::from_secs(15));
     assert_eq!(some.margin, 2.0);
     assert_eq!(
-        file.build("every").unwrap().attempt_timeout(),
+        file.build("every").unwrap().timeouts().ceiling,
         Some(ms(2000))
     );
     assert_eq!(
-        file.build("some").unwrap().attempt_timeout(),
+        file.build("some").unwrap().timeouts().ceiling,
         Some(Duration::from_secs(15))
     );
     // An empty table is a learned timeout at its defaults, as "auto" is.
@@ -1134,9 +1139,9 @@ fn cut_early_false_in_a_learned_timeout_table_keeps_every_calls_timeout_and_roun
             permit.success();
         }
     }
-    assert!(payments.learned_timeout().unwrap() < Duration::from_millis(100));
-    assert_eq!(payments.timeout_in_force(), Some(ceiling));
-    assert!(search.timeout_in_force().unwrap() < Duration::from_millis(100));
+    assert!(payments.timeouts().learned.unwrap() < Duration::from_millis(100));
+    assert_eq!(payments.timeouts().in_force, Some(ceiling));
+    assert!(search.timeouts().in_force.unwrap() < Duration::from_millis(100));
     for _ in 0..100 {
         let permit = payments.try_acquire().unwrap();
         assert_eq!(permit.timeout(ceiling), ceiling);
@@ -1308,9 +1313,9 @@ fn a_typed_timeout_is_still_a_duration_given_to_every_call() {
     let typed = Duration::from_millis(800);
     assert_eq!(file.limiters["p"].timeout, Some(Timeout::Typed(typed)));
     let limiter = file.build("p").unwrap();
-    assert_eq!(limiter.attempt_timeout(), Some(typed));
-    assert_eq!(limiter.timeout_in_force(), Some(typed));
-    assert_eq!(limiter.learned_timeout(), None);
+    assert_eq!(limiter.timeouts().ceiling, Some(typed));
+    assert_eq!(limiter.timeouts().in_force, Some(typed));
+    assert_eq!(limiter.timeouts().learned, None);
     let err = LimitersConfig::from_toml(
         "[limiters.p]\ntimeout = \"0s\"\n[limiters.p.policy]\npolicy = \"aimd\"\n",
     )
@@ -1393,19 +1398,19 @@ fn the_default_and_keyed_limiters_take_a_learned_timeout() {
     )
     .unwrap();
     assert_eq!(
-        file.build("unlisted").unwrap().attempt_timeout(),
+        file.build("unlisted").unwrap().timeouts().ceiling,
         Some(Duration::from_secs(15))
     );
     let keyed = file.keyed().build().unwrap();
     assert_eq!(
-        keyed.get("/checkout").unwrap().attempt_timeout(),
+        keyed.get("/checkout").unwrap().timeouts().ceiling,
         Some(Duration::from_secs(15))
     );
     assert_eq!(
-        keyed.get("search").unwrap().attempt_timeout(),
+        keyed.get("search").unwrap().timeouts().ceiling,
         Some(Duration::from_secs(2))
     );
-    assert_eq!(keyed.get("search").unwrap().learned_timeout(), None);
+    assert_eq!(keyed.get("search").unwrap().timeouts().learned, None);
 
     let err = LimitersConfig::from_toml(
         "[default]\ntimeout = { margin = 0.5 }\n[default.policy]\npolicy = \"aimd\"\n",

@@ -219,7 +219,11 @@ mod durations {
     use rheostat::keyed::KeyedLimiters;
     use rheostat::overrides::Override;
     use rheostat::retry::{Backoff, Budget, RetryConfig};
-    use rheostat::{Clock as _, Limiter, ManualClock, ProbeAllowance, ProbeClaims, Timeout};
+    use rheostat::{
+        clock::{Clock as _, ManualClock},
+        limiter::{ProbeAllowance, ProbeClaims},
+        Limiter, Timeout,
+    };
 
     /// A duration past a year: just past it, far past it, or the largest.
     fn past_a_year() -> impl Strategy<Value = Duration> {

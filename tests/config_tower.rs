@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rheostat::config::LimitersConfig;
 use rheostat::tower::{KeyedLayer, ResultClassifier, RheostatLayer};
-use rheostat::{CallError, RejectReason, TokioClock};
+use rheostat::{clock::TokioClock, CallError, RejectReason};
 use tower::{service_fn, Layer, Service, ServiceExt};
 
 const FILE: &str = r#"

@@ -18,7 +18,11 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, Deferral, Gradient, GradientConfig, Published, Sample, Snapshot,
     Transition, Vegas, VegasConfig,
 };
-use rheostat::{Clock, Limiter, ManualClock, Outcome, Sharding};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    limiter::Sharding,
+    Limiter, Outcome,
+};
 
 /// Held successes are buffered once two threads have met on the policy's
 /// lock; `Sharding::Always` sets the buffers up at once, for a test driven

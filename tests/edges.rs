@@ -18,7 +18,10 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, BreakerState, ConfigError, Fixed, Gradient, GradientConfig,
     Published, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_DURATION, MAX_LIMIT,
 };
-use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome, RejectReason};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    DynLimiter, Limiter, Observer, Outcome, RejectReason,
+};
 
 const MIN: u32 = 2;
 const MAX: u32 = 40;
@@ -165,7 +168,7 @@ fn drive(limiter: &DynLimiter<ManualClock>, rounds: u32, mut between: impl FnMut
                 _ => permit.ignore(),
             }
         }
-        limiter.handle_timeout();
+        limiter.wake();
         between(round);
         limiter.update(|p| assert_sane(p.as_ref()));
     }
@@ -345,7 +348,7 @@ fn the_longest_durations_allowed_work_without_overflow() {
     assert!(gate.admit_probability > 0.0 && gate.admit_probability < 1.0);
     // And the clock at its own end of time changes nothing.
     clock.advance(Duration::MAX);
-    limiter.handle_timeout();
+    limiter.wake();
     let _ = limiter.try_acquire();
     assert_eq!(limiter.in_flight(), 0);
 }
@@ -397,7 +400,7 @@ fn a_clock_that_jumps_backwards_counts_as_no_time_passing() {
         clock.set_elapsed(Duration::ZERO);
         drop(held);
         // Back to before the limiter was built.
-        limiter.handle_timeout();
+        limiter.wake();
         let _ = limiter.try_acquire();
         assert_eq!(limiter.in_flight(), 0, "{name}");
         limiter.update(|p| assert_sane(p.as_ref()));

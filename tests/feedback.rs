@@ -15,7 +15,10 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, Feedback, Fixed, Gate, Hints, Published, Sample, Stack, Throttle,
     ThrottleConfig,
 };
-use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Observer, Outcome};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    DynLimiter, Limiter, Observer, Outcome,
+};
 
 /// A manual clock that counts how often it is read.
 #[derive(Clone, Default)]
@@ -292,7 +295,7 @@ fn a_success_within_the_deferrals_bounds_is_held_and_nothing_else_is() {
     let limiter = Limiter::builder(policy.clone())
         .clock(clock.clone())
         .observer(seen.clone())
-        .sharding(rheostat::Sharding::Always)
+        .sharding(rheostat::limiter::Sharding::Always)
         .build()
         .unwrap();
     let call = |latency: Duration, outcome: Outcome| {

@@ -185,7 +185,7 @@ async fn redis_stopped_slowed_and_restarted_leaves_calls_and_decisions_local() {
     until(Duration::from_secs(5), || {
         fleet.iter().all(|l| {
             let payments = l.get("payments").unwrap();
-            payments.handle_timeout();
+            payments.wake();
             payments.override_in_force().is_none()
         })
     })

@@ -543,7 +543,7 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
         Channel,
         GrpcClassifier,
         Fixed,
-        rheostat::DefaultClock,
+        rheostat::clock::DefaultClock,
         rheostat::tower::DefaultClass,
         AtBodyEnd,
     >;
@@ -552,7 +552,7 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
         RheostatLayer<
             GrpcClassifier,
             Fixed,
-            rheostat::DefaultClock,
+            rheostat::clock::DefaultClock,
             rheostat::tower::DefaultClass,
             AtBodyEnd,
         >,
@@ -565,7 +565,7 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
             <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future,
             GrpcClassifier,
             Fixed,
-            rheostat::DefaultClock,
+            rheostat::clock::DefaultClock,
             AtBodyEnd,
         >,
     >();

@@ -18,7 +18,10 @@ use rheostat::algorithms::{
     Algorithm, Breaker, BreakerState, Fixed, Published, Sample, Snapshot, Transition,
 };
 use rheostat::keyed::{KeyedError, KeyedLimiters};
-use rheostat::{Clock, Limiter, ManualClock};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    Limiter,
+};
 
 /// What the test sees of the policies: how many times one was judged (its
 /// snapshot read), and a scan made to stop inside one judgement.
@@ -259,7 +262,7 @@ fn ten_thousand_kept_limiters_measured() {
     const KEYS: usize = 10_000;
     const RUN: Duration = Duration::from_secs(2);
     let hook = Arc::new(Hook::default());
-    let keyed = keyed(KEYS, rheostat::DefaultClock::default(), &hook);
+    let keyed = keyed(KEYS, rheostat::clock::DefaultClock::default(), &hook);
     fill_with_open_breakers(&keyed, KEYS);
 
     let lookups = |keyed: &KeyedLimiters<String, _>| {

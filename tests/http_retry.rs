@@ -34,7 +34,7 @@ use rheostat::retry::{Backoff, Budget, RetryConfig, RetryOutcome};
 use rheostat::tower::{
     ClassifyFn, HttpClassifier, Idempotent, RetryPolicy, RetryRule, RheostatLayer,
 };
-use rheostat::{CallError, DynLimiter, Limiter, Outcome, RejectReason, TokioClock};
+use rheostat::{clock::TokioClock, CallError, DynLimiter, Limiter, Outcome, RejectReason};
 use tokio::sync::oneshot;
 use tower::{service_fn, Layer, ServiceBuilder, ServiceExt};
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rheostat::algorithms::breaker::{BreakerConfig, Cooldown};
 use rheostat::algorithms::{Algorithm, Breaker, BreakerState, Fixed};
 use rheostat::keyed::{KeyedError, KeyedLimiters};
-use rheostat::{Limiter, ManualClock};
+use rheostat::{clock::ManualClock, Limiter};
 
 const IDLE: Duration = Duration::from_secs(60);
 

@@ -9,7 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Gate, Published, Sample};
-use rheostat::{Clock, DynLimiter, Limiter, ManualClock, Outcome, RejectReason};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    DynLimiter, Limiter, Outcome, RejectReason,
+};
 
 #[path = "support/recorder.rs"]
 mod recorder;
@@ -119,7 +122,7 @@ fn invalid_limiter_options_name_the_field() {
         .unwrap_err();
     assert_eq!(e.field(), "limiter.max_wait");
     let e = Limiter::builder(Fixed::new(1).unwrap())
-        .queue(rheostat::QueueOrder::Fifo, usize::MAX)
+        .queue(rheostat::limiter::QueueOrder::Fifo, usize::MAX)
         .build()
         .unwrap_err();
     assert_eq!(e.field(), "limiter.max_waiters");

@@ -44,7 +44,7 @@ use rheostat::algorithms::{
     Algorithm, BreakerState, Deferral, Feedback, Fixed, Gate, Hints, Published, Sample, Snapshot,
     Transition,
 };
-use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
+use rheostat::{clock::ManualClock, limiter::Sharding, Limiter, Observer, Outcome};
 
 /// Counts admissions and finished calls. Loom runs a model's threads one at
 /// a time, so plain atomics are exact here (and add no interleavings).
@@ -602,7 +602,7 @@ fn the_lazy_set_up_of_shards_and_buffers_mid_call() {
 
 /// The default sharding's switch with successes counted, not timed: two
 /// calls on one thread and one on another, under a limit high enough to
-/// park (two shards under loom, [`rheostat::PARK_PER_SHARD`] each). Once
+/// park (two shards under loom, [`rheostat::limiter::PARK_PER_SHARD`] each). Once
 /// the two race for the in-flight word, the shards are set up, and a
 /// success after that parks its slot and is counted in a shard's cell,
 /// beside those counted in the word before: each is handed over once, and
@@ -614,7 +614,7 @@ fn successes_counted_across_the_switch_to_shards_are_all_handed_over_once() {
         let limiter = Arc::new(
             Limiter::builder(Limited {
                 tally: tally.clone(),
-                limit: 2 * rheostat::PARK_PER_SHARD,
+                limit: 2 * rheostat::limiter::PARK_PER_SHARD,
                 feedback: Feedback::Outcomes,
             })
             .clock(ManualClock::new())
@@ -919,8 +919,8 @@ fn a_timeout_learned_while_calls_run_is_never_above_the_ceiling_and_is_shown_onc
             caller.join().unwrap();
         }
         let _ = limiter.snapshot();
-        assert_eq!(limiter.learned_timeout(), Some(floor));
-        assert_eq!(limiter.timeout_in_force(), Some(floor));
+        assert_eq!(limiter.timeouts().learned, Some(floor));
+        assert_eq!(limiter.timeouts().in_force, Some(floor));
         assert_eq!(limiter.in_flight(), 0);
     });
 }
@@ -949,7 +949,7 @@ fn calls_given_a_learned_timeouts_ceiling_racing_for_the_one_slot_allowed_never_
                 .unwrap(),
         );
         limiter.try_acquire().unwrap().success();
-        assert!(limiter.learned_timeout().is_some());
+        assert!(limiter.timeouts().learned.is_some());
         // (calls given the ceiling, calls holding a permit)
         let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
         let callers: Vec<_> = (0..2)

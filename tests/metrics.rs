@@ -14,7 +14,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
-use rheostat::{Limiter, ManualClock};
+use rheostat::{clock::ManualClock, Limiter};
 
 /// `(kind, name, sorted labels)` → value.
 type Seen = BTreeMap<(MetricKind, String, Vec<(String, String)>), DebugValue>;
@@ -211,7 +211,7 @@ fn breaker_state_limit_and_transitions_follow_the_breaker() {
         assert_eq!(counter(&seen, "rheostat_transitions_total", &open), 1);
 
         clock.advance(Duration::from_secs(10));
-        limiter.handle_timeout();
+        limiter.wake();
         let seen = read(&recorder);
         assert_eq!(gauge(&seen, "rheostat_breaker_state", "ledger"), 2.0);
         let half = [("limiter", "ledger"), ("from", "open"), ("to", "half_open")];
@@ -310,7 +310,7 @@ fn metrics_sit_beside_another_observer() {
 #[test]
 fn retry_decisions_are_counted_by_outcome_from_the_start() {
     use rheostat::retry::{Backoff, RetryConfig};
-    use rheostat::{Outcome, TokioClock};
+    use rheostat::{clock::TokioClock, Outcome};
 
     let recorder = DebuggingRecorder::new();
     let (plain, limiter) = metrics::with_local_recorder(&recorder, || {
@@ -580,7 +580,7 @@ fn a_first_attempt_refused_is_not_a_rejected_retry_and_a_refused_retry_is() {
     use std::sync::Arc;
 
     use rheostat::retry::{Backoff, RetryConfig};
-    use rheostat::{Outcome, TokioClock};
+    use rheostat::{clock::TokioClock, Outcome};
 
     let recorder = DebuggingRecorder::new();
     let limiter = metrics::with_local_recorder(&recorder, || {
@@ -744,7 +744,7 @@ fn the_timeout_gauge_is_the_typed_timeout_or_the_learned_one_and_absent_without_
             permit.success();
         }
     }
-    let in_force = learned.timeout_in_force().unwrap();
+    let in_force = learned.timeouts().in_force.unwrap();
     // About twice the p99.9, within the histogram's sixteenth.
     assert!(
         in_force >= Duration::from_millis(80) && in_force <= Duration::from_millis(86),
@@ -889,9 +889,9 @@ fn keys_sharing_summed_metrics_feed_one_set_of_series_labelled_by_it() {
 mod keyed {
     use std::time::Duration;
 
+    use rheostat::clock::ManualClock;
     use rheostat::config::LimitersConfig;
     use rheostat::keyed::KeyedLimiters;
-    use rheostat::ManualClock;
 
     use super::{limiter_labels, series};
 
@@ -1055,7 +1055,7 @@ fn the_override_gauge_shows_the_kind_in_force_and_none_before_the_first_override
         assert_eq!(kinds(&text)["cap"], 0.0);
         // It expires, and every kind reads 0.
         clock.advance(Duration::from_secs(60));
-        limiter.handle_timeout();
+        limiter.wake();
         let text = recorder.handle().render();
         assert!(kinds(&text).values().all(|&v| v == 0.0), "{text}");
     });

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::{BreakerState, Fixed, Stack};
 use rheostat::overrides::{Override, MAX_OVERRIDE};
-use rheostat::{Limiter, ManualClock, Observer, RejectReason};
+use rheostat::{clock::ManualClock, Limiter, Observer, RejectReason};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -73,7 +73,7 @@ fn a_forced_open_refuses_a_breakers_probes_too() {
     limiter.set_override(Override::ForceOpen, secs(60)).unwrap();
     // The cooldown ends under the override: no probe goes.
     clock.advance(secs(30));
-    limiter.handle_timeout();
+    limiter.wake();
     for _ in 0..10 {
         assert!(limiter.try_acquire().is_err());
     }
@@ -97,7 +97,7 @@ fn a_forced_closed_breaker_admits_while_failing_and_starts_afresh_when_it_ends()
         limiter.try_acquire().unwrap().overload();
     }
     clock.advance(secs(120));
-    limiter.handle_timeout();
+    limiter.wake();
     assert_eq!(limiter.override_in_force(), None);
     assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
     // Let go, it judges afresh: ten more failures open it.
@@ -241,8 +241,8 @@ fn the_observer_hears_each_override_applied_replaced_cleared_and_expired_once() 
         Some(Override::MetricsOnly)
     );
     clock.advance(secs(10));
-    limiter.handle_timeout();
-    limiter.handle_timeout();
+    limiter.wake();
+    limiter.wake();
     assert_eq!(limiter.snapshot().overridden, None);
     assert_eq!(
         *heard.0.lock().unwrap(),

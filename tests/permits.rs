@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::{Algorithm, Fixed, Gate, Published, Sample};
-use rheostat::{DynLimiter, Limiter, ManualClock, Outcome};
+use rheostat::{clock::ManualClock, DynLimiter, Limiter, Outcome};
 
 #[path = "support/recorder.rs"]
 mod recorder;

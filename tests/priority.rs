@@ -333,7 +333,7 @@ async fn a_waiter_of_a_lower_class_is_served_once_the_class_above_it_has_its_roo
 async fn a_refusal_in_the_queue_names_the_class_of_the_call_refused() {
     let limiter = Limiter::builder(Fixed::new(1).unwrap())
         .priorities(Priorities::default())
-        .queue(rheostat::QueueOrder::Fifo, 1)
+        .queue(rheostat::limiter::QueueOrder::Fifo, 1)
         .max_wait(Duration::from_millis(10))
         .build()
         .unwrap();

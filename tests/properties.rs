@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use rheostat::algorithms::{Aimd, AimdConfig, Algorithm, Fixed, Published, Sample};
-use rheostat::{Limiter, ManualClock, Outcome, RejectReason, Sharding};
+use rheostat::{clock::ManualClock, limiter::Sharding, Limiter, Outcome, RejectReason};
 
 /// A policy whose limit is either fixed-and-settable or AIMD, and which counts
 /// the samples it is given.

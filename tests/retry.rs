@@ -19,7 +19,7 @@ use rheostat::algorithms::Fixed;
 use rheostat::retry::{
     Backoff, Budget, Call, Decision, Ended, Retry, RetryConfig, RetryOutcome, Verdict,
 };
-use rheostat::{CallError, Limiter, Outcome, RejectReason, TokioClock};
+use rheostat::{clock::TokioClock, CallError, Limiter, Outcome, RejectReason};
 
 fn fast() -> Backoff {
     Backoff {

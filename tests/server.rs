@@ -39,7 +39,7 @@ use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
 use rheostat::priority::{Class, Priorities, Priority};
 use rheostat::tower::{LowerOnly, ShedLayer};
-use rheostat::{Limiter, QueueOrder};
+use rheostat::{limiter::QueueOrder, Limiter};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown, HalfOpen};
-use rheostat::{Clock as _, Limiter, ManualClock, RejectReason};
+use rheostat::clock::{Clock as _, ManualClock};
+use rheostat::{Limiter, RejectReason};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use rheostat::algorithms::{Fixed, Stack, Throttle, ThrottleConfig};
-use rheostat::{Limiter, ManualClock, RejectReason};
+use rheostat::{clock::ManualClock, Limiter, RejectReason};
 
 fn fixed_and_throttle() -> (Limiter<Stack, ManualClock>, ManualClock) {
     let stack = Stack::builder()

@@ -41,8 +41,8 @@ use rheostat::algorithms::{
     Snapshot, Stack, Throttle, ThrottleConfig, Transition, Vegas, VegasConfig,
 };
 use rheostat::{
-    CallError, Limiter, Observer, Outcome, OwnedPermit, Permit, QueueOrder, RejectReason,
-    Rejection, Sharding,
+    limiter::QueueOrder, limiter::Sharding, CallError, Limiter, Observer, Outcome, OwnedPermit,
+    Permit, RejectReason, Rejection,
 };
 
 const TASKS: u64 = 128;

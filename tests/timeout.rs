@@ -7,8 +7,13 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
 use rheostat::algorithms::{Aimd, AimdConfig, Fixed};
-use rheostat::{CallError, Clock, Limiter, ManualClock, Outcome, Sharding, Timeout, TokioClock};
+use rheostat::{
+    clock::{Clock, ManualClock, TokioClock},
+    limiter::Sharding,
+    CallError, Limiter, Outcome, Timeout,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -16,7 +21,9 @@ fn ms(n: u64) -> Duration {
 
 /// A `Fixed` limiter whose timeout is learned as `timeout` says, on a
 /// manual clock.
-fn learning(timeout: rheostat::LearnedTimeout) -> (Limiter<Fixed, ManualClock>, ManualClock) {
+fn learning(
+    timeout: rheostat::timeout::LearnedTimeout,
+) -> (Limiter<Fixed, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     let limiter = Limiter::builder(Fixed::new(1_000).unwrap())
         .clock(clock.clone())
@@ -74,10 +81,10 @@ proptest! {
             prop_assert!(permit.timeout(ceiling / 2) <= ceiling / 2);
             clock.advance(Duration::from_micros(micros));
             permit.record(outcome(o));
-            if let Some(learned) = limiter.learned_timeout() {
+            if let Some(learned) = limiter.timeouts().learned {
                 prop_assert!(learned >= floor && learned <= ceiling, "{learned:?}");
             }
-            let in_force = limiter.timeout_in_force().unwrap();
+            let in_force = limiter.timeouts().in_force.unwrap();
             prop_assert!(in_force <= ceiling);
             prop_assert_eq!(limiter.snapshot().timeout, Some(in_force));
         }
@@ -94,13 +101,13 @@ proptest! {
         for _ in 0..successes {
             call(&limiter, &clock, ms(latency_ms), Outcome::Success);
         }
-        let learned = limiter.learned_timeout();
+        let learned = limiter.timeouts().learned;
         prop_assert!(learned.is_some());
         // However long they take, and however much time passes.
         for (micros, overload) in after {
             let outcome = if overload { Outcome::Overload } else { Outcome::Ignore };
             call(&limiter, &clock, Duration::from_micros(micros), outcome);
-            prop_assert_eq!(limiter.learned_timeout(), learned);
+            prop_assert_eq!(limiter.timeouts().learned, learned);
         }
     }
 
@@ -115,7 +122,7 @@ proptest! {
         for _ in 0..successes {
             call(&limiter, &clock, ms(latency_ms), Outcome::Success);
         }
-        let before = limiter.learned_timeout().unwrap();
+        let before = limiter.timeouts().learned.unwrap();
         let slower = before + ms(slower_ms);
         // The dependency slows down: a call of the share answers after the
         // learned timeout, and the calls beside it given the learned
@@ -133,7 +140,7 @@ proptest! {
         }
         clock.advance(slower - before);
         drawn.success();
-        let after = limiter.learned_timeout().unwrap();
+        let after = limiter.timeouts().learned.unwrap();
         prop_assert!(after >= slower.min(ceiling), "{before:?} -> {after:?} for {slower:?}");
     }
 }
@@ -160,7 +167,7 @@ fn about_one_call_in_a_hundred_is_given_the_ceiling() {
     for _ in 0..200 {
         call(&limiter, &clock, ms(50), Outcome::Success);
     }
-    let learned = limiter.learned_timeout().unwrap();
+    let learned = limiter.timeouts().learned.unwrap();
     assert!(learned < ms(120), "{learned:?}");
     let mut uncut = 0;
     for _ in 0..20_000 {
@@ -188,7 +195,7 @@ fn half_drawn(limit: u32) -> (Limiter<Fixed, ManualClock>, ManualClock) {
     for _ in 0..200 {
         call(&limiter, &clock, ms(50), Outcome::Success);
     }
-    assert!(limiter.learned_timeout().is_some());
+    assert!(limiter.timeouts().learned.is_some());
     (limiter, clock)
 }
 
@@ -259,12 +266,49 @@ fn a_probe_keeps_its_own_timeout_and_a_limiter_that_learns_nothing_gives_the_cei
         .unwrap();
     let permit = typed.try_acquire().unwrap();
     assert_eq!(permit.timeout(ms(800)), ms(800));
-    assert_eq!(typed.learned_timeout(), None);
-    assert_eq!(typed.timeout_in_force(), Some(ms(800)));
+    assert_eq!(typed.timeouts().learned, None);
+    assert_eq!(typed.timeouts().in_force, Some(ms(800)));
     permit.success();
     let none = Limiter::new(Fixed::new(4).unwrap());
-    assert_eq!(none.timeout_in_force(), None);
+    assert_eq!(none.timeouts().in_force, None);
     assert_eq!(none.snapshot().timeout, None);
+}
+
+#[test]
+fn a_breaker_that_learns_its_timeout_shows_its_ceiling_learned_value_timeout_in_force_and_probe_timeout_together(
+) {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Breaker::new(BreakerConfig::default()).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(Duration::from_secs(15)).floor(ms(5)))
+        .seed(7)
+        .build()
+        .unwrap();
+    let before = limiter.timeouts();
+    assert_eq!(before.ceiling, Some(Duration::from_secs(15)));
+    assert_eq!(before.learned, None, "nothing seen yet");
+    assert_eq!(
+        before.in_force,
+        Some(Duration::from_secs(15)),
+        "the ceiling"
+    );
+    assert_eq!(before.probe, Some(Duration::from_secs(30)), "the breaker's");
+    for _ in 0..200 {
+        let permit = limiter.try_acquire().unwrap();
+        clock.advance(ms(40));
+        permit.success();
+    }
+    let after = limiter.timeouts();
+    let learned = after.learned.unwrap();
+    assert!(learned >= ms(80) && learned <= ms(86), "{learned:?}");
+    assert_eq!(
+        after.in_force,
+        Some(learned),
+        "the learned one, below the ceiling"
+    );
+    assert_eq!(after.ceiling, before.ceiling);
+    assert_eq!(after.probe, before.probe);
+    assert_eq!(limiter.snapshot().timeout, after.in_force);
 }
 
 #[test]
@@ -306,7 +350,7 @@ async fn limiter_call_cuts_a_hung_call_at_the_learned_timeout() {
             .await
             .unwrap();
     }
-    let learned = limiter.learned_timeout().unwrap();
+    let learned = limiter.timeouts().learned.unwrap();
     assert!(learned >= ms(100) && learned <= ms(110), "{learned:?}");
     let mut cut = 0;
     for _ in 0..50 {
@@ -334,7 +378,7 @@ fn learned_80ms() -> (Limiter<Fixed, ManualClock>, ManualClock) {
     for _ in 0..200 {
         call(&limiter, &clock, ms(40), Outcome::Success);
     }
-    let learned = limiter.learned_timeout().unwrap();
+    let learned = limiter.timeouts().learned.unwrap();
     assert!(learned >= ms(80) && learned <= ms(86), "{learned:?}");
     (limiter, clock)
 }
@@ -342,7 +386,7 @@ fn learned_80ms() -> (Limiter<Fixed, ManualClock>, ManualClock) {
 #[test]
 fn a_call_not_to_be_cut_early_keeps_its_callers_timeout_whatever_was_learned() {
     let (limiter, _clock) = learned_80ms();
-    let learned = limiter.learned_timeout().unwrap();
+    let learned = limiter.timeouts().learned.unwrap();
     let (mut kept, mut cut) = (0, 0);
     for i in 0..2_000u64 {
         // Whatever the caller's timeout, above or below the learned one.
@@ -369,10 +413,10 @@ fn a_learned_timeout_that_cuts_nothing_early_gives_every_call_the_ceiling_and_st
         call(&limiter, &clock, ms(40), Outcome::Success);
     }
     // Learned, and shown…
-    let learned = limiter.learned_timeout().unwrap();
+    let learned = limiter.timeouts().learned.unwrap();
     assert!(learned <= ms(86), "{learned:?}");
     // …but given to no call: the timeout in force is the ceiling.
-    assert_eq!(limiter.timeout_in_force(), Some(ceiling));
+    assert_eq!(limiter.timeouts().in_force, Some(ceiling));
     assert_eq!(limiter.snapshot().timeout, Some(ceiling));
     for _ in 0..1_000 {
         let permit = limiter.try_acquire().unwrap();
@@ -422,7 +466,7 @@ fn expiries_of_calls_not_to_be_cut_early_reach_the_policy_as_failures_where_the_
         clock.advance(ms(40));
         permit.success();
     }
-    let learned = limiter.learned_timeout().unwrap();
+    let learned = limiter.timeouts().learned.unwrap();
     clock.advance(Duration::from_secs(60));
     // Forty calls cut by the learned timeout: with no call given longer to
     // say they would not have answered, the timeout ended them, not the
@@ -470,7 +514,7 @@ async fn limiter_call_not_to_be_cut_early_waits_out_its_own_timeout() {
             .await
             .unwrap();
     }
-    assert!(limiter.learned_timeout().unwrap() <= ms(110));
+    assert!(limiter.timeouts().learned.unwrap() <= ms(110));
     let own = Duration::from_secs(5);
     for _ in 0..20 {
         let started = tokio::time::Instant::now();
@@ -674,7 +718,7 @@ async fn healthy_calls_slower_than_the_ceiling_are_all_cut_and_the_limiter_says_
     assert_eq!(limiter.ceiling_cutting_since(), Some(since));
     assert!(told.take().is_empty());
     assert_eq!(
-        limiter.learned_timeout(),
+        limiter.timeouts().learned,
         None,
         "nothing within the ceiling to learn from"
     );
@@ -751,7 +795,7 @@ fn mixed_traffic(slow: Slow, hangs: bool) -> Vec<Duration> {
             ends.insert((end, step * 2 + 1), (permit, Outcome::Success));
         }
         if step % 100 == 0 {
-            learned.extend(limiter.learned_timeout());
+            learned.extend(limiter.timeouts().learned);
         }
     }
     learned
@@ -831,7 +875,7 @@ fn a_slowdown_cut_by_the_learned_timeout_raises_it(sharding: Sharding) {
     for _ in 0..1_000 {
         call(&limiter, &clock, ms(50), Outcome::Success);
     }
-    let before = limiter.learned_timeout().unwrap();
+    let before = limiter.timeouts().learned.unwrap();
     assert!(before <= ms(110), "{before:?}");
     // 1,000 calls, a tenth of them 2 s and cut at the learned timeout.
     for i in 0..1_000 {
@@ -847,7 +891,7 @@ fn a_slowdown_cut_by_the_learned_timeout_raises_it(sharding: Sharding) {
     let drawn = drawn_for_the_ceiling(&limiter, ceiling);
     clock.advance(Duration::from_secs(2));
     drawn.success();
-    let after = limiter.learned_timeout().unwrap();
+    let after = limiter.timeouts().learned.unwrap();
     assert!(
         after >= Duration::from_secs(2),
         "{sharding:?}: {before:?} -> {after:?}"

@@ -18,7 +18,7 @@ use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
 use rheostat::tower::future::ResponseFuture;
 use rheostat::tower::{ClassifyFn, HttpClassifier, ResultClassifier, Rheostat, RheostatLayer};
-use rheostat::{CallError, Limiter, Observer, Outcome, RejectReason, TokioClock};
+use rheostat::{clock::TokioClock, CallError, Limiter, Observer, Outcome, RejectReason};
 use tokio::sync::oneshot;
 use tower::{service_fn, Layer, Service, ServiceExt};
 

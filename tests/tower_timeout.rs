@@ -18,7 +18,7 @@ use std::time::Duration;
 use rheostat::algorithms::Aimd;
 use rheostat::retry::RetryConfig;
 use rheostat::tower::{HttpClassifier, IdempotentOnly, NotIdempotent, RheostatLayer};
-use rheostat::{CallError, Limiter, Timeout, TokioClock};
+use rheostat::{clock::TokioClock, CallError, Limiter, Timeout};
 use tokio::time::Instant;
 use tower::{service_fn, Layer, Service, ServiceExt};
 
@@ -109,10 +109,10 @@ fn ran_for(ran: Duration, given: Duration) -> bool {
 
 /// The timeout learned from 200 answers of 50 ms: about twice the p99.9,
 /// within the histogram's sixteenth (and the timer's millisecond).
-fn assert_learned_about_100_ms<C: rheostat::Clock>(limiter: &Limiter<Aimd, C>) -> Duration {
-    let learned = limiter.learned_timeout().unwrap();
+fn assert_learned_about_100_ms<C: rheostat::clock::Clock>(limiter: &Limiter<Aimd, C>) -> Duration {
+    let learned = limiter.timeouts().learned.unwrap();
     assert!(learned >= ms(100) && learned <= ms(110), "{learned:?}");
-    assert_eq!(limiter.timeout_in_force(), Some(learned));
+    assert_eq!(limiter.timeouts().in_force, Some(learned));
     learned
 }
 
@@ -124,7 +124,7 @@ async fn the_layer_cuts_a_hung_request_at_the_timeout_learned_from_its_answers_n
     let service = RheostatLayer::new(Arc::clone(&limiter))
         .classify(HttpClassifier::new())
         .layer(dependency(&cut));
-    assert_eq!(limiter.timeout_in_force(), Some(CEILING));
+    assert_eq!(limiter.timeouts().in_force, Some(CEILING));
     for _ in 0..200 {
         let response = service.clone().oneshot(get("/")).await.unwrap();
         assert_eq!(response.status(), 200);
@@ -156,7 +156,7 @@ async fn the_layer_cuts_a_hung_request_at_the_timeout_learned_from_its_answers_n
         at_learned as usize
     );
     // What timed out taught the learner nothing.
-    assert_eq!(limiter.learned_timeout(), Some(learned));
+    assert_eq!(limiter.timeouts().learned, Some(learned));
     assert_eq!(limiter.in_flight(), 0);
 }
 
@@ -213,7 +213,7 @@ async fn the_retrying_layer_cuts_each_attempt_of_a_hung_request_at_the_learned_t
         "{at_learned} of {attempts} attempts cut at the learned timeout"
     );
     assert!(calls_cut_short >= 40, "{calls_cut_short} of 50");
-    assert_eq!(limiter.learned_timeout(), Some(learned));
+    assert_eq!(limiter.timeouts().learned, Some(learned));
     assert_eq!(limiter.in_flight(), 0);
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
-use rheostat::{Limiter, ManualClock};
+use rheostat::{clock::ManualClock, Limiter};
 
 #[derive(Clone, Default)]
 struct Buffer(Arc<Mutex<Vec<u8>>>);
@@ -110,7 +110,7 @@ fn a_breaker_opening_warns_and_closing_informs_with_the_transition_fields() {
 fn budget_log(rounds: usize, calls: usize, pause: Duration) -> Vec<String> {
     use rheostat::algorithms::Fixed;
     use rheostat::retry::{Backoff, Budget, RetryConfig};
-    use rheostat::{Outcome, TokioClock};
+    use rheostat::{clock::TokioClock, Outcome};
 
     let lines = logged(|| {
         let limiter = Limiter::builder(Fixed::new(4).unwrap())
@@ -198,7 +198,7 @@ fn an_override_applied_warns_and_its_end_informs_with_its_kind() {
             .set_override(Override::ForceOpen, Duration::from_secs(60))
             .unwrap();
         clock.advance(Duration::from_secs(60));
-        limiter.handle_timeout();
+        limiter.wake();
     });
     assert_eq!(lines.len(), 4, "{lines:#?}");
     let expect = [

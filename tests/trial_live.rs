@@ -23,7 +23,10 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use rheostat::config::{LiveLimiters, PolicyConfig};
-use rheostat::{Clock, DynLimiter, Limiter, ManualClock, RejectReason, Rejection};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    DynLimiter, Limiter, RejectReason, Rejection,
+};
 
 /// Every kind of policy a file offers, as its policy table writes it.
 const KINDS: [(&str, &str); 8] = [

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::{Algorithm, Fixed, Gate, Published, Sample};
-use rheostat::{Limiter, QueueOrder, RejectReason, TokioClock};
+use rheostat::{clock::TokioClock, limiter::QueueOrder, Limiter, RejectReason};
 
 type Fixed1 = Arc<Limiter<Fixed, TokioClock>>;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use rheostat::{Limiter, ManualClock, Observer, Outcome, Sharding};
+use rheostat::{clock::ManualClock, limiter::Sharding, Limiter, Observer, Outcome};
 use rheostat_fuzz::{check_gate, outcome, PolicyArgs};
 
 #[derive(Arbitrary, Debug)]
@@ -103,8 +103,8 @@ fuzz_target!(|input: Input| {
             Op::AdvanceFar(d) => clock.advance(*d),
             Op::SetElapsed(d) => clock.set_elapsed(*d),
             Op::Timeout => {
-                let _ = limiter.poll_timeout();
-                limiter.handle_timeout();
+                let _ = limiter.wake_at();
+                limiter.wake();
                 let _ = limiter.readiness();
             }
             Op::Swap(args) => {

@@ -106,7 +106,7 @@ use rheostat::algorithms::{
     ThrottleConfig, Vegas, VegasConfig,
 };
 use rheostat::config::{KeyedConfig, LimiterConfig, PolicyConfig};
-use rheostat::{Limiter, Sharding};
+use rheostat::{limiter::Sharding, Limiter};
 use tower::Service;
 
 use congestion_limiter::limiter::{

@@ -15,7 +15,7 @@
 //! `gradient+priorities`) acquire with; callers that wait in the limiter's
 //! queue (FIFO or LIFO) instead of failing at once; and bulk queue
 //! consumers that dead-letter an item after its attempts. Every event moves a
-//! [`ManualClock`](rheostat::ManualClock); the limiters are the ones users
+//! [`ManualClock`](rheostat::clock::ManualClock); the limiters are the ones users
 //! run. The same seed gives the same run, byte for byte.
 //!
 //! [`compare`] runs scenarios against [`Row`]s — the shipped ones

@@ -8,7 +8,7 @@ use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, ConfigError};
 use rheostat::priority::Priorities;
 use rheostat::retry::RetryConfig;
-use rheostat::{ProbeAllowance, Timeout};
+use rheostat::{limiter::ProbeAllowance, Timeout};
 use std::time::Duration;
 
 /// Builds a row's policy for one instance of a scenario's fleet: given the
@@ -41,7 +41,7 @@ pub struct LimiterSetup {
 }
 
 /// A fleet's probe allowance kept in a store, as the simulator models it:
-/// each instance asks [`ProbeClaims::due`](rheostat::ProbeClaims::due)
+/// each instance asks [`ProbeClaims::due`](rheostat::limiter::ProbeClaims::due)
 /// every `every` (on the run's clock, the fleet's clock too); a claim due
 /// is counted at once against its cycle's counter
 /// ([`ProbeAllowance::granted`]) and its grant reaches the instance

@@ -15,7 +15,7 @@ use rheostat::algorithms::{
 };
 use rheostat::priority::Priorities;
 use rheostat::retry::RetryConfig;
-use rheostat::LearnedTimeout;
+use rheostat::timeout::LearnedTimeout;
 
 /// Every shipped row, in table order.
 pub fn all() -> Vec<Row> {

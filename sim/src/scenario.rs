@@ -10,8 +10,8 @@ use super::budget::RetryBudget;
 use super::error::{Checks, ScenarioError};
 use super::overrides::PolicyParams;
 use super::sweep::Sweep;
+use rheostat::limiter::QueueOrder;
 use rheostat::priority::Priority;
-use rheostat::QueueOrder;
 
 /// A scenario: a modelled dependency and the traffic sent to it, over time.
 ///

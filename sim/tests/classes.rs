@@ -7,7 +7,7 @@
     reason = "a test fails loudly on the first surprise"
 )]
 
-use rheostat::QueueOrder;
+use rheostat::limiter::QueueOrder;
 use rheostat_sim::{compare, rows, ClassReport, Row, Scenario, ScenarioReport, Wait};
 
 fn scenario(text: &str) -> Scenario {

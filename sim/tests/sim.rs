@@ -812,7 +812,7 @@ fn headline_claims_hold() {
     // each cycle while the dependency is down, and, the evidence of its
     // recovery shared too, recovers no later than with scaled probes.
     let shared = fleet.policy("breaker-shared").unwrap();
-    let allowance = rheostat::ProbeAllowance::default();
+    let allowance = rheostat::limiter::ProbeAllowance::default();
     assert!(
         shared.probes_in_10s_max <= u64::from(allowance.fleet),
         "{}",

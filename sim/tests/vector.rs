@@ -30,7 +30,7 @@
 //!   limit, injected failures.
 //! - [`controller`]: Vector's controller (also an `Algorithm`), the
 //!   reference.
-//! - [`harness`]: one discrete-event run on a `rheostat::ManualClock`, with
+//! - [`harness`]: one discrete-event run on a `rheostat::clock::ManualClock`, with
 //!   Tokio's paused-time timer ticks, Vector's 1 s timeout and Fibonacci
 //!   retries. Vector's controller is driven as Vector drives it (its
 //!   semaphore, a report per attempt); every other row goes through a real

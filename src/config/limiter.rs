@@ -79,7 +79,7 @@ use crate::retry::RetryConfig;
 /// assert!(config.wait, "a max_wait means callers wait");
 /// let limiter = config.build("search")?;
 /// assert_eq!(limiter.gate().limit, 8);
-/// assert_eq!(limiter.attempt_timeout(), Some(std::time::Duration::from_millis(800)));
+/// assert_eq!(limiter.timeouts().ceiling, Some(std::time::Duration::from_millis(800)));
 /// assert!(limiter.waits());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -89,7 +89,7 @@ use crate::retry::RetryConfig;
 /// ```
 /// use std::time::Duration;
 /// use rheostat::config::LimiterConfig;
-/// use rheostat::{LearnedTimeout, Timeout};
+/// use rheostat::{timeout::LearnedTimeout, Timeout};
 ///
 /// let auto: LimiterConfig = toml::from_str(r#"
 ///     timeout = "auto"
@@ -105,14 +105,14 @@ use crate::retry::RetryConfig;
 /// assert_eq!(tuned.timeout, Some(Timeout::Learned(learned)));
 /// // Until it has seen enough successes, each call gets the ceiling.
 /// let limiter = tuned.build("search")?;
-/// assert_eq!(limiter.attempt_timeout(), Some(Duration::from_secs(2)));
-/// assert_eq!(limiter.learned_timeout(), None);
+/// assert_eq!(limiter.timeouts().ceiling, Some(Duration::from_secs(2)));
+/// assert_eq!(limiter.timeouts().learned, None);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// [`LearnedTimeout`]: crate::LearnedTimeout
-/// [`LearnedTimeout::default`]: crate::LearnedTimeout::default
-/// [`LearnedTimeout::new`]: crate::LearnedTimeout::new
+/// [`LearnedTimeout`]: crate::timeout::LearnedTimeout
+/// [`LearnedTimeout::default`]: crate::timeout::LearnedTimeout::default
+/// [`LearnedTimeout::new`]: crate::timeout::LearnedTimeout::new
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, from = "LimiterFields")]
 pub struct LimiterConfig {
@@ -133,7 +133,7 @@ pub struct LimiterConfig {
     /// The timeout each call is given unless the code gives one (see
     /// [`Builder::timeout`]); none if left out. Typed (`"800ms"`), or
     /// learned from the dependency's latencies: `"auto"` at
-    /// [`LearnedTimeout::default`](crate::LearnedTimeout::default), or a
+    /// [`LearnedTimeout::default`](crate::timeout::LearnedTimeout::default), or a
     /// table of how it is learned (`{ ceiling = "2s", quantile = 0.99 }`).
     #[serde(
         default,

@@ -316,7 +316,7 @@ impl LiveLimiters {
                 Err(TryLockError::WouldBlock) => continue,
             };
             for limiter in limiters {
-                limiter.handle_timeout();
+                limiter.wake();
             }
         }
     }

@@ -104,7 +104,7 @@
 //!     timeout = { ceiling = "2s", quantile = 0.99 }
 //!     policy = { policy = "aimd" }
 //! "#)?;
-//! let ceiling = |name| file.build(name).map(|l| l.attempt_timeout());
+//! let ceiling = |name| file.build(name).map(|l| l.timeouts().ceiling);
 //! assert_eq!(ceiling("typed")?, Some(Duration::from_millis(800)));
 //! assert_eq!(ceiling("auto")?, Some(Duration::from_secs(15)));
 //! assert_eq!(ceiling("tuned")?, Some(Duration::from_secs(2)));

@@ -33,7 +33,7 @@ use crate::{algorithms::Algorithm, clock::Clock, tower::ShedLayer};
 /// "#)?;
 /// let api = &file.limiters["api"];
 /// assert_eq!(api.server.as_ref().unwrap().status, 429);
-/// assert_eq!(api.queue, rheostat::QueueOrder::Lifo);
+/// assert_eq!(api.queue, rheostat::limiter::QueueOrder::Lifo);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -219,7 +219,7 @@ where
 
     /// The attempt timeout: the one set here, else the limiter's.
     pub(crate) fn attempt_timeout(&self) -> Option<Duration> {
-        self.timeout.or_else(|| self.limiter.attempt_timeout())
+        self.timeout.or_else(|| self.limiter.timeout_ceiling())
     }
 
     /// The longest wait for a slot: the one set here, else the limiter's

@@ -96,7 +96,7 @@ impl fmt::Debug for Rare {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat::{algorithms::{Aimd, AimdConfig}, Limiter, Outcome, QueueOrder};
+/// use rheostat::{algorithms::{Aimd, AimdConfig}, Limiter, Outcome, limiter::QueueOrder};
 ///
 /// let limiter = Limiter::builder(Aimd::new(AimdConfig::default())?)
 ///     .name("payments")
@@ -263,7 +263,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// learned below it). A retry's
     /// [`RetryConfig::timeout`](crate::retry::RetryConfig::timeout), where
     /// set, wins over both for a retried call. A probe is given its
-    /// breaker's `probe_timeout` instead. See [`Limiter::attempt_timeout`]
+    /// breaker's `probe_timeout` instead. See [`Limiter::timeouts`]
     /// and [`Permit::timeout`].
     ///
     /// # Examples
@@ -275,13 +275,13 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// let typed = Limiter::builder(Fixed::new(8)?)
     ///     .timeout(Duration::from_millis(800))
     ///     .build()?;
-    /// assert_eq!(typed.attempt_timeout(), Some(Duration::from_millis(800)));
+    /// assert_eq!(typed.timeouts().ceiling, Some(Duration::from_millis(800)));
     ///
     /// let learned = Limiter::builder(Fixed::new(8)?)
     ///     .timeout(Timeout::learned(Duration::from_millis(800)))
     ///     .build()?;
-    /// assert_eq!(learned.attempt_timeout(), Some(Duration::from_millis(800)));
-    /// assert_eq!(learned.learned_timeout(), None); // nothing seen yet
+    /// assert_eq!(learned.timeouts().ceiling, Some(Duration::from_millis(800)));
+    /// assert_eq!(learned.timeouts().learned, None); // nothing seen yet
     /// # Ok::<(), rheostat::ConfigError>(())
     /// ```
     #[must_use]
@@ -404,7 +404,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// `limiter.max_waiters` above [`MAX_WAITERS`]; `limiter.max_wait` or
     /// `limiter.timeout` zero or above a year, or a learned timeout's field
     /// out of range (`limiter.timeout.quantile`, as
-    /// [`LearnedTimeout::validate`](crate::LearnedTimeout::validate)); a
+    /// [`LearnedTimeout::validate`](crate::timeout::LearnedTimeout::validate)); a
     /// retry field out of range (as
     /// [`RetryConfig::validate`](crate::retry::RetryConfig::validate)).
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
@@ -522,7 +522,7 @@ impl Limiter<crate::algorithms::Aimd, DefaultClock> {
     /// // Until it has learned, an attempt gets the caller's timeout.
     /// assert_eq!(permit.timeout(Duration::from_secs(2)), Duration::from_secs(2));
     /// permit.success();
-    /// assert_eq!(payments.timeout_in_force(), Some(Duration::from_secs(15)));
+    /// assert_eq!(payments.timeouts().in_force, Some(Duration::from_secs(15)));
     /// # Ok::<(), rheostat::Rejection>(())
     /// ```
     pub fn recommended() -> Self {

@@ -1,59 +1,66 @@
-//! The `Limiter`: one gate in front of one dependency.
-//!
-//! # Its state
-//!
-//! What the limiter shares between threads is a few types, each with
-//! private fields and its invariant at the top of its file:
-//!
-//! | type | file | holds |
-//! | --- | --- | --- |
-//! | `Board` | `board.rs` | the policy's answer, copied into atomics read without its lock: the gate, the deferral, the feedback, the generation, when to wake the policy, when the gate expires, which member refuses |
-//! | `Slots` | `slots.rs`, `shards.rs` | the slots taken and the successes counted for the policy, in one word, and the per-core shards that park released slots, set up on first contention |
-//! | `Deferred` | `deferred.rs` | the timed successes held for the policy, in per-shard buffers set up the first time two threads meet on its lock |
-//! | `WaitQueue` | `queue.rs` | the callers waiting for a slot, and the ordering by which none misses a slot freed as it joins |
-//! | `Classes` | `classes.rs` | the classes of calls: what each holds and the slots kept for it |
-//!
-//! Beside them, the policy behind its lock with what it last published
-//! (`Held`, `published.rs`), the refusals not yet told to it, the seed of
-//! the admit draw, the clock, the options and the observer. The files that
-//! extend `Limiter` (`admit.rs`, `finish.rs`, `wait.rs`, `published.rs`,
-//! `attempt.rs`, `ready.rs`) call these types' methods; `classes.rs` holds
-//! both its type and the admission of a call of a class.
-//!
-//! # How a call ends
-//!
-//! A call is admitted (`admit.rs`, or `wait.rs` after a wait in the queue)
-//! with a `Ticket`, its slot counted in flight; it ends in one of these
-//! ways, and each gives the slot back exactly once:
-//!
-//! | the caller | the outcome the policy is told |
-//! | --- | --- |
-//! | records it (`success`, `overload`, `ignore`, `record`) | that outcome |
-//! | runs it with a timeout that runs out (`Permit::run`, `Limiter::call`, the tower layers) | `Overload` |
-//! | drops the permit unrecorded: cancelled, aborted, panicking | the builder's `on_drop` (`Ignore` by default) |
-//! | records an attempt and keeps the slot (`record_attempt`, retries holding one slot) | that attempt's outcome; the call ends later, as above |
-//! | is refused, or cancelled while waiting | nothing: no slot was taken (a slot handed to a waiter that was cancelled goes back through `release_slot`) |
-//!
-//! What the policy learns, `finish.rs` decides, in this order:
-//!
-//! 1. the policy needs no feedback, wants no wake-up, and no observer
-//!    listens: the slot only;
-//! 2. a success the policy's deferral covers whenever it ends, untimed: the
-//!    slot, and one more success counted without the lock
-//!    (`finish_batched`), handed over in a batch later;
-//! 3. a timed success the deferral covers: held in a per-thread buffer
-//!    (`finish_deferred`), or, before the buffers are set up, told under
-//!    the lock without asking the policy anything (`finish_covered`);
-//! 4. anything else: under the lock, the sample told, what was held handed
-//!    over first, and the gate published again (`finish_locked`).
-//!
-//! A call is never held if it is a probe or not a success, kept its
-//! caller's own timeout (`Admission::cut_early`), is stale
-//! (admitted before the policy's latest transition), was admitted with
-//! more calls in flight than the deferral allows, took longer than its
-//! `max_latency`, ended after its `until`, or was untimed while the policy
-//! needs latencies. Whether it may be held is read from the `Board`, as
-//! last published; where it is held, in `Slots` or `Deferred`.
+//! The [`Limiter`], one gate in front of one dependency, and what fewer
+//! callers name than the crate root holds: the order waiters are served in
+//! ([`QueueOrder`], at most [`MAX_WAITERS`] of them), how slots are parked
+//! per core ([`Sharding`], [`PARK_PER_SHARD`]), whether the gate admits now
+//! ([`Readiness`]), and the probes a fleet shares ([`ProbeClaims`],
+//! [`ProbeAllowance`], [`Claim`], [`CLAIM_LEAD`]).
+
+// For maintainers: how the limiter is built.
+//
+// # Its state
+//
+// What the limiter shares between threads is a few types, each with
+// private fields and its invariant at the top of its file:
+//
+// | type | file | holds |
+// | --- | --- | --- |
+// | `Board` | `board.rs` | the policy's answer, copied into atomics read without its lock: the gate, the deferral, the feedback, the generation, when to wake the policy, when the gate expires, which member refuses |
+// | `Slots` | `slots.rs`, `shards.rs` | the slots taken and the successes counted for the policy, in one word, and the per-core shards that park released slots, set up on first contention |
+// | `Deferred` | `deferred.rs` | the timed successes held for the policy, in per-shard buffers set up the first time two threads meet on its lock |
+// | `WaitQueue` | `queue.rs` | the callers waiting for a slot, and the ordering by which none misses a slot freed as it joins |
+// | `Classes` | `classes.rs` | the classes of calls: what each holds and the slots kept for it |
+//
+// Beside them, the policy behind its lock with what it last published
+// (`Held`, `published.rs`), the refusals not yet told to it, the seed of
+// the admit draw, the clock, the options and the observer. The files that
+// extend `Limiter` (`admit.rs`, `finish.rs`, `wait.rs`, `published.rs`,
+// `attempt.rs`, `ready.rs`) call these types' methods; `classes.rs` holds
+// both its type and the admission of a call of a class.
+//
+// # How a call ends
+//
+// A call is admitted (`admit.rs`, or `wait.rs` after a wait in the queue)
+// with a `Ticket`, its slot counted in flight; it ends in one of these
+// ways, and each gives the slot back exactly once:
+//
+// | the caller | the outcome the policy is told |
+// | --- | --- |
+// | records it (`success`, `overload`, `ignore`, `record`) | that outcome |
+// | runs it with a timeout that runs out (`Permit::run`, `Limiter::call`, the tower layers) | `Overload` |
+// | drops the permit unrecorded: cancelled, aborted, panicking | the builder's `on_drop` (`Ignore` by default) |
+// | records an attempt and keeps the slot (`record_attempt`, retries holding one slot) | that attempt's outcome; the call ends later, as above |
+// | is refused, or cancelled while waiting | nothing: no slot was taken (a slot handed to a waiter that was cancelled goes back through `release_slot`) |
+//
+// What the policy learns, `finish.rs` decides, in this order:
+//
+// 1. the policy needs no feedback, wants no wake-up, and no observer
+//    listens: the slot only;
+// 2. a success the policy's deferral covers whenever it ends, untimed: the
+//    slot, and one more success counted without the lock
+//    (`finish_batched`), handed over in a batch later;
+// 3. a timed success the deferral covers: held in a per-thread buffer
+//    (`finish_deferred`), or, before the buffers are set up, told under
+//    the lock without asking the policy anything (`finish_covered`);
+// 4. anything else: under the lock, the sample told, what was held handed
+//    over first, and the gate published again (`finish_locked`).
+//
+// A call is never held if it is a probe or not a success, kept its
+// caller's own timeout (`Admission::cut_early`), is stale
+// (admitted before the policy's latest transition), was admitted with
+// more calls in flight than the deferral allows, took longer than its
+// `max_latency`, ended after its `until`, or was untimed while the policy
+// needs latencies. Whether it may be held is read from the `Board`, as
+// last published; where it is held, in `Slots` or `Deferred`.
 
 mod admission;
 mod admit;
@@ -97,13 +104,18 @@ use published::Held;
 use queue::WaitQueue;
 use shards::Parked;
 
+// At the crate root; hidden here so that the module's page shows what is
+// only here.
+#[doc(hidden)]
 pub use admission::Admission;
+#[doc(hidden)]
 pub use builder::Builder;
 #[cfg(feature = "metrics")]
 pub(crate) use builder::Named;
 use builder::Options;
 use crossbeam_utils::CachePadded;
 pub(crate) use permit::Ticket;
+#[doc(hidden)]
 pub use permit::{Handle, OwnedPermit, Permit};
 pub use queue::QueueOrder;
 pub(crate) use ready::ActiveProbe;
@@ -113,7 +125,7 @@ pub use shared_probes::{Claim, ProbeAllowance, ProbeClaims, CLAIM_LEAD};
 use slots::Slots;
 
 use crate::overrides::Override;
-use crate::timeout::{LearnedTimeout, Learner, Timeout};
+use crate::timeout::{LearnedTimeout, Learner, Timeout, Timeouts};
 
 /// Most waiters a queue may be configured to hold.
 pub const MAX_WAITERS: usize = 1 << 20;
@@ -190,32 +202,46 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         &self.options.name
     }
 
-    /// The timeout a call through this limiter is given when the code
-    /// gives none ([`Builder::timeout`]; a file's `timeout`): the tower
-    /// layers use it unless built with their own. `None` if not set.
-    pub fn attempt_timeout(&self) -> Option<Duration> {
+    /// The limiter's attempt timeouts, read together: the ceiling a call
+    /// is given when the code gives none, the timeout learned from the
+    /// dependency, the one in force now, and a probe's. Takes the policy's
+    /// lock briefly (for the probe's).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
+    /// use rheostat::{Limiter, Timeout};
+    ///
+    /// let limiter = Limiter::builder(Breaker::new(BreakerConfig::default())?)
+    ///     .timeout(Timeout::learned(Duration::from_secs(15)))
+    ///     .build()?;
+    /// let timeouts = limiter.timeouts();
+    /// assert_eq!(timeouts.ceiling, Some(Duration::from_secs(15)));
+    /// assert_eq!(timeouts.learned, None); // nothing seen yet
+    /// assert_eq!(timeouts.in_force, Some(Duration::from_secs(15)));
+    /// assert_eq!(timeouts.probe, Some(Duration::from_secs(30)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            ceiling: self.timeout_ceiling(),
+            learned: self.board.learned(),
+            in_force: self.timeout_in_force(),
+            probe: self.probe_timeout(),
+        }
+    }
+
+    /// [`Timeouts::ceiling`]: the builder's or the file's timeout.
+    #[inline]
+    pub(crate) fn timeout_ceiling(&self) -> Option<Duration> {
         self.options.timeout()
     }
 
-    /// The attempt timeout learned from the dependency
-    /// ([`Builder::timeout`] with a [`Timeout::learned`]), before any
-    /// caller's ceiling: `None` if the timeout is not learned, or until
-    /// enough successes have been seen
-    /// ([`LearnedTimeout::min_samples`](crate::LearnedTimeout::min_samples)).
-    /// [`Permit::timeout`] gives it to a call that may be cut early (where
-    /// [`LearnedTimeout::cut_early`](crate::LearnedTimeout::cut_early) is
-    /// `false`, it is learned and shown here, and given to none).
-    pub fn learned_timeout(&self) -> Option<Duration> {
-        self.board.learned()
-    }
-
-    /// The timeout a call is given now when the code gives none: the
-    /// learned one within its ceiling, else the ceiling
-    /// ([`Limiter::attempt_timeout`]; always the ceiling where the learned
-    /// timeout cuts no call early,
-    /// [`LearnedTimeout::cut_early`](crate::LearnedTimeout::cut_early)).
-    /// What the metrics show as `rheostat_timeout_seconds`.
-    pub fn timeout_in_force(&self) -> Option<Duration> {
+    /// [`Timeouts::in_force`]: the learned timeout within its ceiling, else
+    /// the ceiling.
+    pub(crate) fn timeout_in_force(&self) -> Option<Duration> {
         self.options
             .timeout()
             .map(|ceiling| self.learned_cut().map_or(ceiling, |t| t.min(ceiling)))
@@ -251,7 +277,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, Clock, Limiter, ManualClock, Timeout};
+    /// use rheostat::{algorithms::Fixed, clock::{Clock, ManualClock}, Limiter, Timeout};
     ///
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::builder(Fixed::new(10)?)
@@ -327,7 +353,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// A view of the policy (locks it briefly, first handing it any
     /// successes counted for it without its lock), with the attempt
-    /// timeout in force ([`Limiter::timeout_in_force`]).
+    /// timeout in force ([`Timeouts::in_force`]).
     pub fn snapshot(&self) -> Snapshot {
         self.with_held(self.clock.now(), |held| held.view())
             .with_timeout(self.timeout_in_force())
@@ -391,42 +417,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         result
     }
 
-    /// The attempt timeout a call admitted as a probe is given: the
-    /// policy's [`Algorithm::probe_timeout`] (a breaker's
-    /// [`probe_timeout`](crate::algorithms::breaker::BreakerConfig::probe_timeout),
-    /// 30 s by default, after which it counts an unreported probe as
-    /// failed); `None` if the policy never probes. [`Limiter::call`], the
-    /// tower layer and [`Permit::timeout`] give it to probes in place of the
-    /// caller's ordinary timeout, so that a dependency coming back slowly
-    /// is not shut out by a probe held to the ordinary short timeout.
-    /// Takes the policy's lock briefly.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
-    /// use rheostat::{algorithms::Fixed, Limiter};
-    ///
-    /// let breaker = Limiter::new(Breaker::new(BreakerConfig::default())?);
-    /// assert_eq!(breaker.probe_timeout(), Some(Duration::from_secs(30)));
-    /// assert_eq!(Limiter::new(Fixed::new(8)?).probe_timeout(), None);
-    /// # Ok::<(), rheostat::ConfigError>(())
-    /// ```
-    pub fn probe_timeout(&self) -> Option<Duration> {
+    /// [`Timeouts::probe`]: the policy's, under its lock.
+    pub(crate) fn probe_timeout(&self) -> Option<Duration> {
         self.lock().probe_timeout()
     }
 
     /// The next instant at which the gate changes by itself (an open
     /// breaker's cooldown ending), if any. [`Limiter::try_acquire`] applies
     /// such changes lazily; a driver that wants them applied with no traffic
-    /// calls [`Limiter::handle_timeout`] then.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    /// calls [`Limiter::wake`] then.
+    pub fn wake_at(&self) -> Option<Instant> {
         self.gate().until
     }
 
-    /// Apply the policy's time-driven changes due by now.
-    pub fn handle_timeout(&self) {
+    /// Apply the policy's time-driven changes due by now: what a driver
+    /// calls at [`Limiter::wake_at`].
+    pub fn wake(&self) {
         let now = self.clock.now();
         self.refresh(now);
     }

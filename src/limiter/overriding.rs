@@ -72,7 +72,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// The override in force and when it ends, by the limiter's clock;
     /// `None` without one. An override whose end has passed shows until
     /// the limiter next looks at its policy (any call, or
-    /// [`handle_timeout`](Limiter::handle_timeout)).
+    /// [`wake`](Limiter::wake)).
     pub fn override_in_force(&self) -> Option<(Override, Instant)> {
         self.lock().overriding
     }

@@ -303,7 +303,7 @@ where
     /// ```
     /// use std::time::Duration;
     /// use rheostat::algorithms::{Aimd, AimdConfig, Outcome};
-    /// use rheostat::{Limiter, ManualClock};
+    /// use rheostat::{Limiter, clock::ManualClock};
     ///
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::with_clock(Aimd::new(AimdConfig::default())?, clock.clone());
@@ -337,7 +337,7 @@ where
 
     /// Whether this call was admitted as a trial call while a breaker
     /// is half-open. A probe should be given the [probe
-    /// timeout](Limiter::probe_timeout): see
+    /// timeout](crate::timeout::Timeouts::probe): see
     /// [`timeout`](Self::timeout).
     pub fn is_probe(&self) -> bool {
         self.ticket.is_some_and(|t| t.probe())
@@ -345,7 +345,7 @@ where
 
     /// The attempt timeout to give this call, `ordinary` being the
     /// timeout you would give it (the ceiling): the limiter's [probe
-    /// timeout](Limiter::probe_timeout) for a probe (a breaker's
+    /// timeout](crate::timeout::Timeouts::probe) for a probe (a breaker's
     /// `probe_timeout`, 30 s by default); where the limiter
     /// [learns](crate::timeout) its timeout, the learned one if lower
     /// (for all but the share of calls drawn at admission to get the
@@ -358,7 +358,7 @@ where
     /// A call admitted as not safe to cut early
     /// ([`Admission::cut_early`](crate::Admission::cut_early)`(false)`, or
     /// every call of a limiter whose learned timeout says
-    /// [`cut_early`](crate::LearnedTimeout::cut_early)` = false`) is
+    /// [`cut_early`](crate::timeout::LearnedTimeout::cut_early)` = false`) is
     /// never given less than `ordinary`: no learned timeout, and a probe
     /// the longer of its probe timeout and `ordinary`.
     ///
@@ -367,7 +367,7 @@ where
     /// ```
     /// use std::time::Duration;
     /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
-    /// use rheostat::{Limiter, ManualClock};
+    /// use rheostat::{Limiter, clock::ManualClock};
     ///
     /// let clock = ManualClock::new();
     /// let breaker = Breaker::new(BreakerConfig::default())?;
@@ -395,7 +395,7 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, Limiter, ManualClock, Timeout};
+    /// use rheostat::{algorithms::Fixed, Limiter, clock::ManualClock, Timeout};
     ///
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::builder(Fixed::new(10)?)
@@ -439,7 +439,7 @@ where
 
     /// Calls in flight when this one was admitted, itself included
     /// (with slots parked per core, those parked on other cores too:
-    /// see [`Sharding`](crate::Sharding)).
+    /// see [`Sharding`](crate::limiter::Sharding)).
     pub fn in_flight_at_start(&self) -> u32 {
         self.ticket.map_or(0, |t| t.in_flight())
     }

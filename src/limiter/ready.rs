@@ -117,7 +117,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::Duration;
-    /// use rheostat::{algorithms::{Breaker, BreakerConfig}, Limiter, Outcome, TokioClock};
+    /// use rheostat::{algorithms::{Breaker, BreakerConfig}, Limiter, Outcome, clock::TokioClock};
     ///
     /// let limiter = Limiter::builder(Breaker::new(BreakerConfig::default())?)
     ///     .clock(TokioClock)
@@ -130,7 +130,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// limiter.wait_ready().await;
     /// # Ok(())
     /// # }
-    /// # use rheostat::Clock;
+    /// # use rheostat::clock::Clock;
     /// ```
     pub async fn wait_ready(&self) {
         self.ready_waiters.fetch_add(1, Ordering::SeqCst);

@@ -40,7 +40,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// # Examples
 ///
 /// ```
-/// use rheostat::{algorithms::Fixed, Limiter, Sharding};
+/// use rheostat::{algorithms::Fixed, Limiter, limiter::Sharding};
 ///
 /// // Exact in-flight counts for the policy, at the price of one shared
 /// // word written by every call on every thread.

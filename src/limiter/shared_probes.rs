@@ -62,7 +62,7 @@ pub const CLAIM_LEAD: Duration = Duration::from_millis(250);
 /// # Examples
 ///
 /// ```
-/// use rheostat::ProbeAllowance;
+/// use rheostat::limiter::ProbeAllowance;
 ///
 /// let allowance = ProbeAllowance::default();
 /// // What the store answers the 1st, 5th and 6th instances to ask in a cycle.
@@ -131,7 +131,7 @@ impl ProbeAllowance {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rheostat::ProbeAllowance;
+    /// use rheostat::limiter::ProbeAllowance;
     ///
     /// assert!(ProbeAllowance::default().validate().is_ok());
     /// let forever = ProbeAllowance { cycle: Duration::MAX, ..ProbeAllowance::default() };
@@ -168,7 +168,9 @@ const MIN_CYCLE: Duration = Duration::from_millis(1);
 /// ```
 /// use std::time::Duration;
 /// use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
-/// use rheostat::{Clock as _, Limiter, ManualClock, ProbeAllowance, ProbeClaims};
+/// use rheostat::clock::{Clock as _, ManualClock};
+/// use rheostat::limiter::{ProbeAllowance, ProbeClaims};
+/// use rheostat::Limiter;
 ///
 /// let clock = ManualClock::new();
 /// // One instance of five: its breaker judges one probe.

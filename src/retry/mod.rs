@@ -403,7 +403,7 @@ impl Retry {
         &self,
         call: &Call,
         next: Duration,
-        clock: &impl crate::Clock,
+        clock: &impl crate::clock::Clock,
         probe: Option<Duration>,
     ) -> Duration {
         match (probe, self.config.deadline) {

@@ -238,7 +238,7 @@ where
             self.inner.call(request),
             permit,
             self.classifier.clone(),
-            self.timeout.or(limiter.attempt_timeout()),
+            self.timeout.or(limiter.timeout_ceiling()),
         )
     }
 }

@@ -148,7 +148,7 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// Give each call at most `timeout`; one that runs out ends with
     /// [`CallError::TimedOut`](crate::CallError::TimedOut) and is recorded as
     /// an overload. A probe gets the [probe
-    /// timeout](crate::Limiter::probe_timeout) instead (a breaker's
+    /// timeout](crate::timeout::Timeouts::probe) instead (a breaker's
     /// `probe_timeout`, 30 s by default), with or without this. Prefer this
     /// to an inner `tower::timeout` layer: the hang is seen by the limiter
     /// as what it is, and the inner error type is kept (and an inner timeout
@@ -272,7 +272,7 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone, M> Layer<S>
             inner,
             Arc::clone(&self.limiter),
             self.classifier.clone(),
-            self.timeout.or(self.limiter.attempt_timeout()),
+            self.timeout.or(self.limiter.timeout_ceiling()),
             self.wait || self.limiter.waits(),
             self.classify.clone(),
         )

@@ -122,7 +122,7 @@
 //! cannot read a request (it is generic over what it is sent) and cuts
 //! every request early; for a limiter (a route of a [`KeyedLayer`]) no
 //! request to which is safe to cut early, say so in its learned timeout
-//! instead ([`LearnedTimeout::cut_early`](crate::LearnedTimeout::cut_early),
+//! instead ([`LearnedTimeout::cut_early`](crate::timeout::LearnedTimeout::cut_early),
 //! a file's `timeout = { cut_early = false }`).
 //!
 //! ```

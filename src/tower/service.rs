@@ -69,7 +69,7 @@ pub struct Rheostat<
     S,
     K,
     A = Box<dyn Algorithm>,
-    C = crate::DefaultClock,
+    C = crate::clock::DefaultClock,
     P = DefaultClass,
     M = AtResponse,
 > {

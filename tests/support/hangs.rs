@@ -311,7 +311,7 @@ pub(crate) struct Row {
     /// The end of the interval, from the start.
     pub(crate) elapsed: Duration,
     /// The attempt timeout in force at its end
-    /// (`Limiter::timeout_in_force`).
+    /// (`Limiter::timeouts().in_force`).
     pub(crate) timeout: Duration,
     /// The limiter's limit at its end.
     pub(crate) limit: u32,
@@ -539,7 +539,7 @@ pub(crate) async fn compare(setup: Setup) -> Result<[Summary; 2], Box<dyn Error>
             let (held_mean, hung_mean) = interval[i].means();
             let row = Row {
                 elapsed,
-                timeout: run.limiter.timeout_in_force().unwrap_or(Duration::ZERO),
+                timeout: run.limiter.timeouts().in_force.unwrap_or(Duration::ZERO),
                 limit: run.limiter.gate().limit,
                 held_mean,
                 held_max,
@@ -572,7 +572,7 @@ pub(crate) async fn compare(setup: Setup) -> Result<[Summary; 2], Box<dyn Error>
             held_mean,
             held_max: run.tally.most_hanging.load(Ordering::Relaxed),
             hung_mean,
-            timeout: run.limiter.timeout_in_force().unwrap_or(Duration::ZERO),
+            timeout: run.limiter.timeouts().in_force.unwrap_or(Duration::ZERO),
             unsent: run.tally.unsent.load(Ordering::Relaxed),
             failed: run.tally.failed.load(Ordering::Relaxed),
         }

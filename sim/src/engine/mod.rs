@@ -33,7 +33,11 @@ use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
 use rheostat::priority::Class;
 use rheostat::retry::{self, Action, Attempts, RetryOutcome};
-use rheostat::{Clock, Limiter, ManualClock, Permit, Readiness, RejectReason, Rejection};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    limiter::Readiness,
+    Limiter, Permit, RejectReason, Rejection,
+};
 
 mod bulk;
 mod callers;

@@ -118,8 +118,8 @@ impl<'a> World<'a> {
     pub(super) fn tick(&mut self) {
         let now = self.clock.now();
         for limiter in self.limiters {
-            if limiter.poll_timeout().is_some_and(|t| t <= now) {
-                limiter.handle_timeout();
+            if limiter.wake_at().is_some_and(|t| t <= now) {
+                limiter.wake();
             }
             if self.in_window() && limiter.gate().is_shut() {
                 self.r.open_ticks += 1;

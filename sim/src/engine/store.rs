@@ -2,14 +2,14 @@
 //! ([`SharedProbes`](crate::SharedProbes)): every `every`, each instance
 //! asks [`ProbeClaims::due`] (the run's clock is the fleet's clock); a
 //! claim due is counted against its cycle's counter at once and its grant
-//! ([`ProbeAllowance::granted`](rheostat::ProbeAllowance::granted)) reaches
+//! ([`ProbeAllowance::granted`](rheostat::limiter::ProbeAllowance::granted)) reaches
 //! the instance `delay` later. An instance whose breaker closed after a
 //! claim ([`ProbeClaims::recovered`]) marks the store recovered at once,
-//! for [`ProbeAllowance::recovered_for`](rheostat::ProbeAllowance::recovered_for).
+//! for [`ProbeAllowance::recovered_for`](rheostat::limiter::ProbeAllowance::recovered_for).
 
 use std::time::Instant;
 
-use rheostat::ProbeClaims;
+use rheostat::limiter::ProbeClaims;
 
 use super::*;
 use crate::SharedProbes;

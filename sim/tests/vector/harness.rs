@@ -43,7 +43,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rheostat::algorithms::Algorithm;
-use rheostat::{Clock, Limiter, ManualClock, OwnedPermit, RejectReason};
+use rheostat::{
+    clock::{Clock, ManualClock},
+    Limiter, OwnedPermit, RejectReason,
+};
 
 use super::controller::VectorArc;
 use super::link::{Answer, Link};

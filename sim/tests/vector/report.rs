@@ -28,7 +28,7 @@ use rheostat::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, Fixed, Gradient, GradientConfig, Stack,
     Vegas, VegasConfig,
 };
-use rheostat::{Limiter, ManualClock};
+use rheostat::{clock::ManualClock, Limiter};
 
 use super::controller::VectorArc;
 use super::harness::{self, Direct, Mode, Run, ThroughLimiter};

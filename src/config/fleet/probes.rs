@@ -7,7 +7,7 @@ use redis::AsyncCommands as _;
 
 use super::report::{self, Throttle};
 use super::{bounded, LiveLimiters};
-use crate::{ProbeAllowance, ProbeClaims};
+use crate::limiter::{ProbeAllowance, ProbeClaims};
 
 /// Claim up to `ARGV[1]` of the cycle's `ARGV[2]` probes from counter
 /// `KEYS[1]`, which lapses `ARGV[3]` milliseconds after its first claim;

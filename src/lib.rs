@@ -58,6 +58,7 @@ pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod error;
+pub mod grpc;
 pub mod keyed;
 pub mod limiter;
 #[cfg(feature = "metrics")]

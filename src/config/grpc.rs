@@ -6,35 +6,20 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithms::{ConfigError, MAX_DURATION};
+use crate::grpc::GrpcCode;
 #[cfg(feature = "http")]
 use crate::{algorithms::Outcome, tower::GrpcClassifier};
 
-/// The gRPC codes by name, as a file writes them, `ok` first.
-const CODES: [&str; 17] = [
-    "ok",
-    "cancelled",
-    "unknown",
-    "invalid_argument",
-    "deadline_exceeded",
-    "not_found",
-    "already_exists",
-    "permission_denied",
-    "resource_exhausted",
-    "failed_precondition",
-    "aborted",
-    "out_of_range",
-    "unimplemented",
-    "internal",
-    "unavailable",
-    "data_loss",
-    "unauthenticated",
-];
-
-/// What the names in a list must be.
-pub(super) const ALLOWED: &str = "a gRPC status code other than ok: cancelled, unknown, \
-    invalid_argument, deadline_exceeded, not_found, already_exists, permission_denied, \
-    resource_exhausted, failed_precondition, aborted, out_of_range, unimplemented, \
-    internal, unavailable, data_loss or unauthenticated";
+/// What the names in a list must be: every code's name but `ok`, from
+/// the one list of codes ([`GrpcCode::ALL`]).
+pub(super) fn allowed() -> String {
+    let names: Vec<&str> = GrpcCode::ALL.iter().skip(1).map(|c| c.name()).collect();
+    let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+    format!(
+        "a gRPC status code other than ok: {} or {last}",
+        rest.join(", ")
+    )
+}
 
 /// How the calls to a gRPC dependency are classified (the `http` feature's
 /// `GrpcClassifier`, which `GrpcConfig::classifier` builds): the `grpc`
@@ -119,22 +104,19 @@ impl Default for GrpcConfig {
 
 /// The number of the code a file names `name` (in lower case, or as gRPC
 /// writes it), if it is one other than `ok`.
-pub(super) fn code(name: &str) -> Option<usize> {
-    CODES
-        .iter()
-        .position(|code| name == *code || name.eq_ignore_ascii_case(code))
-        .filter(|&number| number != 0)
+pub(super) fn code(name: &str) -> Option<GrpcCode> {
+    GrpcCode::from_name(name).filter(|&code| code != GrpcCode::Ok)
 }
 
 /// The numbers of the codes `names` lists, the first name that is none
 /// refused as `field[index]`.
-fn codes(field: &str, names: &[String]) -> Result<Vec<usize>, ConfigError> {
+fn codes(field: &str, names: &[String]) -> Result<Vec<GrpcCode>, ConfigError> {
     names
         .iter()
         .enumerate()
         .map(|(index, name)| {
             code(name).ok_or_else(|| {
-                ConfigError::new(format!("{field}[{index}]"), format!("{name:?}"), ALLOWED)
+                ConfigError::new(format!("{field}[{index}]"), format!("{name:?}"), allowed())
             })
         })
         .collect()
@@ -191,13 +173,11 @@ impl GrpcConfig {
     /// ```
     #[cfg(feature = "http")]
     pub fn classifier(&self) -> Result<GrpcClassifier, ConfigError> {
-        use crate::tower::GrpcCode;
-
         self.validate()?;
         let overload = codes("grpc.overload", &self.overload)?;
         let mut classifier = GrpcClassifier::new();
         for code in GrpcCode::ALL.into_iter().skip(1) {
-            let outcome = if overload.contains(&(code.as_i32() as usize)) {
+            let outcome = if overload.contains(&code) {
                 Outcome::Overload
             } else {
                 Outcome::Ignore
@@ -205,7 +185,6 @@ impl GrpcConfig {
             classifier = classifier.with_outcome(code, outcome)?;
         }
         let retryable = codes("grpc.retryable", &self.retryable)?;
-        let retryable = retryable.into_iter().map(|n| GrpcCode::ALL[n]);
         classifier = classifier
             .retryable(retryable)?
             .max_pushback(self.max_pushback)?;
@@ -218,15 +197,24 @@ impl GrpcConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::{GrpcConfig, CODES};
+    use super::{allowed, code, GrpcConfig};
+    use crate::grpc::GrpcCode;
 
     #[test]
-    fn the_names_are_the_codes_in_order() {
-        #[cfg(feature = "http")]
-        for code in crate::tower::GrpcCode::ALL {
-            assert_eq!(CODES[code.as_i32() as usize], code.name());
+    fn a_file_names_every_code_but_ok_as_the_one_list_does() {
+        for c in GrpcCode::ALL.into_iter().skip(1) {
+            assert_eq!(code(c.name()), Some(c));
+            assert_eq!(code(&c.name().to_uppercase()), Some(c));
+            assert!(allowed().contains(c.name()), "{}", allowed());
         }
-        assert_eq!(CODES.len(), 17);
+        assert_eq!(code("ok"), None);
+        assert_eq!(
+            allowed(),
+            "a gRPC status code other than ok: cancelled, unknown, invalid_argument, \
+             deadline_exceeded, not_found, already_exists, permission_denied, \
+             resource_exhausted, failed_precondition, aborted, out_of_range, unimplemented, \
+             internal, unavailable, data_loss or unauthenticated"
+        );
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl ServerConfig {
         self.validate()?;
         let status = http::StatusCode::from_u16(self.status)
             .map_err(|_| ConfigError::new("server.status", self.status, "a 4xx or 5xx status"))?;
-        let code = crate::tower::GrpcCode::ALL[self.grpc_code()?];
+        let code = self.grpc_code()?;
         let layer = layer
             .status(status)?
             .grpc_status(code)?
@@ -147,13 +147,13 @@ impl ServerConfig {
         Ok(if self.wait { layer } else { layer.fail_fast() })
     }
 
-    /// The number of `grpc_status`.
-    fn grpc_code(&self) -> Result<usize, ConfigError> {
+    /// The code `grpc_status` names.
+    fn grpc_code(&self) -> Result<crate::grpc::GrpcCode, ConfigError> {
         super::grpc::code(&self.grpc_status).ok_or_else(|| {
             ConfigError::new(
                 "server.grpc_status",
                 format_args!("{:?}", self.grpc_status),
-                super::grpc::ALLOWED,
+                super::grpc::allowed(),
             )
         })
     }

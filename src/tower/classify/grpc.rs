@@ -8,9 +8,7 @@ use super::{BodyEnd, ClassifyEnd};
 use crate::algorithms::{check, ConfigError, Outcome};
 use crate::retry::Verdict;
 
-mod code;
-
-pub use code::GrpcCode;
+pub use crate::grpc::GrpcCode;
 
 /// The header of a gRPC status, in a trailers-only response's headers or
 /// in the trailers.

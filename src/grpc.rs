@@ -1,5 +1,7 @@
 //! [`GrpcCode`]: the status codes of gRPC, read from a `grpc-status`
-//! without ever failing.
+//! without ever failing. The one list of them: the tower classifiers, the
+//! server's `ShedLayer` and the configuration file's `grpc` tables all
+//! name codes through it, whatever features are on.
 
 use std::fmt;
 
@@ -12,7 +14,7 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use rheostat::tower::GrpcCode;
+/// use rheostat::grpc::GrpcCode;
 ///
 /// assert_eq!(GrpcCode::from_i32(14), GrpcCode::Unavailable);
 /// assert_eq!(GrpcCode::from_i32(99), GrpcCode::Unknown);
@@ -145,6 +147,7 @@ impl GrpcCode {
     /// `INTERNAL`, 401 `UNAUTHENTICATED`, 403 `PERMISSION_DENIED`, 404
     /// `UNIMPLEMENTED`, 429, 502, 503 and 504 `UNAVAILABLE`, any other
     /// `UNKNOWN` (a 200 without a status too: the status must come later).
+    #[cfg(feature = "http")]
     pub fn from_http(status: http::StatusCode) -> GrpcCode {
         match status.as_u16() {
             400 => GrpcCode::Internal,
@@ -157,7 +160,8 @@ impl GrpcCode {
     }
 
     /// Its bit in a set of codes.
-    pub(super) fn bit(self) -> u32 {
+    #[cfg(feature = "http")]
+    pub(crate) fn bit(self) -> u32 {
         1 << (self as u32)
     }
 }

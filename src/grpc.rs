@@ -139,7 +139,7 @@ impl GrpcCode {
     pub fn from_name(name: &str) -> Option<GrpcCode> {
         Self::ALL
             .into_iter()
-            .find(|code| name == code.name() || name.eq_ignore_ascii_case(code.name()))
+            .find(|code| name.eq_ignore_ascii_case(code.name()))
     }
 
     /// The code a response with HTTP status `status` and no `grpc-status`

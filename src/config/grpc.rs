@@ -102,14 +102,14 @@ impl Default for GrpcConfig {
     }
 }
 
-/// The number of the code a file names `name` (in lower case, or as gRPC
-/// writes it), if it is one other than `ok`.
+/// The code a file names `name` (in lower case, or as gRPC writes it), if
+/// it is one other than `ok`.
 pub(super) fn code(name: &str) -> Option<GrpcCode> {
     GrpcCode::from_name(name).filter(|&code| code != GrpcCode::Ok)
 }
 
-/// The numbers of the codes `names` lists, the first name that is none
-/// refused as `field[index]`.
+/// The codes `names` lists, the first name that is none refused as
+/// `field[index]`.
 fn codes(field: &str, names: &[String]) -> Result<Vec<GrpcCode>, ConfigError> {
     names
         .iter()

@@ -466,6 +466,45 @@ fn a_dependency_flaps_by_time_and_calls_hang() {
 }
 
 #[test]
+fn a_dependency_flapping_by_request_count_comes_back_after_every_fall() {
+    // Calls of about 1 ms, one every 100 ms: each of the three it serves
+    // has finished before the fourth arrives and fells it, so no call it
+    // served is running when it falls to notice the time it comes back.
+    let sc = scenario(
+        r#"
+        name = "flap-count"
+        duration = "2m"
+        measure = { from = "1m", to = "2m" }
+        [dependency]
+        workers = 10
+        service = { median = "1ms", p99 = "2ms" }
+        [[dependency.phase]]
+        at = "1m"
+        flap = { serve = 3, down = "5s" }
+        [traffic]
+        rate = 10
+        timeout = "1s"
+        deadline = "1s"
+        "#,
+    );
+    let (report, _) = compare(&[sc], &[rows::none()], 1, |_| {}).unwrap();
+    let s = &report.scenarios[0];
+    let none = s.policy("none").unwrap();
+    // Up again every 5.1 s or so: 3 served a cycle, about 11 cycles in the
+    // measured minute (the first 3 before its first fall).
+    assert!(
+        (30..=40).contains(&none.successes),
+        "{} successes",
+        none.successes
+    );
+    assert!(
+        none.successes as f64 <= s.bound.fluid + s.bound.allowance,
+        "{:?}",
+        s.bound
+    );
+}
+
+#[test]
 fn a_scenario_may_replace_any_rows_policy() {
     let mut text = String::from(
         r#"

@@ -114,7 +114,14 @@ impl<'a> World<'a> {
         });
         self.at(self.now + timeout, Event::Timeout(job));
         let accept = self.model.arrive(job, secs(self.now));
+        let refused = matches!(accept, Accept::Refuse { .. });
         self.accepted(job, accept);
+        if refused {
+            // A dependency flapping by request count falls over at an
+            // arrival: its return is due then, whether or not a call it
+            // served is still running to notice.
+            self.capacity_changed();
+        }
     }
 
     pub(super) fn accepted(&mut self, job: u64, accept: Accept) {

@@ -13,6 +13,7 @@
 //!   previous one; its min and max take every value after the first, even one
 //!   that carries no weight.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Min, max, mode and mean of a time histogram.
@@ -27,7 +28,8 @@ pub(crate) struct Spread {
 /// Time credited to whole values.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TimeHistogram {
-    seconds: Vec<f64>,
+    /// Sparse: a limit may be as high as `MAX_LIMIT` (no limit yet).
+    seconds: BTreeMap<usize, f64>,
     last: Option<Instant>,
 }
 
@@ -36,10 +38,7 @@ impl TimeHistogram {
     pub(crate) fn add(&mut self, value: usize, now: Instant) {
         if let Some(last) = self.last {
             let held = now.saturating_duration_since(last).as_secs_f64();
-            if self.seconds.len() <= value {
-                self.seconds.resize(value + 1, 0.0);
-            }
-            self.seconds[value] += held;
+            *self.seconds.entry(value).or_insert(0.0) += held;
         }
         self.last = Some(now);
     }
@@ -51,7 +50,7 @@ impl TimeHistogram {
         let mut mode = (0, f64::NEG_INFINITY);
         let mut weighted = 0.0;
         let mut total = 0.0;
-        for (value, &held) in self.seconds.iter().enumerate() {
+        for (&value, &held) in &self.seconds {
             weighted += value as f64 * held;
             total += held;
             if held > 0.0 {

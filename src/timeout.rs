@@ -71,13 +71,25 @@
 //!   to cover. Once a value is learned, a window with too few successes
 //!   (an outage, a limit cut low) keeps it: too little new evidence is no
 //!   reason to forget, and the calls given the ceiling raise it if the
-//!   dependency has slowed.
+//!   dependency has slowed. The first value also waits until the first
+//!   calls have run for three of the slowest answers seen: a flow's first
+//!   answers are its fastest, and a value read from them alone would cut
+//!   the slower calls still running.
+//! - **Nothing shorter than the ceiling.** Where the quantile times the
+//!   margin reaches the ceiling, nothing is learned (`learned` is `None`):
+//!   the dependency's tail is as long as the caller is willing to wait, so
+//!   a call gets its caller's own timeout, the `ordinary` of
+//!   [`Permit::timeout`](crate::Permit::timeout), if it names a longer
+//!   one, and the ceiling if it names none. A learned value is only ever a
+//!   cut shorter than what the caller would give.
 //!
 //! # What the ceiling is for
 //!
-//! The ceiling is the longest any call is given: the timeout you would
-//! have typed, and the bound on how long a hung call holds a worker while
-//! too little has been seen to learn (and, for the share given it, ever).
+//! The ceiling is the longest a call is given where its code names no
+//! timeout of its own: the timeout you would have typed, the bound on how
+//! long a hung call holds a worker while too little has been seen to learn
+//! (and, for the share given it, ever), and the most the learned timeout
+//! may be (a caller that names a longer timeout keeps it).
 //! It is not a guess at the dependency's latency; it is the most you are
 //! willing to wait. A dependency whose healthy answers take longer than it
 //! (a batch endpoint answering in 200 s behind a 15 s ceiling) never
@@ -472,8 +484,9 @@ pub struct Timeouts {
     /// The attempt timeout learned from the dependency
     /// ([`Builder::timeout`](crate::Builder::timeout) with a
     /// [`Timeout::learned`]), before any caller's ceiling: `None` if the
-    /// timeout is not learned, or until enough successes have been seen
-    /// ([`LearnedTimeout::min_samples`]).
+    /// timeout is not learned, until enough successes have been seen
+    /// ([`LearnedTimeout::min_samples`]), and while what it would learn
+    /// reaches the ceiling.
     /// [`Permit::timeout`](crate::Permit::timeout) gives it to a call that
     /// may be cut early (where [`LearnedTimeout::cut_early`] is `false`, it
     /// is learned and shown here, and given to none).

@@ -16,6 +16,10 @@ use crate::algorithms::Outcome;
 /// whenever the window turns or a success slower than the timeout comes in.
 const READS_PER_WINDOW: u32 = 60;
 
+/// How many of the slowest answers seen the first calls must have run for
+/// before the first value is read (as the limit's first baseline waits).
+const SETTLE: u32 = 3;
+
 /// The learner: the window's histograms and the value read from them. Kept
 /// beside the policy, under its lock, and told every finished call the
 /// policy is told.
@@ -51,6 +55,11 @@ pub(crate) struct Learner {
     /// Whether calls have ended so for [`Learner::quiet`]: the ceiling cuts
     /// every call, and the observer has been told.
     cutting: bool,
+    /// Until the first value is read: when the earliest success started,
+    /// and the slowest success so far.
+    first: Option<(Instant, Duration)>,
+    /// Whether a value has been read.
+    learned: bool,
 }
 
 /// Which timeout a call was given, as the learner is told: the learned one
@@ -94,11 +103,15 @@ impl Learner {
             hangs_until: None,
             cut_since: None,
             cutting: false,
+            first: None,
+            learned: false,
         }
     }
 
     /// The timeout learned, before any caller's ceiling: `None` until the
-    /// window holds `min_samples` successes.
+    /// window holds `min_samples` successes and the first calls have run
+    /// for three of the slowest answers, and while what it would learn
+    /// reaches the ceiling.
     pub(crate) fn value(&self) -> Option<Duration> {
         self.value
     }
@@ -264,6 +277,12 @@ impl Learner {
             }
             return false;
         }
+        if !self.learned {
+            let started = at.checked_sub(latency).unwrap_or(at);
+            self.first = Some(self.first.map_or((started, latency), |(first, slowest)| {
+                (first.min(started), slowest.max(latency))
+            }));
+        }
         let turned = self.turn(at);
         // Such a call is recorded for itself and the calls it stands for
         // (at most `weight` times, a u32). Any other success stands for
@@ -277,13 +296,13 @@ impl Learner {
         self.seen.0 += u64::from(count);
         let due = turned
             || stood_for > 0
-            || self.value.is_none()
+            || !self.learned
             || at.saturating_duration_since(self.read) >= self.config.window / READS_PER_WINDOW;
         if !due {
             return false;
         }
         self.read = at;
-        let value = self.read_value();
+        let value = self.read_value(at);
         let changed = value != self.value;
         self.value = value;
         changed
@@ -309,12 +328,25 @@ impl Learner {
         true
     }
 
-    /// The quantile over the window times the margin, within the floor and
-    /// the ceiling; `None` with too few successes.
-    fn read_value(&mut self) -> Option<Duration> {
+    /// The quantile over the window at `at` times the margin, no lower
+    /// than the floor; `None` if that reaches the ceiling, with too few
+    /// successes, or before the first calls have run for three of the
+    /// slowest answers seen.
+    fn read_value(&mut self, at: Instant) -> Option<Duration> {
         if self.seen.0 + self.seen.1 < u64::from(self.config.min_samples) {
             // Too little new to go on: what was learned stands.
             return self.value;
+        }
+        if !self.learned {
+            // The first answers of a flow are its fastest: a slow call
+            // has not had time to come back. The first value waits until
+            // every call the window holds could have answered.
+            let (first, slowest) = self.first?;
+            if at.saturating_duration_since(first) < slowest.saturating_mul(SETTLE) {
+                return None;
+            }
+            self.learned = true;
+            self.first = None;
         }
         if self.both.set_to(&self.previous).is_err() || self.both.add(&self.current).is_err() {
             // Unreachable: the three share their bounds.
@@ -322,9 +354,12 @@ impl Learner {
         }
         #[allow(clippy::cast_precision_loss, reason = "microseconds below 2^53")]
         let quantile = self.both.value_at_quantile(self.config.quantile) as f64 / 1e6;
-        let learned = Duration::try_from_secs_f64(quantile * self.config.margin)
-            .unwrap_or(self.config.ceiling);
-        Some(learned.clamp(self.config.floor, self.config.ceiling))
+        let learned =
+            Duration::try_from_secs_f64(quantile * self.config.margin).unwrap_or(Duration::MAX);
+        // What reaches the ceiling is not shorter than what the caller
+        // would give: nothing is learned that cuts, and a caller that
+        // names a longer timeout of its own keeps it.
+        (learned < self.config.ceiling).then(|| learned.max(self.config.floor))
     }
 }
 
@@ -372,6 +407,25 @@ mod tests {
         let value = learner.value().unwrap();
         // Twice 50 ms, rounded up to the histogram's sixteenth.
         assert!(value >= ms(100) && value <= ms(107), "{value:?}");
+    }
+
+    #[test]
+    fn the_first_value_waits_until_the_first_calls_have_run_three_of_the_slowest_answers() {
+        let t0 = Instant::now();
+        let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+        // A slow answer first, started 399 ms before t0, then fast ones:
+        // a hundred and more successes, yet the flow is younger than three
+        // of its slowest answers (1.2 s) until t0 + 801 ms.
+        learner.tell(t0 + ms(1), Outcome::Success, ms(400), Given::Learned);
+        let mut at = t0 + ms(1);
+        while at < t0 + ms(795) {
+            at += ms(5);
+            learner.tell(at, Outcome::Success, ms(10), Given::Learned);
+            assert_eq!(learner.value(), None, "at {:?}", at - t0);
+        }
+        at = t0 + ms(805);
+        learner.tell(at, Outcome::Success, ms(10), Given::Learned);
+        assert!(learner.value().is_some());
     }
 
     #[test]
@@ -579,14 +633,19 @@ mod tests {
     }
 
     #[test]
-    fn the_learned_value_stays_between_the_floor_and_the_ceiling() {
+    fn the_learned_value_stays_above_the_floor_and_is_none_at_the_ceiling() {
         let t0 = Instant::now();
         let config = LearnedTimeout::new(ms(300)).floor(ms(20));
         let mut fast = Learner::new(config, t0);
         fed(&mut fast, t0, 200, Duration::from_micros(100));
         assert_eq!(fast.value(), Some(ms(20)));
+        // Twice 140 ms is within the ceiling; twice 250 ms is not, and
+        // reaching the ceiling learns nothing shorter than it.
+        let mut below = Learner::new(config, t0);
+        fed(&mut below, t0, 200, ms(140));
+        assert!(below.value().is_some_and(|v| v > ms(280) && v < ms(300)));
         let mut slow = Learner::new(config, t0);
         fed(&mut slow, t0, 200, ms(250));
-        assert_eq!(slow.value(), Some(ms(300)));
+        assert_eq!(slow.value(), None);
     }
 }

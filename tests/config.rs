@@ -53,6 +53,7 @@ fn every_policy() -> Vec<PolicyConfig> {
                 ..WindowConfig::default()
             },
             slow_start: false,
+            open_start: true,
         }),
         PolicyConfig::Aimd(AimdConfig::netflix()),
         PolicyConfig::Vegas(VegasConfig::default()),

@@ -54,6 +54,17 @@ use crate::{
 /// - **slow start**: from `initial`, the limit doubles per round trip in
 ///   use until the first sign of queueing (it then returns to the limit
 ///   before the last doubling) or a drop beyond the tolerance.
+/// - **open start** ([`AimdConfig::open_start`], off by default):
+///   no limit until the first flow is steady, older than three of its
+///   slowest successes (every call it holds has had time to answer) with a
+///   window whose band's lower end is no higher than the upper end of the
+///   window before (the latency has stopped rising). The limit is then
+///   twice the most calls in flight, the headroom growth keeps in health,
+///   and the baseline the higher of the two windows' upper ends. A flood
+///   the open start let in builds a queue that ends in drops, not in a
+///   steady latency: drops beyond the tolerance first begin again from
+///   `initial` (in slow start), and the calls admitted before are ignored,
+///   so the queue they built is neither the baseline nor a cut.
 /// - **drops** ([`Outcome::Overload`], or a success slower than `timeout`)
 ///   cut at once, `L × backoff` — from what the dropped call met if that
 ///   was less: the limit it was admitted under, if the limit has grown
@@ -217,7 +228,11 @@ impl Aimd {
         };
         Ok(Aimd {
             core: Core {
-                limit: f64::from(config.initial),
+                limit: f64::from(if config.open_start && config.mode == AimdMode::Latency {
+                    config.max
+                } else {
+                    config.initial
+                }),
                 config,
                 last_backoff: None,
             },

@@ -292,6 +292,68 @@ fn the_latency_mode_settles_near_a_log_normal_capacity() {
     assert!(p99 < 1.6, "p99 {p99} s");
 }
 
+/// The recommended configuration with an open start.
+fn open_start() -> AimdConfig {
+    AimdConfig {
+        open_start: true,
+        ..AimdConfig::recommended()
+    }
+}
+
+/// The open start (`AimdConfig::open_start`) in front of a dependency
+/// offered twice what it serves from the first call: with no limit, a
+/// queue builds, as without a limiter, until calls pass the 5 s timeout.
+/// Those drops begin the start again from `initial`, counting only calls
+/// admitted after; it then settles near the capacity, and the queue the
+/// open start built does not pass for the dependency's latency.
+#[test]
+fn the_open_start_begins_again_slowly_when_the_first_calls_pass_the_timeout() {
+    const RUN: f64 = 120.0;
+    let mut aimd = Aimd::new(open_start()).expect("valid");
+    let trace = model::run(
+        &mut aimd,
+        &Model::twice_capacity(),
+        RUN,
+        Aimd::raw_limit,
+        |_, _| {},
+    );
+    let first_refusal = trace.rejected_at.first().copied().unwrap_or(RUN);
+    let settled = trace.settled_from(35.0, 80.0).expect("ends in [35, 80]");
+    let p99 = trace.latency_quantile(settled, RUN, 0.99);
+    println!(
+        "open start, twice capacity: first refusal at {first_refusal:.1} s; settled in [35, 80] \
+         from {settled:.1} s; mean limit {:.1}; p99 {:.1} ms",
+        trace.mean_limit(settled, RUN),
+        p99 * 1e3,
+    );
+    assert!(settled <= 40.0, "settled only at {settled} s");
+    assert!(p99 < 0.060, "p99 {p99} s");
+}
+
+/// The open start in front of a healthy dependency: 100 calls a second of
+/// a log-normal 400 ms (p99 2.5 times that), about 44 in flight, workers
+/// to spare. From the first call to the last, nothing is refused.
+#[test]
+fn the_open_start_refuses_a_healthy_dependency_nothing() {
+    const RUN: f64 = 300.0;
+    let model = Model {
+        workers: 200,
+        log_normal: Some(2.5),
+        arrivals: Arrivals::Poisson(100.0),
+        behaviour: vec![(0.0, Behaviour::Serve { mean_ms: 400.0 })],
+        ..Model::twice_capacity()
+    };
+    let mut aimd = Aimd::new(open_start()).expect("valid");
+    let trace = model::run(&mut aimd, &model, RUN, Aimd::raw_limit, |_, _| {});
+    println!(
+        "open start, healthy log-normal: {} refused; limit {:.1} at 10 s, mean {:.1}",
+        trace.rejected,
+        trace.limit_at(10.0),
+        trace.mean_limit(10.0, RUN)
+    );
+    assert_eq!(trace.rejected, 0);
+}
+
 /// A healthy log-normal dependency with workers to spare (200), 100 calls a
 /// second needing about 44 in flight, and 1% of calls failing as overloads
 /// at random (one drop a second): after a minute to climb from 20, almost

@@ -113,6 +113,22 @@ pub(super) struct Rounds {
     step: f64,
     /// The limit the latest cut was made from: below it, the knee is near.
     knee: f64,
+    /// While the open start lasts (`AimdConfig::open_start`).
+    open: Option<Open>,
+    /// Calls started before this are told as ignored: they were admitted
+    /// by an open start that ended in drops.
+    ignore_before: Option<Instant>,
+}
+
+/// What the open start keeps until the flow is steady.
+#[derive(Clone, Debug, Default)]
+struct Open {
+    /// The most calls in flight.
+    peak: u32,
+    /// The slowest success, in seconds.
+    slowest: f64,
+    /// The upper end of the latest window's band.
+    upper: Option<f64>,
 }
 
 impl Rounds {
@@ -134,7 +150,7 @@ impl Rounds {
             calls: 0.0,
             // Slow start: the first limit is a guess, so double until
             // the first sign of queueing.
-            regrow: config.slow_start.then_some(f64::from(config.max)),
+            regrow: (config.slow_start && !config.open_start).then_some(f64::from(config.max)),
             doubled_from: None,
             rise: None,
             episode: Episode::default(),
@@ -144,7 +160,93 @@ impl Rounds {
             rate: 0.0,
             step: 1.0,
             knee: 0.0,
+            open: config.open_start.then(Open::default),
+            ignore_before: None,
         })
+    }
+
+    /// The open start met drops beyond the tolerance before its flow was
+    /// steady: what it let in may have built a queue that only timeouts
+    /// tell of. Begin again from `initial`, as without it, and count only
+    /// calls admitted from `now`.
+    fn restart(&mut self, core: &mut Core, now: Instant) {
+        let config = &core.config;
+        *self = Rounds {
+            ignore_before: Some(now),
+            changed_at: Some(now),
+            open: None,
+            regrow: config.slow_start.then_some(f64::from(config.max)),
+            ..Rounds::new(config).unwrap_or_else(|_| unreachable!("validated before"))
+        };
+        core.limit = f64::from(config.initial);
+        core.last_backoff = Some(now);
+    }
+
+    /// A window closed while the open start lasts, the first success of
+    /// its calls started at `first`: end it once the flow is steady.
+    fn open_window(
+        &mut self,
+        core: &mut Core,
+        now: Instant,
+        summary: &WindowSummary,
+        first: Option<Instant>,
+    ) {
+        self.rate = summary.rate();
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        open.peak = open.peak.max(summary.max_in_flight);
+        if summary.successes() == 0 {
+            self.flow_start = None;
+            open.upper = None;
+            return;
+        }
+        let Some(x) = self.recent.latency() else {
+            return;
+        };
+        let x = x.max(MIN_RTT);
+        let band = core.config.noise * self.recent.relative_error();
+        let (upper, lower) = (x * (1.0 + band), x * (1.0 - band));
+        let flow_start = *self
+            .flow_start
+            .get_or_insert(first.unwrap_or(summary.started));
+        // Every call the flow holds has had time to answer, and the
+        // latency has stopped rising: what it reads is the dependency's,
+        // not a queue still building.
+        let age = summary.closed.saturating_duration_since(flow_start);
+        let steady = age.as_secs_f64() >= f64::from(SETTLE) * open.slowest;
+        let before = open.upper.replace(upper);
+        let Some(before) = before.filter(|&before| steady && lower <= before) else {
+            return;
+        };
+        let peak = f64::from(open.peak);
+        self.open = None;
+        self.baseline = Some(upper.max(before));
+        self.provisional = false;
+        self.episode = Episode::default();
+        core.set_limit((2.0 * peak).max(f64::from(core.config.initial)));
+        self.changed_at = Some(now);
+        // As if a slow start had doubled to it from what was in use: the
+        // first sign of queueing goes back to that, and a caller that comes
+        // to use the limit doubles it again.
+        self.doubled_from = Some(core.limit / 2.0);
+        self.regrow = core.config.slow_start.then_some(f64::from(core.config.max));
+    }
+
+    /// `sample` as evidence: ignored if its call was admitted by an open
+    /// start that ended in drops.
+    fn told(&self, now: Instant, sample: &Sample) -> Sample {
+        if self
+            .ignore_before
+            .is_some_and(|before| sample.started(now) < before)
+        {
+            Sample {
+                outcome: Outcome::Ignore,
+                ..*sample
+            }
+        } else {
+            *sample
+        }
     }
 
     /// Whether a drop is a fast failure: far faster than the baseline, or
@@ -172,6 +274,13 @@ impl Rounds {
     }
 
     pub(super) fn on_sample(&mut self, core: &mut Core, now: Instant, sample: &Sample) {
+        let sample = &self.told(now, sample);
+        if let Some(open) = self.open.as_mut() {
+            open.peak = open.peak.max(sample.in_flight);
+            if sample.outcome == Outcome::Success && !core.is_drop(sample) {
+                open.slowest = open.slowest.max(sample.latency.as_secs_f64());
+            }
+        }
         if sample.outcome != Outcome::Ignore {
             let started = sample.started(now);
             let dropped = core.is_drop(sample);
@@ -201,7 +310,7 @@ impl Rounds {
         }
         // An ignored call is not evidence, but it came back: the window
         // counts its time out as answered (Little's law).
-        self.window.add(now, sample);
+        self.window.add(now, &self.told(now, sample));
         self.handle_timeout(core, now);
     }
 
@@ -223,6 +332,14 @@ impl Rounds {
         stale: bool,
     ) {
         if self.loss <= self.background.tolerated(core.config.loss_tolerance) {
+            return;
+        }
+        if self.open.is_some() {
+            // A flood the open start let in ends in most calls dropping;
+            // a drop among its first calls is no more than a drop.
+            if self.calls >= LOSS_SPAN {
+                self.restart(core, now);
+            }
             return;
         }
         if fast && self.baseline.is_some() {
@@ -281,6 +398,10 @@ impl Rounds {
         let congested = std::mem::take(&mut self.congested);
         let first = self.window_first.take();
         self.recent.update(summary);
+        if self.open.is_some() {
+            self.open_window(core, now, summary, first);
+            return;
+        }
         if self.background_restores(core, now, summary) {
             return;
         }

@@ -132,9 +132,9 @@ fn ok(run: &Run) -> usize {
 }
 
 #[test]
-#[ignore = "fails with today's recommended configuration (0.71-0.81 of the run without a \
-            limit in three runs: it starts at 10, and the load needs more than its ceiling \
-            of 150); un-ignore after the change"]
+#[ignore = "fails with today's recommended configuration (0.84 of the run without a limit on \
+            2026-12-06: it starts at 10, and refuses while it doubles to the 150 in flight the \
+            load needs); un-ignore after the change"]
 fn a_healthy_server_taking_150_calls_in_flight_is_served_as_without_a_limit() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let load = Load {
@@ -171,8 +171,8 @@ fn a_healthy_server_taking_150_calls_in_flight_is_served_as_without_a_limit() {
 }
 
 #[test]
-#[ignore = "fails with today's recommended configuration (0.18-0.20 served in the first \
-            second, 0.03-0.12 after: it cuts to 1 for random 503s); un-ignore after the change"]
+#[ignore = "fails with today's recommended configuration (0.48 served in the first second on \
+            2026-12-06, 0.66-0.69 after: it starts at 10); un-ignore after the change"]
 fn a_server_failing_30_percent_of_calls_at_random_keeps_most_of_its_traffic_from_the_first_second()
 {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
@@ -202,9 +202,8 @@ fn a_server_failing_30_percent_of_calls_at_random_keeps_most_of_its_traffic_from
 }
 
 #[test]
-#[ignore = "fails with today's recommended configuration on a loaded machine (its limit holds \
-            at 40 while noise carries 30-50 calls in flight: 1-10 refused in 4 of 6 debug \
-            runs at a load average of 6.5, none in 4 at 2.4); un-ignore after the change"]
+#[ignore = "real time over loopback, timing-sensitive on a shared machine: run by hand (the \
+            command is in the module docs)"]
 fn no_call_to_a_healthy_server_is_refused_for_noise_in_its_latency() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let load = Load {

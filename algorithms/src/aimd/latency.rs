@@ -192,24 +192,22 @@ impl Rounds {
         first: Option<Instant>,
     ) {
         self.rate = summary.rate();
-        let Some(open) = self.open.as_mut() else {
+        // Taken out, and put back unless the flow is steady.
+        let Some(mut open) = self.open.take() else {
             return;
         };
         open.peak = open.peak.max(summary.max_in_flight);
         if summary.successes() == 0 {
             self.flow_start = None;
             open.upper = None;
+            self.open = Some(open);
             return;
         }
-        let Some(x) = self.recent.latency() else {
+        let Some((_, lower, upper)) = self.band(core) else {
+            self.open = Some(open);
             return;
         };
-        let x = x.max(MIN_RTT);
-        let band = core.config.noise * self.recent.relative_error();
-        let (upper, lower) = (x * (1.0 + band), x * (1.0 - band));
-        let flow_start = *self
-            .flow_start
-            .get_or_insert(first.unwrap_or(summary.started));
+        let flow_start = self.flow_started(summary, first);
         // Every call the flow holds has had time to answer, and the
         // latency has stopped rising: what it reads is the dependency's,
         // not a queue still building.
@@ -217,10 +215,10 @@ impl Rounds {
         let steady = age.as_secs_f64() >= f64::from(SETTLE) * open.slowest;
         let before = open.upper.replace(upper);
         let Some(before) = before.filter(|&before| steady && lower <= before) else {
+            self.open = Some(open);
             return;
         };
         let peak = f64::from(open.peak);
-        self.open = None;
         self.baseline = Some(upper.max(before));
         self.provisional = false;
         self.episode = Episode::default();
@@ -231,6 +229,22 @@ impl Rounds {
         // to use the limit doubles it again.
         self.doubled_from = Some(core.limit / 2.0);
         self.regrow = core.config.slow_start.then_some(f64::from(core.config.max));
+    }
+
+    /// The recent round trips' latency and its noise band, `(x, lower,
+    /// upper)`; `None` before any.
+    fn band(&self, core: &Core) -> Option<(f64, f64, f64)> {
+        let x = self.recent.latency()?.max(MIN_RTT);
+        let band = core.config.noise * self.recent.relative_error();
+        Some((x, x * (1.0 - band), x * (1.0 + band)))
+    }
+
+    /// When the current flow of calls began: the first success of the
+    /// window that began it (`first`), else that window's start.
+    fn flow_started(&mut self, summary: &WindowSummary, first: Option<Instant>) -> Instant {
+        *self
+            .flow_start
+            .get_or_insert(first.unwrap_or(summary.started))
     }
 
     /// `sample` as evidence: ignored if its call was admitted by an open
@@ -446,16 +460,10 @@ impl Rounds {
             }
             return;
         }
-        let Some(x) = self.recent.latency() else {
+        let Some((x, lower, upper)) = self.band(core) else {
             return;
         };
-        let x = x.max(MIN_RTT);
-        let band = core.config.noise * self.recent.relative_error();
-        let upper = x * (1.0 + band);
-        let lower = x * (1.0 - band);
-        let flow_start = *self
-            .flow_start
-            .get_or_insert(first.unwrap_or(summary.started));
+        let flow_start = self.flow_started(summary, first);
         let settled = summary.average.is_some_and(|average| {
             average.checked_mul(SETTLE).is_some_and(|settle| {
                 summary.closed.saturating_duration_since(flow_start) >= settle

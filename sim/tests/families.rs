@@ -82,6 +82,7 @@ fn healthy(
     utilisation: f64,
     errors: f64,
     timeout_factor: f64,
+    after_start: bool,
 ) -> Scenario {
     let median = median_ms / 1e3;
     // The log-normal's mean, as the simulator computes it.
@@ -94,6 +95,11 @@ fn healthy(
     let timeout = (median * timeout_factor).max(median * (2.576 * sigma).exp());
     // About 40,000 calls, at least 30 timeouts and 20 s.
     let duration = (40_000.0 / rate).max(30.0 * timeout).clamp(20.0, 1200.0);
+    let start = if after_start {
+        start_bound(rate, mean, median * spread).min(duration / 2.0)
+    } else {
+        0.0
+    };
     let us = |s: f64| format!("{}us", (s * 1e6).round().max(1.0));
     Scenario::from_toml(
         "healthy",
@@ -101,6 +107,7 @@ fn healthy(
             r#"
             name = "healthy"
             duration = "{duration}"
+            measure = {{ from = "{start}", to = "{duration}" }}
             [dependency]
             workers = {workers}
             service = {{ median = "{median}", p99 = "{p99}" }}
@@ -112,6 +119,7 @@ fn healthy(
             pool = 4294967295
             "#,
             duration = us(duration),
+            start = us(start),
             median = us(median),
             p99 = us(median * spread),
             timeout = us(timeout),
@@ -120,18 +128,33 @@ fn healthy(
     .unwrap()
 }
 
+/// How long the recommended configuration's slow start may take, by its
+/// own rules, to reach twice the calls a dependency of this rate, mean
+/// latency and p99 needs in flight (Little's law): from the first limit of
+/// 10, one doubling per window (at least 250 ms, and a round trip's calls
+/// must have answered), after three p99s for the flow to settle.
+fn start_bound(rate: f64, mean: f64, p99: f64) -> f64 {
+    let need = (rate * mean).max(1.0);
+    let doublings = (2.0 * need / 10.0).log2().ceil().max(0.0);
+    3.0 * p99 + doublings * (0.25f64.max(p99) + p99)
+}
+
 fn log_uniform(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
     (lo.ln()..hi.ln()).prop_map(f64::exp)
 }
 
 proptest! {
+    // 24 cases unless `PROPTEST_CASES` says otherwise.
     #![proptest_config(ProptestConfig {
-        cases: 24,
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(24),
         ..ProptestConfig::default()
     })]
 
     /// Do no harm: for any healthy dependency, the recommended
-    /// configuration serves at least 0.99 of what no limiter serves.
+    /// configuration serves at least 0.99 of what no limiter serves, from
+    /// the first call. Not met yet (`docs/results.md`, "Do no harm"): the
+    /// start, before any answer tells a flow from a backlog, is where it
+    /// loses.
     #[test]
     #[ignore = "simulates; use --release"]
     fn do_no_harm_the_recommendation_serves_a_healthy_dependency_as_no_limiter_does(
@@ -143,26 +166,51 @@ proptest! {
         timeout_factor in log_uniform(3.0, 30.0),
         seed in 1..1000u64,
     ) {
-        let scenario = healthy(median_ms, spread, rate, utilisation, errors, timeout_factor);
-        let (report, _) = compare(
-            std::slice::from_ref(&scenario),
-            &[rows::none(), rows::recommended()],
-            seed,
-            |_| {},
-        )
-        .unwrap();
-        let r = &report.scenarios[0];
-        let none = r.policy("none").unwrap();
-        let rec = r.policy("recommended").unwrap();
-        prop_assert!(
-            rec.successes as f64 >= 0.99 * none.successes as f64,
-            "recommended {} successes, none {} ({} refused)\n{}",
-            rec.successes,
-            none.successes,
-            rec.rejected,
-            r.table()
-        );
+        let scenario = healthy(median_ms, spread, rate, utilisation, errors, timeout_factor, false);
+        no_harm(&scenario, seed)?;
     }
+
+    /// The same once the slow start has had the time its own rules need
+    /// (`start_bound`): in the steady state. Not met yet either: a first
+    /// baseline read low from a window of few calls holds the limit down
+    /// (`docs/results.md`, "After the start").
+    #[test]
+    #[ignore = "simulates; use --release"]
+    fn do_no_harm_after_the_start_the_recommendation_serves_as_no_limiter_does(
+        median_ms in log_uniform(1.0, 2000.0),
+        spread in log_uniform(1.5, 10.0),
+        rate in log_uniform(1.0, 20_000.0),
+        utilisation in 0.2..0.8f64,
+        errors in 0.0..0.005f64,
+        timeout_factor in log_uniform(3.0, 30.0),
+        seed in 1..1000u64,
+    ) {
+        let scenario = healthy(median_ms, spread, rate, utilisation, errors, timeout_factor, true);
+        no_harm(&scenario, seed)?;
+    }
+}
+
+/// The recommended row serves at least 0.99 of what no limiter serves.
+fn no_harm(scenario: &Scenario, seed: u64) -> Result<(), TestCaseError> {
+    let (report, _) = compare(
+        std::slice::from_ref(scenario),
+        &[rows::none(), rows::recommended()],
+        seed,
+        |_| {},
+    )
+    .unwrap();
+    let r = &report.scenarios[0];
+    let none = r.policy("none").unwrap();
+    let rec = r.policy("recommended").unwrap();
+    prop_assert!(
+        rec.successes as f64 >= 0.99 * none.successes as f64,
+        "recommended {} successes, none {} ({} refused)\n{}",
+        rec.successes,
+        none.successes,
+        rec.rejected,
+        r.table()
+    );
+    Ok(())
 }
 
 /// The families CI draws: a few, short, in virtual time. In every scored

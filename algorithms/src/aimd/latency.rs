@@ -94,6 +94,10 @@ pub(super) struct Rounds {
     /// Since the latency rose beyond the noise: the most calls in flight
     /// and the latency then.
     rise: Option<(u32, f64)>,
+    /// Since when every window has read queueing, at a latency no longer
+    /// rising, while the limit did not bind (`congestion::app_limited`),
+    /// and the upper end of the band then.
+    unbound_rise: Option<(Instant, f64)>,
     /// Since a window held nothing but failures: while it lasts, fast
     /// failures hold the limit and slow ones cut it no lower than a
     /// decaying floor (see `crate::latency::outage`, which Vegas and Gradient follow).
@@ -153,6 +157,7 @@ impl Rounds {
             regrow: (config.slow_start && !config.open_start).then_some(f64::from(config.max)),
             doubled_from: None,
             rise: None,
+            unbound_rise: None,
             episode: Episode::default(),
             grown: Vec::new(),
             background: Background::default(),
@@ -524,6 +529,7 @@ impl Rounds {
                 Some((peak, then)) => self.rise = Some((peak.max(in_flight), then)),
             }
         } else {
+            self.unbound_rise = None;
             // A rise ends when the latency is back at the baseline, not at
             // the first window whose band reaches down to it: a window of
             // few calls is noisy.
@@ -548,8 +554,29 @@ impl Rounds {
             }
             let app_limited = crate::latency::congestion::app_limited(summary, core.limit);
             if app_limited && lower <= 2.0 * baseline {
+                // A latency that stays above the baseline, and stops
+                // rising, for round trips while the limit does not bind is
+                // not a queue the caller built: the baseline was learned low
+                // (a growing flow's first answers are its fastest, more so
+                // the heavier the tail). It is the dependency's, and learned
+                // as such. A latency still rising is a queue growing, and
+                // relearns nothing.
+                match self.unbound_rise {
+                    Some((since, top))
+                        if lower <= top
+                            && now.saturating_duration_since(since)
+                                >= secs_to_duration(f64::from(SETTLE) * x) =>
+                    {
+                        self.baseline = Some(upper.max(baseline));
+                        self.rise = None;
+                        self.unbound_rise = None;
+                    }
+                    Some((_, top)) if lower <= top => {}
+                    _ => self.unbound_rise = Some((now, upper)),
+                }
                 return;
             }
+            self.unbound_rise = None;
             self.regrow = None;
             match self.doubled_from.take() {
                 // The doubling overshot: back to the limit before it.

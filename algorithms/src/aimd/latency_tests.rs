@@ -307,6 +307,45 @@ fn a_caller_using_under_half_its_limit_backs_off_only_when_latency_doubles() {
 }
 
 #[test]
+fn a_latency_that_stays_higher_while_the_limit_does_not_bind_becomes_the_baseline() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    // A baseline learned low: 20 ms, where the dependency answers in 30.
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+    assert_eq!(a.baseline(), Some(ms(20)));
+    // Ten in flight of 40: queueing read, nothing cut, and for two round
+    // trips nothing learned either.
+    for _ in 0..2 {
+        round_trip(&mut a, &mut t, &successes(ms(30), 5), 10);
+    }
+    assert_eq!(a.baseline(), Some(ms(20)));
+    // Three of its latencies later, it is the dependency's.
+    for _ in 0..3 {
+        round_trip(&mut a, &mut t, &successes(ms(30), 5), 10);
+    }
+    let learned = a.baseline().expect("set");
+    assert!(learned > ms(25), "{learned:?}");
+    // So the limit in use at 30 ms is not queueing: it grows, not cut.
+    round_trip(&mut a, &mut t, &successes(ms(30), 40), 40);
+    assert!(a.raw_limit() > 40.0, "{}", a.raw_limit());
+}
+
+#[test]
+fn a_latency_still_rising_while_the_limit_does_not_bind_is_a_queue_and_not_learned() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+    for step in 1..=8 {
+        round_trip(&mut a, &mut t, &successes(ms(20 + 2 * step), 5), 10);
+    }
+    assert_eq!(a.baseline(), Some(ms(20)));
+    assert_eq!(a.raw_limit(), 40.0);
+    // When the calls come to use the limit, the queue is cut.
+    round_trip(&mut a, &mut t, &successes(ms(38), 40), 40);
+    assert_eq!(a.raw_limit(), 36.0);
+}
+
+#[test]
 fn drops_cut_once_per_round_trip_however_fast_they_come() {
     let mut t = Instant::now();
     let mut a = latency(40, 0.0, &mut t);

@@ -11,7 +11,15 @@ and reports:
 - each import of a module that nothing may import (`config`: it builds
   everything, and the core, keyed limiters and the adapters are whole
   without it), with its file and line;
-- each file of `src/` over 600 lines.
+- each file of `src/` over 600 lines;
+- each cycle between files of one top-level module (`config/file.rs` and
+  `config/gather.rs` importing each other), with one file and line per
+  edge. Here a path is followed to the file that defines what it names
+  (through `pub use` re-exports), `super::` and `self::` paths count, and
+  a file's `#[cfg(test)]` module does not. A module's own file and the
+  files of its submodules are one module: an edge between them (a
+  `mod.rs` re-exporting its parts, a part using its parent's items) is
+  not counted.
 
 `super::` paths stay inside their top-level module in this crate, so they
 add no edge. Exits 1 if it finds any, 0 otherwise; `--graph` also prints
@@ -116,6 +124,108 @@ def graph():
     return modules, edges, long_files
 
 
+def module_of_file(path):
+    """("config", "file") for src/config/file.rs, ("config",) for src/config/mod.rs."""
+    rel = os.path.relpath(path, ROOT)[: -len(".rs")].split(os.sep)
+    if rel[-1] in ("mod", "lib"):
+        rel = rel[:-1]
+    return tuple(rel)
+
+
+def without_tests(code):
+    """The code before its `#[cfg(test)] mod … {`, if it has one."""
+    m = re.search(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", code)
+    return code[: m.start()] if m else code
+
+
+def use_leaves(tree):
+    """Each path of a `use` tree: `a::{b, c::{d, e}}` as [a, b], [a, c, d], [a, c, e]."""
+    tree = tree.strip()
+    brace = tree.find("{")
+    if brace < 0:
+        yield [s.strip() for s in tree.split(" as ")[0].split("::") if s.strip()]
+        return
+    prefix = [s.strip() for s in tree[:brace].split("::") if s.strip()]
+    parts, depth, current = [], 0, ""
+    for c in tree[brace + 1 : tree.rfind("}")]:
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += c
+    parts.append(current)
+    for part in parts:
+        if part.strip():
+            for leaf in use_leaves(part):
+                yield prefix if leaf == ["self"] else prefix + leaf
+
+
+def file_graph():
+    """Edges between files of one top-level module: (from, to) -> "file:line"."""
+    files = {}
+    for dirpath, _, names in os.walk(ROOT):
+        for name in names:
+            if name.endswith(".rs"):
+                path = os.path.join(dirpath, name)
+                files[module_of_file(path)] = path
+    code = {m: without_tests(strip_comments(open(p).read())) for m, p in files.items()}
+    reexported = {}
+    for m, text in code.items():
+        names = reexported.setdefault(m, {})
+        for use in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", text):
+            for leaf in use_leaves(use.group(1)):
+                if leaf and leaf[-1] != "*":
+                    names[leaf[-1]] = leaf
+
+    def resolve(here, segments, depth=0):
+        """The module whose file defines what `segments` names from `here`."""
+        if not segments:
+            return None
+        if segments[0] == "crate":
+            at, rest = (), segments[1:]
+        elif segments[0] in ("super", "self"):
+            at, rest = here, segments
+            while rest and rest[0] in ("super", "self"):
+                at = at[:-1] if rest[0] == "super" else at
+                rest = rest[1:]
+        elif here + (segments[0],) in files:
+            at, rest = here, segments
+        else:
+            return None  # another crate, or a name in scope
+        for segment in rest:
+            if at + (segment,) in files:
+                at = at + (segment,)
+                continue
+            target = reexported.get(at, {}).get(segment)
+            if target and depth < 8:
+                return resolve(at, target, depth + 1) or at
+            break
+        return at
+
+    edges = {}
+    for here, text in code.items():
+        rel = os.path.relpath(files[here], os.path.join(ROOT, ".."))
+        paths = []
+        for use in re.finditer(r"\buse\s+([^;]+);", text):
+            line = text.count("\n", 0, use.start()) + 1
+            paths += [(line, leaf) for leaf in use_leaves(use.group(1))]
+        for path in re.finditer(r"\b(?:crate|super|self)(?:::\w+)+", text):
+            line = text.count("\n", 0, path.start()) + 1
+            paths.append((line, path.group(0).split("::")))
+        for line, segments in paths:
+            there = resolve(here, segments)
+            if (
+                there is None
+                or there[:1] != here[:1]
+                or there[: len(here)] == here
+                or here[: len(there)] == there
+            ):
+                continue
+            edges.setdefault(("/".join(here), "/".join(there)), f"{rel}:{line}")
+    return {"/".join(m) for m in files}, edges
+
+
 def cycles(modules, edges):
     """The strongly connected components of more than one module (Tarjan)."""
     succ = {m: sorted(t for (f, t) in edges if f == m) for m in modules}
@@ -164,11 +274,22 @@ def main():
         print(f"{f} imports {t}, which nothing may import  ({at})")
     for rel, count in long_files:
         print(f"{rel}: {count} lines (at most {MAX_LINES})")
-    if found or forbidden or long_files:
+    files, file_edges = file_graph()
+    if "--graph" in sys.argv:
+        for (f, t), at in sorted(file_edges.items()):
+            print(f"{f} -> {t}  ({at})")
+    file_cycles = cycles(files, file_edges)
+    for comp in file_cycles:
+        print("cycle among files: " + ", ".join(comp))
+        for (f, t), at in sorted(file_edges.items()):
+            if f in comp and t in comp:
+                print(f"  {f} -> {t}  ({at})")
+    if found or forbidden or long_files or file_cycles:
         return 1
     print(
         f"imports: {len(edges)} edges among {len(modules)} modules, no cycle, "
-        f"nothing imports {', '.join(IMPORTED_BY_NOTHING)}, no file over {MAX_LINES} lines"
+        f"nothing imports {', '.join(IMPORTED_BY_NOTHING)}, no file over {MAX_LINES} lines; "
+        f"{len(file_edges)} edges among {len(files)} files, no cycle"
     )
     return 0
 

@@ -6,19 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde_value::Value;
 
-use super::gather;
 use super::locate::Document;
 use super::paths::join;
-use super::policy::Mark;
 use super::spelling::near_limiter;
-use super::wording::{clip, clip_field, explain, shorten};
+use super::tree::{echo, written, Format};
+use super::wording::{clip, clip_field, explain, shorten, Mark};
 use crate::algorithms::ConfigError;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Format {
-    Toml,
-    Json,
-}
 
 /// A configuration file that could not be read, parsed or checked.
 ///
@@ -179,7 +172,7 @@ impl ConfigFileError {
         let line = document.find(&field).line;
         ConfigFileError::out_of_range(
             &document,
-            gather::written(text, format).as_ref(),
+            written(text, format).as_ref(),
             field,
             error.found(),
             error.allowed(),
@@ -199,7 +192,7 @@ impl ConfigFileError {
         line: Option<usize>,
     ) -> Self {
         let (found, default) = if document.find(&field).whole {
-            let echo = tree.and_then(|t| gather::echo(t, &field));
+            let echo = tree.and_then(|t| echo(t, &field));
             (echo.unwrap_or_else(|| found.to_owned()), "")
         } else {
             (found.to_owned(), " (the default; the file does not set it)")

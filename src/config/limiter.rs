@@ -6,11 +6,12 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::file::{ConfigFileError, Format};
+use super::file::ConfigFileError;
 use super::parse::parse_checked;
 use super::paths::located;
 use super::read::read_bounded;
 use super::timeout;
+use super::tree::Format;
 use super::GrpcConfig;
 use super::OverrideConfig;
 use super::PolicyConfig;

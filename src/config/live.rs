@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, SystemTime};
 
-use super::file::Format;
 use super::read::{Reading, Seen};
+use super::tree::Format;
 use super::{ConfigFileError, LimiterConfig, LimitersConfig};
 use crate::algorithms::{Algorithm, ConfigError};
 use crate::limiter::{Builder, DynLimiter};

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use toml::de::{DeArray, DeTable, DeValue};
 
-use super::file::Format;
+use super::tree::Format;
 
 /// A parsed file, kept to answer questions about its fields.
 pub(crate) enum Document<'a> {

@@ -138,6 +138,7 @@ mod read;
 mod server;
 mod spelling;
 mod timeout;
+mod tree;
 mod wording;
 
 pub use file::{ConfigFileError, MAX_FILE_BYTES};
@@ -150,7 +151,7 @@ pub use overrides::{OverrideConfig, OverrideKind, MAX_OVERRIDES};
 pub use policy::PolicyConfig;
 pub use server::ServerConfig;
 
-use file::Format;
+use tree::Format;
 
 /// Read any type serde reads from TOML, with this module's errors: the
 /// field's path, the value as written, what is allowed, and the line. For

@@ -2,9 +2,10 @@
 //! line and put in this module's words, then every other (see
 //! [`gather`]).
 
-use super::file::{ConfigFileError, Format, MAX_FILE_BYTES};
+use super::file::{ConfigFileError, MAX_FILE_BYTES};
 use super::gather;
 use super::locate::{line_of, Document};
+use super::tree::{written, Format};
 use serde::de::DeserializeOwned;
 
 /// Parse `text`; every error of it, in file order (see [`gather`]).
@@ -99,7 +100,7 @@ fn first_error<T: DeserializeOwned>(text: &str, format: Format) -> Result<T, Con
     let document = Document::parse(text, format);
     Err(ConfigFileError::at(
         &document,
-        gather::written(text, format).as_ref(),
+        written(text, format).as_ref(),
         format,
         &path,
         &message,

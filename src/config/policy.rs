@@ -4,9 +4,11 @@ use serde::de::{self, DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_value::Value;
 
-use super::file::{ConfigFileError, Format};
+use super::file::ConfigFileError;
 use super::parse::parse;
 use super::paths::{join, policy_field, renamed};
+use super::tree::Format;
+use super::wording::Mark;
 use crate::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, ConfigError, Fixed, Gradient,
     GradientConfig, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig,
@@ -343,58 +345,6 @@ fn fields<T: DeserializeOwned, E: de::Error>(value: Value) -> Result<T, E> {
 
 fn marked<E: de::Error>(path: &str, reason: &str) -> E {
     E::custom(Mark::new(path, reason))
-}
-
-/// An error found inside a buffered policy table, as a message that keeps
-/// its path (and, for a value out of range, what was found and what is
-/// allowed) so that the file loader can put it after the table's own path.
-/// The parts are separated by a control character no file can put in a
-/// field name.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Mark<'a> {
-    pub(super) path: &'a str,
-    pub(super) reason: &'a str,
-    pub(super) range: Option<(&'a str, &'a str)>,
-}
-
-const SEPARATOR: char = '\u{1f}';
-
-impl<'a> Mark<'a> {
-    fn new(path: &'a str, reason: &'a str) -> Self {
-        Mark {
-            path,
-            reason,
-            range: None,
-        }
-    }
-
-    fn with_range(mut self, found: &'a str, allowed: &'a str) -> Self {
-        self.range = Some((found, allowed));
-        self
-    }
-
-    /// The mark in `message`, if it is one.
-    pub(super) fn read(message: &'a str) -> Option<Self> {
-        let mut parts = message.strip_prefix(SEPARATOR)?.split(SEPARATOR);
-        let path = parts.next()?;
-        let reason = parts.next()?;
-        let range = parts.next().zip(parts.next());
-        Some(Mark {
-            path,
-            reason,
-            range,
-        })
-    }
-}
-
-impl std::fmt::Display for Mark<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{SEPARATOR}{}{SEPARATOR}{}", self.path, self.reason)?;
-        if let Some((found, allowed)) = self.range {
-            write!(f, "{SEPARATOR}{found}{SEPARATOR}{allowed}")?;
-        }
-        Ok(())
-    }
 }
 
 /// A policy's error, its field (and any field its range names, such as

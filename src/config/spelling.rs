@@ -86,7 +86,7 @@ mod tests {
     fn a_name_a_letter_or_two_away_is_near_and_another_is_not() {
         let text = "[limiters.payments]\nmax_wait = \"1s\"\n\n[limiters.payment.policy]\n\
                     policy = \"fixed\"\nlimit = 1\n\n[limiters.search]\n";
-        let document = Document::parse(text, super::super::file::Format::Toml);
+        let document = Document::parse(text, super::super::tree::Format::Toml);
         assert_eq!(
             near_limiter(&document, "payments"),
             Some(("limiters.payment.policy".to_owned(), Some(4)))

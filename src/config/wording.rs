@@ -152,6 +152,58 @@ fn allowed(expected: &str) -> String {
     }
 }
 
+/// An error found inside a buffered policy table, as a message that keeps
+/// its path (and, for a value out of range, what was found and what is
+/// allowed) so that the file loader can put it after the table's own path.
+/// The parts are separated by a control character no file can put in a
+/// field name.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Mark<'a> {
+    pub(super) path: &'a str,
+    pub(super) reason: &'a str,
+    pub(super) range: Option<(&'a str, &'a str)>,
+}
+
+const SEPARATOR: char = '\u{1f}';
+
+impl<'a> Mark<'a> {
+    pub(super) fn new(path: &'a str, reason: &'a str) -> Self {
+        Mark {
+            path,
+            reason,
+            range: None,
+        }
+    }
+
+    pub(super) fn with_range(mut self, found: &'a str, allowed: &'a str) -> Self {
+        self.range = Some((found, allowed));
+        self
+    }
+
+    /// The mark in `message`, if it is one.
+    pub(super) fn read(message: &'a str) -> Option<Self> {
+        let mut parts = message.strip_prefix(SEPARATOR)?.split(SEPARATOR);
+        let path = parts.next()?;
+        let reason = parts.next()?;
+        let range = parts.next().zip(parts.next());
+        Some(Mark {
+            path,
+            reason,
+            range,
+        })
+    }
+}
+
+impl std::fmt::Display for Mark<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SEPARATOR}{}{SEPARATOR}{}", self.path, self.reason)?;
+        if let Some((found, allowed)) = self.range {
+            write!(f, "{SEPARATOR}{found}{SEPARATOR}{allowed}")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -266,6 +266,7 @@
 //! # }
 //! ```
 
+mod acquire;
 mod class;
 mod classify;
 mod end;

@@ -9,12 +9,13 @@ use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::acquire::{start_acquire, StartAcquire};
 use super::class::{ByRequest, ClassifyRequest, DefaultClass};
 use super::classify::Classify;
 use super::future::{finite, single_timeout, First, Plan, RetryResponseFuture};
 use super::idempotent::{AnyRequest, IdempotentOnly, RetryRule};
 use super::layer::RheostatLayer;
-use super::service::{start_acquire, Rheostat, StartAcquire};
+use super::service::Rheostat;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;

@@ -11,7 +11,7 @@ mod manual;
 mod tests;
 
 use super::config::BreakerConfig;
-use super::settings::{Judge, Ramp};
+use super::settings::{later, Judge, Ramp};
 use super::stats::{CallWindow, Mark, WindowStats};
 use crate::rng::SplitMix64;
 use crate::{
@@ -695,19 +695,5 @@ impl Queue {
             self.0 = None;
         }
         oldest
-    }
-}
-
-/// `t + d`, or as close to it as an `Instant` can represent.
-pub(super) fn later(t: Instant, d: Duration) -> Instant {
-    let mut d = d;
-    loop {
-        if let Some(at) = t.checked_add(d) {
-            return at;
-        }
-        if d.is_zero() {
-            return t;
-        }
-        d /= 2;
     }
 }

@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use super::config::{BreakerConfig, Cooldown, HalfOpen};
-use super::policy::later;
 
 /// The half-open rule after fleet scaling.
 #[derive(Clone, Copy, Debug)]
@@ -149,5 +148,19 @@ impl BreakerConfig {
     /// When the step that began at `since` moves up by itself.
     pub(super) fn ramp_deadline(&self, since: Instant) -> Instant {
         later(since, self.ramp_step())
+    }
+}
+
+/// `t + d`, or as close to it as an `Instant` can represent.
+pub(super) fn later(t: Instant, d: Duration) -> Instant {
+    let mut d = d;
+    loop {
+        if let Some(at) = t.checked_add(d) {
+            return at;
+        }
+        if d.is_zero() {
+            return t;
+        }
+        d /= 2;
     }
 }

@@ -14,8 +14,8 @@ use super::response::ResponseFuture;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
+use crate::tower::acquire::Acquire;
 use crate::tower::end::{AtResponse, CallEnd};
-use crate::tower::service::Acquire;
 
 pin_project! {
     /// The response of a [`Rheostat`](crate::tower::Rheostat) service given a class

@@ -14,10 +14,10 @@ mod retry;
 #[cfg(feature = "http")]
 pub use body::ResponseBody;
 pub use class::ClassResponseFuture;
-pub(crate) use response::single_timeout;
 pub use response::ResponseFuture;
+pub(crate) use response::{finite, single_timeout};
 pub use retry::RetryResponseFuture;
-pub(crate) use retry::{finite, First, Plan};
+pub(crate) use retry::{First, Plan};
 
 #[cfg(feature = "tower-retry")]
 pub use super::policy::RetryBackoff;

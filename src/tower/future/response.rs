@@ -170,6 +170,11 @@ impl<F, K, A: Algorithm, C: Clock, M> fmt::Debug for ResponseFuture<F, K, A, C, 
     }
 }
 
+/// `timeout`, unless it stands for no timeout at all.
+pub(crate) fn finite(timeout: Duration) -> Option<Duration> {
+    (timeout != Duration::MAX).then_some(timeout)
+}
+
 /// The timeout of the one attempt of a call without retries (the plain
 /// layer's, or a retrying layer's under a limiter with no retry policy),
 /// admitted under `permit`: what the permit gives it within `timeout`
@@ -182,5 +187,5 @@ pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
     timeout: Option<Duration>,
 ) -> Option<Duration> {
     // `Duration::MAX`: no timeout but a probe's.
-    super::finite(permit.timeout(timeout.unwrap_or(Duration::MAX)))
+    finite(permit.timeout(timeout.unwrap_or(Duration::MAX)))
 }

@@ -12,15 +12,15 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use super::response::{finite, single_timeout};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::{Admission, Limiter, OwnedPermit, Readiness};
 use crate::priority::Class;
 use crate::retry::{Action, Attempts, Ended, Verdict};
+use crate::tower::acquire::{Acquire, StartAcquire};
 use crate::tower::classify::Classify;
-use crate::tower::future::single_timeout;
-use crate::tower::service::{Acquire, StartAcquire};
 
 /// What a retrying call needs beyond its first attempt.
 pub(crate) struct Plan<S, Req, K, A, C> {
@@ -57,11 +57,6 @@ pub(crate) enum First<F, A, C> {
     /// Waiting in the limiter's queue for its slot (a layer that waits,
     /// given a class function), to be sent with the plan's service.
     Waiting(Acquire<A, C>),
-}
-
-/// `timeout`, unless it stands for no timeout at all.
-pub(crate) fn finite(timeout: Duration) -> Option<Duration> {
-    (timeout != Duration::MAX).then_some(timeout)
 }
 
 pin_project! {

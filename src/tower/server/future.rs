@@ -17,8 +17,8 @@ use crate::algorithms::{Algorithm, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::Rejection;
 use crate::limiter::OwnedPermit;
+use crate::tower::acquire::Acquire;
 use crate::tower::classify::{GrpcClassifier, GrpcCode, GRPC_PUSHBACK, GRPC_STATUS};
-use crate::tower::service::Acquire;
 
 pin_project! {
     /// The response of a [`Shed`](super::Shed) service: the inner service's response,

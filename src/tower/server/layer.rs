@@ -14,9 +14,9 @@ use crate::algorithms::{check, Algorithm, ConfigError, Outcome};
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Builder, Limiter, QueueOrder};
 use crate::priority::Class;
+use crate::tower::acquire::start_acquire;
 use crate::tower::class::DefaultClass;
 use crate::tower::classify::GrpcCode;
-use crate::tower::service::start_acquire;
 
 /// The longest a request waits in the queue of a limiter started by
 /// [`ShedLayer::server_limiter`].

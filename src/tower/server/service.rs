@@ -12,8 +12,8 @@ use super::settings::Settings;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Admission, Limiter};
+use crate::tower::acquire::StartAcquire;
 use crate::tower::class::{ClassifyRequest, DefaultClass};
-use crate::tower::service::StartAcquire;
 
 /// A server service behind a [`Limiter`]: made by [`ShedLayer`](super::ShedLayer), whose
 /// documentation says what it does with each request.

@@ -12,9 +12,9 @@ and reports:
   everything, and the core, keyed limiters and the adapters are whole
   without it), with its file and line;
 - each file of `src/` over 600 lines;
-- each cycle between files of one top-level module (`config/file.rs` and
-  `config/gather.rs` importing each other), with one file and line per
-  edge. Here a path is followed to the file that defines what it names
+- each cycle between files, here and in `algorithms/src/`
+  (`config/file.rs` and `config/gather.rs` importing each other), with
+  one file and line per edge. Here a path is followed to the file that defines what it names
   (through `pub use` re-exports), `super::` and `self::` paths count, and
   a file's `#[cfg(test)]` module does not. A module's own file and the
   files of its submodules are one module: an edge between them (a
@@ -34,6 +34,9 @@ MAX_LINES = 600
 # Top-level modules no other module of `src/` may import.
 IMPORTED_BY_NOTHING = ("config",)
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+# The crates whose files are checked for cycles: the library and its pure
+# algorithms.
+FILE_ROOTS = (ROOT, os.path.join(ROOT, "..", "algorithms", "src"))
 
 
 def strip_comments(text):
@@ -124,9 +127,9 @@ def graph():
     return modules, edges, long_files
 
 
-def module_of_file(path):
+def module_of_file(path, root):
     """("config", "file") for src/config/file.rs, ("config",) for src/config/mod.rs."""
-    rel = os.path.relpath(path, ROOT)[: -len(".rs")].split(os.sep)
+    rel = os.path.relpath(path, root)[: -len(".rs")].split(os.sep)
     if rel[-1] in ("mod", "lib"):
         rel = rel[:-1]
     return tuple(rel)
@@ -161,14 +164,15 @@ def use_leaves(tree):
                 yield prefix if leaf == ["self"] else prefix + leaf
 
 
-def file_graph():
-    """Edges between files of one top-level module: (from, to) -> "file:line"."""
+def file_graph(root):
+    """Edges between files of the crate whose sources are `root`:
+    (from, to) -> "file:line"."""
     files = {}
-    for dirpath, _, names in os.walk(ROOT):
+    for dirpath, _, names in os.walk(root):
         for name in names:
             if name.endswith(".rs"):
                 path = os.path.join(dirpath, name)
-                files[module_of_file(path)] = path
+                files[module_of_file(path, root)] = path
     code = {m: without_tests(strip_comments(open(p).read())) for m, p in files.items()}
     reexported = {}
     for m, text in code.items():
@@ -206,6 +210,7 @@ def file_graph():
     edges = {}
     for here, text in code.items():
         rel = os.path.relpath(files[here], os.path.join(ROOT, ".."))
+        crate = os.path.relpath(root, os.path.join(ROOT, ".."))
         paths = []
         for use in re.finditer(r"\buse\s+([^;]+);", text):
             line = text.count("\n", 0, use.start()) + 1
@@ -217,13 +222,14 @@ def file_graph():
             there = resolve(here, segments)
             if (
                 there is None
-                or there[:1] != here[:1]
                 or there[: len(here)] == here
                 or here[: len(there)] == there
             ):
                 continue
-            edges.setdefault(("/".join(here), "/".join(there)), f"{rel}:{line}")
-    return {"/".join(m) for m in files}, edges
+            edges.setdefault(
+                (os.path.join(crate, *here), os.path.join(crate, *there)), f"{rel}:{line}"
+            )
+    return {os.path.join(crate, *m) for m in files}, edges
 
 
 def cycles(modules, edges):
@@ -274,7 +280,11 @@ def main():
         print(f"{f} imports {t}, which nothing may import  ({at})")
     for rel, count in long_files:
         print(f"{rel}: {count} lines (at most {MAX_LINES})")
-    files, file_edges = file_graph()
+    files, file_edges = set(), {}
+    for root in FILE_ROOTS:
+        crate_files, crate_edges = file_graph(root)
+        files |= crate_files
+        file_edges.update(crate_edges)
     if "--graph" in sys.argv:
         for (f, t), at in sorted(file_edges.items()):
             print(f"{f} -> {t}  ({at})")

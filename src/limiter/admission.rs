@@ -4,7 +4,11 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
 
-use super::*;
+use super::permit::Permit;
+use super::Limiter;
+use crate::algorithms::{Algorithm, Feedback};
+use crate::clock::Clock;
+use crate::error::Rejection;
 use crate::priority::Class;
 
 /// One call's request for a slot: which limiter, and what varies from call
@@ -339,7 +343,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 limiter.admit_as(c, true, timed.then(|| limiter.clock.now()))
             }
             None if timed => limiter.admit(limiter.clock.now(), true, false),
-            None => limiter.admit_fast(limiter.feedback() == Feedback::Timed),
+            None => limiter.admit_fast(limiter.board.feedback() == Feedback::Timed),
         };
         match admitted {
             Ok(ticket) => Ok(Permit::new(handle, ticket, cut_early)),

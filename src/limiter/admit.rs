@@ -2,7 +2,14 @@
 //! rejection that says why not.
 use std::time::Instant;
 
-use super::*;
+use super::gate::ALWAYS;
+use super::permit::{Permit, Ticket};
+use super::ready::ActiveProbe;
+use super::Limiter;
+use crate::algorithms::{Algorithm, Refusal};
+use crate::clock::Clock;
+use crate::error::{RejectReason, Rejection};
+use crate::sync::Ordering;
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
@@ -35,7 +42,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
         }
         match self.slots.take(gate.limit()) {
-            Some(in_flight) => Ok(Ticket::new(Some(now), in_flight, false, self.generation())),
+            Some(in_flight) => Ok(Ticket::new(
+                Some(now),
+                in_flight,
+                false,
+                self.board.generation(),
+            )),
             None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
         }
     }
@@ -71,7 +83,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             None
         };
-        Ok(Ticket::new(start, in_flight, false, self.generation()))
+        Ok(Ticket::new(
+            start,
+            in_flight,
+            false,
+            self.board.generation(),
+        ))
     }
 
     /// `ticket`, keeping its caller's own timeout unless it may be
@@ -149,7 +166,12 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.publish(&mut policy);
         drop(policy);
         self.report(transitions);
-        Ok(Ticket::new(Some(now), in_flight, probe, self.generation()))
+        Ok(Ticket::new(
+            Some(now),
+            in_flight,
+            probe,
+            self.board.generation(),
+        ))
     }
 
     #[inline]

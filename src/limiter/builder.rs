@@ -1,8 +1,25 @@
 //! Building a limiter: its options and the builder.
 
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
-use super::*;
+use crossbeam_utils::CachePadded;
+
+use super::board::Board;
+use super::deferred::Deferred;
+use super::published::Held;
+use super::queue::{QueueOrder, WaitQueue};
+use super::ready::ActiveProbe;
+use super::shards::Sharding;
+use super::slots::Slots;
+use super::{classes, Limiter, MAX_WAITERS};
+use crate::algorithms::{check, Algorithm, BreakerState, ConfigError, Outcome, Transition};
+use crate::clock::{Clock, DefaultClock};
+use crate::observe::Observer;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use crate::timeout::{LearnedTimeout, Learner, Timeout};
 
 pub(super) type TransitionHook = Box<dyn Fn(&Transition) + Send + Sync>;
 

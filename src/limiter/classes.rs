@@ -19,9 +19,15 @@
 
 use std::time::Instant;
 
-use super::*;
+use super::gate::ALWAYS;
+use super::permit::Ticket;
+use super::Limiter;
 use crate::algorithms::classes::{self as rule, Kept};
+use crate::algorithms::{Algorithm, Feedback};
+use crate::clock::Clock;
+use crate::error::{RejectReason, Rejection};
 use crate::priority::{Class, Priorities};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 pub(crate) struct Classes {
     config: Priorities,
@@ -302,7 +308,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let Some(classes) = &self.classes else {
             return match now {
                 Some(now) => self.admit(now, draw, false),
-                None => self.admit_fast(self.feedback() == Feedback::Timed),
+                None => self.admit_fast(self.board.feedback() == Feedback::Timed),
             };
         };
         let gate = self.board.gate();
@@ -323,7 +329,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let counted = classes.took(c);
         let start = match now {
             Some(now) => Some(now),
-            None if self.feedback() == Feedback::Timed => {
+            None if self.board.feedback() == Feedback::Timed => {
                 let now = self.clock.now();
                 self.refresh_if_due(now);
                 Some(now)
@@ -337,7 +343,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // it read the kept slots as a caller that needs no more, and held
         // its limit low (mixed-criticality: 0.80 of the bound, against 0.96).
         let met = in_flight.saturating_add(need).min(limit);
-        Ok(Ticket::new(start, met, false, self.generation()).with_class(Class(c), counted))
+        Ok(Ticket::new(start, met, false, self.board.generation()).with_class(Class(c), counted))
     }
 
     /// [`Limiter::admit_as`] under a gate that needs the time first: a shut

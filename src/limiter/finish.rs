@@ -1,8 +1,16 @@
 //! A call's end: its slot given back, and what the policy learns from it
-//! (nothing, a success held for it, or a sample under its lock).
+//! (nothing, a success held for it, or a sample under its lock); and an
+//! attempt's end, for a call that keeps its slot across retries
+//! (`Permit::record_attempt`).
+
 use std::time::{Duration, Instant};
 
-use super::*;
+use super::permit::Ticket;
+use super::shards::Parked;
+use super::Limiter;
+use crate::algorithms::{Algorithm, Feedback, Outcome, Sample, Transition};
+use crate::clock::Clock;
+use crate::sync::Ordering;
 use crate::timeout::Given;
 
 /// Successes held as a count at which the finishing call hands them over
@@ -19,7 +27,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if ticket.is_uncut() {
             self.board.end_uncut();
         }
-        let feedback = self.feedback();
+        let feedback = self.board.feedback();
         if feedback == Feedback::Nothing && !self.board.wakes() {
             // The policy learns nothing from it, no observer is set and the
             // timeout is not learned (either raises the feedback to `Timed`).
@@ -221,7 +229,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             // included): one load, not a walk over the shards.
             .with_in_flight_at_finish(self.slots.taken_relaxed())
             .with_probe(ticket.probe())
-            .with_stale(ticket.generation() != self.generation())
+            .with_stale(ticket.generation() != self.board.generation())
     }
 
     /// Give back the slot of a success held for the policy as a count,
@@ -301,5 +309,35 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     pub(crate) fn max_waiters(&self) -> usize {
         self.options.max_waiters
+    }
+
+    /// One attempt of a call ended with `outcome` and the call keeps its
+    /// slot for another: the policy learns from the attempt, timed from
+    /// the ticket's start, and the ticket's next attempt is timed from now.
+    /// A probe's first attempt answers for the probe; the attempts after it
+    /// are ordinary calls.
+    pub(crate) fn attempt_ended(&self, ticket: &mut Ticket, outcome: Outcome) {
+        let timed = ticket.start.is_some();
+        let feedback = self.board.feedback();
+        if feedback == Feedback::Nothing || (feedback == Feedback::Timed && !timed) {
+            // The policy learns nothing from it (or it was admitted untimed
+            // and the policy has come to need latency since).
+            return;
+        }
+        let now = self.clock.now();
+        let latency = ticket
+            .start
+            .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
+        let transitions = self.learn(ticket, outcome, latency, now);
+        ticket.next_attempt(now);
+        self.report(transitions);
+    }
+
+    /// Time the ticket's next attempt from now (a retry starting after a
+    /// backoff).
+    pub(crate) fn restart(&self, ticket: &mut Ticket) {
+        if ticket.start.is_some() {
+            ticket.start = Some(self.clock.now());
+        }
     }
 }

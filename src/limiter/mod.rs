@@ -64,7 +64,6 @@
 
 mod admission;
 mod admit;
-mod attempt;
 mod board;
 mod builder;
 mod classes;
@@ -81,28 +80,20 @@ mod shared_probes;
 mod slots;
 mod wait;
 
-use std::borrow::Cow;
 use std::fmt;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::algorithms::{
-    check, Algorithm, BreakerState, ConfigError, Feedback, Gate, Outcome, Published, Refusal,
-    Sample, Snapshot, Transition,
-};
+use crate::algorithms::{Algorithm, Gate, Snapshot};
 use crate::clock::{Clock, DefaultClock};
-use crate::error::{RejectReason, Rejection};
+use crate::error::Rejection;
 use crate::observe::Observer;
 use crate::sync::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, PoisonError,
-    TryLockError,
+    AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, PoisonError, TryLockError,
 };
-use board::{Board, Last};
+use board::Board;
 use deferred::Deferred;
-use gate::ALWAYS;
 use published::Held;
 use queue::WaitQueue;
-use shards::Parked;
 
 // At the crate root; hidden here so that the module's page shows what is
 // only here.
@@ -118,14 +109,12 @@ pub(crate) use permit::Ticket;
 #[doc(hidden)]
 pub use permit::{Handle, OwnedPermit, Permit};
 pub use queue::QueueOrder;
-pub(crate) use ready::ActiveProbe;
 pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 pub use shared_probes::{Claim, ProbeAllowance, ProbeClaims, CLAIM_LEAD};
 use slots::Slots;
 
-use crate::overrides::Override;
-use crate::timeout::{LearnedTimeout, Learner, Timeout, Timeouts};
+use crate::timeout::Timeouts;
 
 /// Most waiters a queue may be configured to hold.
 pub const MAX_WAITERS: usize = 1 << 20;

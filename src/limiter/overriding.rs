@@ -2,8 +2,11 @@
 //! when its time runs out, under the policy's lock.
 use std::time::{Duration, Instant};
 
-use super::*;
+use super::published::Held;
+use super::Limiter;
 use crate::algorithms::MAX_LIMIT;
+use crate::algorithms::{Algorithm, ConfigError};
+use crate::clock::Clock;
 use crate::overrides::{Override, MAX_OVERRIDE};
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {

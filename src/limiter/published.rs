@@ -4,8 +4,14 @@
 //! the re-evaluation of a gate whose time has come.
 use std::time::Instant;
 
-use super::*;
+use super::board::Last;
+use super::Limiter;
+use crate::algorithms::{Algorithm, Published, Sample, Snapshot, Transition};
+use crate::clock::Clock;
+use crate::overrides::Override;
+use crate::sync::Ordering;
 use crate::timeout::Given;
+use crate::timeout::Learner;
 
 /// The policy, behind the limiter's lock, with the instants it last
 /// published, so that an answer that has not moved is not converted again.
@@ -83,18 +89,6 @@ impl<A> std::ops::DerefMut for Held<A> {
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// How many times the policy has reported transitions, modulo 2^21 (as
-    /// a ticket keeps it).
-    #[inline]
-    pub(super) fn generation(&self) -> u32 {
-        self.board.generation()
-    }
-
-    #[inline]
-    pub(super) fn feedback(&self) -> Feedback {
-        self.board.feedback()
-    }
-
     #[inline]
     pub(crate) fn refresh_if_due(&self, now: Instant) {
         if self.board.wake_due(now) {

@@ -4,8 +4,11 @@
 //! counter answers ([`ProbeClaims`], [`ProbeAllowance`]).
 use std::time::{Duration, Instant};
 
-use super::*;
+use super::published::Held;
+use super::Limiter;
+use crate::algorithms::Algorithm;
 use crate::algorithms::{ConfigError, MAX_DURATION};
+use crate::clock::Clock;
 
 impl<A> Held<A> {
     /// Spend a probe token granted from outside, if one is left and has not

@@ -115,7 +115,7 @@ fn every_policy_round_trips_through_toml_and_builds() {
         let text = toml::to_string(&policy).unwrap();
         let back = PolicyConfig::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(back, policy, "{text}");
-        let limiter = Limiter::from_config(&back).unwrap();
+        let limiter = Limiter::new(back.build().unwrap());
         assert_eq!(limiter.snapshot().policy, policy.name());
     }
 }
@@ -223,7 +223,7 @@ fn aimd_takes_netflix_s_rule_set_by_name() {
     )
     .unwrap();
     assert_eq!(parsed, PolicyConfig::Aimd(AimdConfig::netflix()));
-    let limiter = Limiter::from_config(&parsed).unwrap();
+    let limiter = Limiter::new(parsed.build().unwrap());
     assert_eq!(limiter.gate().limit, 20);
     let default = PolicyConfig::from_toml("policy = \"aimd\"").unwrap();
     let PolicyConfig::Aimd(default) = default else {
@@ -490,11 +490,13 @@ fn configuration_types_name_fields_as_a_file_writes_them() {
         ],
     };
     assert_eq!(stack.validate().unwrap_err().field(), "members[1].backoff");
-    let err = Limiter::from_config(&PolicyConfig::Aimd(AimdConfig {
+    let err = PolicyConfig::Aimd(AimdConfig {
         backoff: f64::NAN,
         ..AimdConfig::default()
-    }))
-    .unwrap_err();
+    })
+    .build()
+    .err()
+    .unwrap();
     assert_eq!(err.field(), "backoff");
 
     // The breaker names its choices' fields without the choice; a file
@@ -843,7 +845,7 @@ fn the_recommended_policy_is_one_line_and_takes_no_fields() {
     assert_eq!(PolicyConfig::from_toml(&text).unwrap(), config);
     let json = serde_json::to_string(&config).unwrap();
     assert_eq!(PolicyConfig::from_json(&json).unwrap(), config);
-    let from_file = Limiter::from_config(&config).unwrap();
+    let from_file = Limiter::new(config.build().unwrap());
     let in_code = Limiter::recommended();
     assert_eq!(from_file.snapshot().policy, "aimd");
     assert_eq!(from_file.gate(), in_code.gate());

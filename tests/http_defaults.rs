@@ -190,9 +190,12 @@ async fn the_recommended_configuration_at_its_defaults_rides_out_a_brownout_an_o
         "aimd" => PolicyConfig::Aimd(AimdConfig::default()),
         _ => PolicyConfig::Recommended,
     };
-    let guarded = run(Limiter::from_config(&recommended).unwrap()).await;
+    let guarded = run(Limiter::new(recommended.build().unwrap())).await;
     print(&format!("{name}, at its defaults"), &guarded);
-    let none = run(Limiter::from_config(&PolicyConfig::Fixed { limit: MAX_LIMIT }).unwrap()).await;
+    let none = run(Limiter::new(
+        PolicyConfig::Fixed { limit: MAX_LIMIT }.build().unwrap(),
+    ))
+    .await;
     print("no limit", &none);
 
     let brownout = (BROWNOUT.0 + 2) as usize..BROWNOUT.1 as usize;

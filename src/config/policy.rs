@@ -13,7 +13,6 @@ use crate::algorithms::{
     Aimd, AimdConfig, Algorithm, Breaker, BreakerConfig, ConfigError, Fixed, Gradient,
     GradientConfig, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig,
 };
-use crate::limiter::{DynLimiter, Limiter};
 
 /// A policy and its parameters, as written in a configuration file.
 ///
@@ -42,7 +41,7 @@ use crate::limiter::{DynLimiter, Limiter};
 /// "#)?;
 /// assert_eq!(config, PolicyConfig::Aimd(AimdConfig { initial: 30, max: 100, ..AimdConfig::default() }));
 ///
-/// let limiter = Limiter::from_config(&config)?;
+/// let limiter = Limiter::new(config.build()?);
 /// assert_eq!(limiter.gate().limit, 30);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -364,25 +363,4 @@ fn in_table(error: &ConfigError) -> ConfigError {
         }
     }
     ConfigError::new(policy_field(error.field()), error.found(), allowed)
-}
-
-impl Limiter<Box<dyn Algorithm>> {
-    /// A limiter with the policy `config` describes and default options.
-    ///
-    /// # Errors
-    ///
-    /// As [`PolicyConfig::build`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use rheostat::{config::PolicyConfig, Limiter};
-    ///
-    /// let limiter = Limiter::from_config(&PolicyConfig::Fixed { limit: 3 })?;
-    /// assert_eq!(limiter.gate().limit, 3);
-    /// # Ok::<(), rheostat::ConfigError>(())
-    /// ```
-    pub fn from_config(config: &PolicyConfig) -> Result<DynLimiter, ConfigError> {
-        Ok(Limiter::new(config.build()?))
-    }
 }

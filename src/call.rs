@@ -5,15 +5,14 @@
 //! so neither of them imports the other's driver.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::time::Duration;
 
 use crate::algorithms::{check, Algorithm};
 use crate::clock::Clock;
 use crate::error::CallError;
-use std::ops::Deref;
-
 use crate::limiter::{Admission, Limiter, Readiness};
-use crate::retry::{Action, Attempts, Decided, Ended, Verdict};
+use crate::retry::{Action, Attempts, Ended, Verdict};
 
 impl<L, A, C> Admission<L>
 where
@@ -228,51 +227,6 @@ where
                     }
                 };
             };
-        }
-    }
-}
-
-impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// [`Admission::call`] with the limiter's settings: its default class,
-    /// its [`Builder::timeout`](crate::Builder::timeout) for each attempt,
-    /// and, if it [waits](Limiter::waits), a wait for a slot of at most its
-    /// [`Builder::max_wait`](crate::Builder::max_wait), as the tower layers
-    /// wait.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Admission::call`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Admission::call`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Admission::call`].
-    pub async fn call<M, F, T, E, K, V>(&self, classify: K, make: M) -> Result<T, CallError<E>>
-    where
-        M: FnMut() -> F,
-        F: Future<Output = Result<T, E>>,
-        K: FnMut(&Result<T, E>) -> V,
-        V: Into<Verdict>,
-    {
-        self.admission().call(classify, make).await
-    }
-
-    /// Tell the observer, if any, what was `decided` after a failed
-    /// attempt (nothing of a first attempt refused, which is a call
-    /// refused, not a retry).
-    pub(crate) fn observe_retry(&self, decided: Decided) {
-        let Some(observer) = self.observer() else {
-            return;
-        };
-        if !decided.observed {
-            return;
-        }
-        observer.retry(decided.outcome);
-        if decided.dry {
-            observer.retry_budget_exhausted();
         }
     }
 }

@@ -40,7 +40,7 @@ pub(crate) use std::sync::{PoisonError, TryLockError};
 /// both sides of it already are in the C++/Rust memory model. A no-op
 /// outside loom: loom models `SeqCst` accesses as acquire/release only
 /// (loom's README, "Unsupported features"), and would report the
-/// store-buffering pattern of the waiter queue (see `limiter/wait.rs`) as a lost
+/// store-buffering pattern of the waiter queue (see `limiter/queue.rs`) as a lost
 /// wake-up that the real memory model rules out; under loom this is
 /// `fence(SeqCst)`, which loom does model.
 #[inline(always)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::permit::Permit;
 use super::Limiter;
-use crate::algorithms::{Algorithm, Feedback};
+use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::Rejection;
 use crate::priority::Class;
@@ -19,7 +19,7 @@ use crate::priority::Class;
 ///
 /// `L` is how the permit will hold the limiter: `&Limiter` for a permit
 /// borrowed from it, `Arc<Limiter>` for one that can move into a spawned
-/// task ([`OwnedPermit`]). So there are three ways to admit a call — fail
+/// task ([`OwnedPermit`](crate::OwnedPermit)). So there are three ways to admit a call — fail
 /// fast ([`try_acquire`](Admission::try_acquire)), wait
 /// ([`acquire`](Admission::acquire)), run it ([`call`](Admission::call))
 /// — whatever the class, the wait or the handle.
@@ -104,7 +104,7 @@ where
     /// Admit the call as `class` (a [`Class`], a
     /// [`Priority`](crate::priority::Priority), or `None` for the
     /// limiter's default class). A limiter without
-    /// [priorities](Builder::priorities) ignores it; a class past the last
+    /// [priorities](crate::Builder::priorities) ignores it; a class past the last
     /// is the last.
     #[inline]
     pub fn class(mut self, class: impl Into<Option<Class>>) -> Self {
@@ -114,7 +114,7 @@ where
 
     /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire)
     /// or [`call`](Admission::call) (0: do not wait), in place of the
-    /// limiter's [`Builder::max_wait`]. Set, it makes `call` wait for a slot
+    /// limiter's [`Builder::max_wait`](crate::Builder::max_wait). Set, it makes `call` wait for a slot
     /// even if the limiter does not [wait](Limiter::waits).
     #[inline]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
@@ -123,7 +123,7 @@ where
     }
 
     /// Give each attempt of [`call`](Admission::call) at most `timeout`, in
-    /// place of the limiter's [`Builder::timeout`].
+    /// place of the limiter's [`Builder::timeout`](crate::Builder::timeout).
     #[inline]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -242,9 +242,9 @@ where
     ///
     /// # Errors
     ///
-    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`] (also
+    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`](crate::RejectReason::LimitReached) (also
     /// when the slots left are kept for more critical classes),
-    /// [`RejectReason::Throttled`] or [`RejectReason::Open`] (with the time
+    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled) or [`RejectReason::Open`](crate::RejectReason::Open) (with the time
     /// until the next probe, where known).
     #[inline]
     pub fn try_acquire(self) -> Result<Permit<L>, Rejection> {
@@ -253,7 +253,7 @@ where
 
     /// Take a slot, waiting in the queue if the limit is reached: at most
     /// the [`max_wait`](Admission::max_wait) set here, else the limiter's
-    /// [`Builder::max_wait`] (by default, no limit). With classes, the
+    /// [`Builder::max_wait`](crate::Builder::max_wait) (by default, no limit). With classes, the
     /// queue serves the most critical waiter first.
     ///
     /// A throttled call and an open gate are refused at once, never queued:
@@ -268,8 +268,8 @@ where
     ///
     /// # Errors
     ///
-    /// [`RejectReason::QueueFull`] at once if the queue is full,
-    /// [`RejectReason::TimedOut`] if no slot came free in time, or any
+    /// [`RejectReason::QueueFull`](crate::RejectReason::QueueFull) at once if the queue is full,
+    /// [`RejectReason::TimedOut`](crate::RejectReason::TimedOut) if no slot came free in time, or any
     /// rejection of [`try_acquire`](Admission::try_acquire) other than the
     /// limit.
     ///
@@ -317,40 +317,5 @@ where
             .field("timeout", &self.timeout)
             .field("cut_early", &self.cut_early)
             .finish_non_exhaustive()
-    }
-}
-
-impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// Admit a call of `class` (the default class if `None`) now through
-    /// `handle`, failing fast, reading the clock if the policy times calls
-    /// or `timed`, keeping its caller's timeout unless it may be
-    /// `cut_early`; a refusal is counted.
-    ///
-    /// Always inlined, as [`Limiter::admit_as`] is: out of line, its ticket
-    /// is returned through memory; and the permit is made, or the refusal
-    /// counted, in the one match on the admission.
-    #[inline(always)]
-    pub(crate) fn permit_now<L: Deref<Target = Self>>(
-        handle: L,
-        class: Option<Class>,
-        timed: bool,
-        cut_early: bool,
-    ) -> Result<Permit<L>, Rejection> {
-        let limiter: &Self = &handle;
-        let admitted = match &limiter.classes {
-            Some(classes) => {
-                let c = class.map_or(classes.default_class(), |class| classes.clamp(class));
-                limiter.admit_as(c, true, timed.then(|| limiter.clock.now()))
-            }
-            None if timed => limiter.admit(limiter.clock.now(), true, false),
-            None => limiter.admit_fast(limiter.board.feedback() == Feedback::Timed),
-        };
-        match admitted {
-            Ok(ticket) => Ok(Permit::new(handle, ticket, cut_early)),
-            Err(rejection) => {
-                limiter.count_rejection(&rejection);
-                Err(rejection)
-            }
-        }
     }
 }

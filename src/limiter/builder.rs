@@ -281,7 +281,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// [`RetryConfig::timeout`](crate::retry::RetryConfig::timeout), where
     /// set, wins over both for a retried call. A probe is given its
     /// breaker's `probe_timeout` instead. See [`Limiter::timeouts`]
-    /// and [`Permit::timeout`].
+    /// and [`Permit::timeout`](crate::Permit::timeout).
     ///
     /// # Examples
     ///
@@ -328,7 +328,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
 
     /// While the gate is half-open, run `check` as the probe instead of
     /// gambling user calls: user calls are refused as
-    /// [`RejectReason::Open`] until the breaker decides, and `check` is run
+    /// [`RejectReason::Open`](crate::RejectReason::Open) until the breaker decides, and `check` is run
     /// (with at most `timeout`) by [`Limiter::wait_ready`] callers or by
     /// [`Limiter::drive`]. Its outcome is recorded as the probe's.
     #[must_use]
@@ -346,7 +346,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// claimed by a task beside the limiter, so that the fleet stakes what
     /// one breaker would. The breaker's own allowance and its judgement of
     /// its probes stay as they are; without a token, a probe is refused as
-    /// [`RejectReason::Open`], as when the breaker's allowance is spent.
+    /// [`RejectReason::Open`](crate::RejectReason::Open), as when the breaker's allowance is spent.
     #[must_use]
     pub fn shared_probes(mut self) -> Self {
         self.options.rare_mut().shared_probes = true;

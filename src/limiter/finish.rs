@@ -1,7 +1,12 @@
-//! A call's end: its slot given back, and what the policy learns from it
-//! (nothing, a success held for it, or a sample under its lock); and an
-//! attempt's end, for a call that keeps its slot across retries
-//! (`Permit::record_attempt`).
+//! Giving a slot back: a call's end, its slot released (to a waiter first,
+//! through `queue.rs`) and what the policy learns from it (nothing, a
+//! success held for it, or a sample under its lock); an attempt's end, for
+//! a call that keeps its slot across retries (`Permit::record_attempt`); and
+//! a slot handed to a waiter that had gone, or held by a class.
+//!
+//! This file owns every way out of a slot. Each takes a [`Ticket`] that
+//! `admit.rs` returned, and a permit calls one of them exactly once
+//! (`permit.rs`), so no slot is given back twice or never.
 
 use std::time::{Duration, Instant};
 
@@ -338,6 +343,21 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub(crate) fn restart(&self, ticket: &mut Ticket) {
         if ticket.start.is_some() {
             ticket.start = Some(self.clock.now());
+        }
+    }
+
+    /// A slot handed to a waiter that left without it goes back.
+    pub(crate) fn release_granted(&self, ticket: &Ticket) {
+        self.release_class(ticket);
+        self.release_slot();
+    }
+
+    /// A finished or abandoned call no longer holds a slot: its class's
+    /// count, if its class counted it, goes back.
+    #[inline]
+    pub(crate) fn release_class(&self, ticket: &Ticket) {
+        if let (Some(class), Some(classes)) = (ticket.counted_class(), &self.classes) {
+            classes.released(class.0);
         }
     }
 }

@@ -22,14 +22,23 @@
 //
 // Beside them, the policy behind its lock with what it last published
 // (`Held`, `published.rs`), the refusals not yet told to it, the seed of
-// the admit draw, the clock, the options and the observer. The files that
-// extend `Limiter` (`admit.rs`, `finish.rs`, `wait.rs`, `published.rs`,
-// `attempt.rs`, `ready.rs`) call these types' methods; `classes.rs` holds
-// both its type and the admission of a call of a class.
+// the admit draw, the clock, the options and the observer.
+//
+// # Its methods
+//
+// `impl Limiter` is in five files, each owning one part and saying at its
+// top what it keeps true: this one (the public face: reading the gate,
+// acquiring, calling, updating the policy), `builder.rs` (making one),
+// `admit.rs` (every way into a slot: the gate, a class's share, a probe,
+// the queue), `finish.rs` (every way out of a slot, and what the policy
+// learns from it) and `published.rs` (the policy behind its lock, and what
+// is done under it: publication, overrides, granted probes, waiting until
+// the gate admits). They call the types above; no type above calls back
+// into them.
 //
 // # How a call ends
 //
-// A call is admitted (`admit.rs`, or `wait.rs` after a wait in the queue)
+// A call is admitted (`admit.rs`, directly or after a wait in the queue)
 // with a `Ticket`, its slot counted in flight; it ends in one of these
 // ways, and each gives the slot back exactly once:
 //
@@ -70,7 +79,6 @@ mod classes;
 mod deferred;
 mod finish;
 mod gate;
-mod overriding;
 mod permit;
 mod published;
 mod queue;
@@ -78,18 +86,17 @@ mod ready;
 mod shards;
 mod shared_probes;
 mod slots;
-mod wait;
 
 use std::fmt;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::algorithms::{Algorithm, Gate, Snapshot};
 use crate::clock::{Clock, DefaultClock};
-use crate::error::Rejection;
+use crate::error::{CallError, Rejection};
 use crate::observe::Observer;
-use crate::sync::{
-    AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, PoisonError, TryLockError,
-};
+use crate::retry::{Decided, Verdict};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use board::Board;
 use deferred::Deferred;
 use published::Held;
@@ -132,7 +139,7 @@ pub type DynLimiter<C = DefaultClock> = Limiter<Box<dyn Algorithm>, C>;
 /// random draw against the admit probability. Only recording a finished call
 /// locks the policy, and only if the policy learns from it: the limiter
 /// reads the clock and takes the lock no more than the policy's
-/// [`Feedback`] asks (a [`Fixed`](crate::algorithms::Fixed) bulkhead needs
+/// [`Feedback`](crate::algorithms::Feedback) asks (a [`Fixed`](crate::algorithms::Fixed) bulkhead needs
 /// neither).
 ///
 /// # Examples
@@ -388,24 +395,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         result
     }
 
-    /// Run `f` on the policy and what is kept beside it (an override, probe
-    /// tokens) under the lock at `now`, after catching the policy up; then
-    /// publish, report its transitions and wake any waiter it lets through.
-    /// Every change made from outside goes through here.
-    fn with_held<R>(&self, now: Instant, f: impl FnOnce(&mut Held<A>) -> R) -> R {
-        let (result, transitions) = {
-            let mut held = self.lock();
-            self.catch_up(&mut held, now);
-            let result = f(&mut held);
-            let transitions = self.drain(&mut held);
-            self.publish(&mut held);
-            (result, transitions)
-        };
-        self.report(transitions);
-        self.wake_waiters();
-        result
-    }
-
     /// [`Timeouts::probe`]: the policy's, under its lock.
     pub(crate) fn probe_timeout(&self) -> Option<Duration> {
         self.lock().probe_timeout()
@@ -433,8 +422,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// # Errors
     ///
-    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`],
-    /// [`RejectReason::Throttled`] or [`RejectReason::Open`] (with the time
+    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`](crate::RejectReason::LimitReached),
+    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled) or [`RejectReason::Open`](crate::RejectReason::Open) (with the time
     /// until the next probe, where known).
     ///
     /// # Examples
@@ -513,26 +502,47 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.options.retry()
     }
 
-    /// Lock the policy to tell it of a finished call; if another thread
-    /// holds the lock, set up the buffers that hold successes for it from
-    /// now on (see `deferred.rs`).
-    #[inline]
-    fn lock_or_defer(&self) -> MutexGuard<'_, Held<A>> {
-        match self.policy.try_lock() {
-            Ok(held) => held,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                self.deferred.set_up();
-                self.lock()
-            }
-        }
+    /// [`Admission::call`] with the limiter's settings: its default class,
+    /// its [`Builder::timeout`](crate::Builder::timeout) for each attempt,
+    /// and, if it [waits](Limiter::waits), a wait for a slot of at most its
+    /// [`Builder::max_wait`](crate::Builder::max_wait), as the tower layers
+    /// wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Admission::call`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Admission::call`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Admission::call`].
+    pub async fn call<M, F, T, E, K, V>(&self, classify: K, make: M) -> Result<T, CallError<E>>
+    where
+        M: FnMut() -> F,
+        F: Future<Output = Result<T, E>>,
+        K: FnMut(&Result<T, E>) -> V,
+        V: Into<Verdict>,
+    {
+        self.admission().call(classify, make).await
     }
 
-    #[inline]
-    fn lock(&self) -> MutexGuard<'_, Held<A>> {
-        // A policy that panicked mid-update is still the best information we
-        // have; a poisoned lock must not take the caller down with it.
-        self.policy.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Tell the observer, if any, what was `decided` after a failed
+    /// attempt (nothing of a first attempt refused, which is a call
+    /// refused, not a retry).
+    pub(crate) fn observe_retry(&self, decided: Decided) {
+        let Some(observer) = self.observer() else {
+            return;
+        };
+        if !decided.observed {
+            return;
+        }
+        observer.retry(decided.outcome);
+        if decided.dry {
+            observer.retry_budget_exhausted();
+        }
     }
 }
 

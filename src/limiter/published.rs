@@ -1,17 +1,31 @@
-//! The policy behind its lock, and what is done under it: the successes
+//! The policy behind its lock, and everything done under it: the successes
 //! held and the rejections counted handed over first, the answer stored on
-//! the board (`board.rs`) after, the transitions counted and reported; and
-//! the re-evaluation of a gate whose time has come.
-use std::time::Instant;
+//! the board (`board.rs`) after, the transitions counted and reported; the
+//! re-evaluation of a gate whose time has come; an operator's override
+//! ([`crate::overrides`]) set, cleared and ended when its time runs out;
+//! probe tokens granted to a fleet's instance; and waiting until the gate
+//! admits again, with an active probe while the breaker is half-open
+//! (`ready.rs`).
+//!
+//! This file owns the lock. What was batched for the policy is handed over
+//! before it hears anything new (`catch_up`), and every change made from
+//! outside (an update, an override, probe tokens) goes through `with_held`,
+//! which then publishes the answer the change leaves, reports its
+//! transitions and wakes any waiter it lets through.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::board::Last;
+use super::ready::{ActiveProbe, Probing, Readiness, ReadyWaiter};
 use super::Limiter;
-use crate::algorithms::{Algorithm, Published, Sample, Snapshot, Transition};
+use crate::algorithms::{
+    Algorithm, ConfigError, Outcome, Published, Sample, Snapshot, Transition, MAX_LIMIT,
+};
 use crate::clock::Clock;
-use crate::overrides::Override;
-use crate::sync::Ordering;
-use crate::timeout::Given;
-use crate::timeout::Learner;
+use crate::observe::Observer;
+use crate::overrides::{Override, MAX_OVERRIDE};
+use crate::sync::{MutexGuard, Ordering, PoisonError, TryLockError};
+use crate::timeout::{Given, Learner};
 
 /// The policy, behind the limiter's lock, with the instants it last
 /// published, so that an answer that has not moved is not converted again.
@@ -235,5 +249,314 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 observer.transition(t);
             }
         }
+    }
+
+    /// Override the policy's decision with `overriding` for `lasting`
+    /// (see [`crate::overrides`]), replacing any override in force. The
+    /// policy goes on learning from every call it is sent, and decides
+    /// again when the override ends.
+    ///
+    /// # Errors
+    ///
+    /// `lasting` zero or above [`MAX_OVERRIDE`] (field `override.lasting`);
+    /// [`Override::Cap`] of 0 (`override.cap`: refusing everything is
+    /// [`Override::ForceOpen`]) or above [`MAX_LIMIT`]; and
+    /// [`Override::ForceClosed`] on a policy without a breaker
+    /// (`override.kind`). The override in force, if any, is kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::{Breaker, Fixed}, overrides::Override, Limiter};
+    ///
+    /// let limiter = Limiter::new(Fixed::new(50)?);
+    /// limiter.set_override(Override::Cap(5), Duration::from_secs(60))?;
+    /// assert_eq!(limiter.gate().limit, 5);
+    /// // A bulkhead has no breaker to hold closed.
+    /// let e = limiter.set_override(Override::ForceClosed, Duration::from_secs(60)).unwrap_err();
+    /// assert_eq!(e.field(), "override.kind");
+    /// assert_eq!(limiter.gate().limit, 5);
+    /// limiter.clear_override();
+    /// assert_eq!(limiter.gate().limit, 50);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_override(&self, overriding: Override, lasting: Duration) -> Result<(), ConfigError> {
+        if lasting.is_zero() || lasting > MAX_OVERRIDE {
+            return Err(ConfigError::new(
+                "override.lasting",
+                format_args!("{lasting:?}"),
+                "a duration above 0 and at most 7 days",
+            ));
+        }
+        if let Override::Cap(limit) = overriding {
+            if limit == 0 || limit > MAX_LIMIT {
+                return Err(ConfigError::new(
+                    "override.cap",
+                    limit,
+                    format!(
+                        "a whole number in [1, {MAX_LIMIT}] (refusing every call is `force_open`)"
+                    ),
+                ));
+            }
+        }
+        let now = self.clock.now();
+        let until = now.checked_add(lasting).unwrap_or(now);
+        self.with_held(now, |held| {
+            self.start_override(held, now, overriding, until, lasting)
+        })
+    }
+
+    /// End the override in force, if any: the policy decides again.
+    pub fn clear_override(&self) {
+        let now = self.clock.now();
+        self.with_held(now, |held| self.end_override(held, now, false));
+    }
+
+    /// The override in force and when it ends, by the limiter's clock;
+    /// `None` without one. An override whose end has passed shows until
+    /// the limiter next looks at its policy (any call, or
+    /// [`wake`](Limiter::wake)).
+    pub fn override_in_force(&self) -> Option<(Override, Instant)> {
+        self.lock().overriding
+    }
+
+    fn start_override(
+        &self,
+        held: &mut Held<A>,
+        now: Instant,
+        overriding: Override,
+        until: Instant,
+        lasting: Duration,
+    ) -> Result<(), ConfigError> {
+        let was_held = matches!(held.overriding, Some((Override::ForceClosed, _)));
+        if overriding == Override::ForceClosed && !was_held && !held.policy.hold_closed(now, true) {
+            return Err(ConfigError::new(
+                "override.kind",
+                "force_closed",
+                format!(
+                    "an override a policy without a breaker can take (this one's is `{}`): \
+                     force_open, cap or metrics_only",
+                    held.policy.name()
+                ),
+            ));
+        }
+        if let Some((previous, _)) = held.overriding {
+            if previous == Override::ForceClosed && overriding != Override::ForceClosed {
+                held.policy.hold_closed(now, false);
+            }
+            if let Some(observer) = &self.observer {
+                observer.override_ended(previous, false);
+            }
+        }
+        held.overriding = Some((overriding, until));
+        if let Some(observer) = &self.observer {
+            observer.override_applied(overriding, lasting);
+        }
+        Ok(())
+    }
+
+    /// End the override in force (`expired`: its time ran out), letting go
+    /// of a breaker it held closed.
+    pub(super) fn end_override(&self, held: &mut Held<A>, now: Instant, expired: bool) {
+        if let Some((overriding, _)) = held.overriding.take() {
+            if overriding == Override::ForceClosed {
+                held.policy.hold_closed(now, false);
+            }
+            if let Some(observer) = &self.observer {
+                observer.override_ended(overriding, expired);
+            }
+        }
+    }
+
+    /// Grant `count` probe tokens, replacing any left, usable until
+    /// `until` (`None`: until spent): for a limiter built with
+    /// [`Builder::shared_probes`](crate::Builder::shared_probes), a probe is admitted only with one.
+    /// A fleet's shared allowance, claimed by a task beside the limiter,
+    /// reaches it here.
+    pub fn grant_probes(&self, count: u32, until: Option<Instant>) {
+        self.with_held(self.clock.now(), |held| held.probe_tokens = (count, until));
+    }
+
+    /// The probe tokens left and when they lapse (see
+    /// [`Limiter::grant_probes`]).
+    pub fn probe_tokens(&self) -> (u32, Option<Instant>) {
+        self.lock().probe_tokens
+    }
+
+    /// Run `f` on the policy and what is kept beside it (an override, probe
+    /// tokens) under the lock at `now`, after catching the policy up; then
+    /// publish, report its transitions and wake any waiter it lets through.
+    /// Every change made from outside goes through here.
+    pub(super) fn with_held<R>(&self, now: Instant, f: impl FnOnce(&mut Held<A>) -> R) -> R {
+        let (result, transitions) = {
+            let mut held = self.lock();
+            self.catch_up(&mut held, now);
+            let result = f(&mut held);
+            let transitions = self.drain(&mut held);
+            self.publish(&mut held);
+            (result, transitions)
+        };
+        self.report(transitions);
+        self.wake_waiters();
+        result
+    }
+
+    /// Lock the policy to tell it of a finished call; if another thread
+    /// holds the lock, set up the buffers that hold successes for it from
+    /// now on (see `deferred.rs`).
+    #[inline]
+    pub(super) fn lock_or_defer(&self) -> MutexGuard<'_, Held<A>> {
+        match self.policy.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.deferred.set_up();
+                self.lock()
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn lock(&self) -> MutexGuard<'_, Held<A>> {
+        // A policy that panicked mid-update is still the best information we
+        // have; a poisoned lock must not take the caller down with it.
+        self.policy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the gate admits calls now. Applies any time-driven change
+    /// that is due (an open breaker's cooldown ending) first.
+    pub fn readiness(&self) -> Readiness {
+        let now = self.clock().now();
+        self.refresh_if_due(now);
+        let gate = self.gate();
+        if gate.is_shut() {
+            Readiness::Shut {
+                retry_after: gate.until.map(|u| u.saturating_duration_since(now)),
+            }
+        } else if gate.probe {
+            Readiness::Probing
+        } else {
+            Readiness::Ready
+        }
+    }
+
+    /// Wait until the gate admits calls again, without spending a probe per
+    /// waiter: the way for a queue consumer to pause through an outage
+    /// instead of failing (and dead-lettering) every item.
+    ///
+    /// Returns at once if the gate admits calls. While it is shut, sleeps
+    /// until it is re-evaluated or changed. While a breaker is half-open:
+    /// with an [active probe](crate::Builder::active_probe), one waiter runs
+    /// the health check as the probe and all keep waiting for the verdict;
+    /// without one, returns, and the caller's next call is a probe.
+    ///
+    /// Time is Tokio's: this is for the system or Tokio clock, not a manual
+    /// one.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. A probe cancelled mid-flight is released as
+    /// [`Outcome::Ignore`], which gives the probe back to the breaker.
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::{Breaker, BreakerConfig}, Limiter, Outcome, clock::TokioClock};
+    ///
+    /// let limiter = Limiter::builder(Breaker::new(BreakerConfig::default())?)
+    ///     .clock(TokioClock)
+    ///     // While half-open, check health with a throwaway call, not a real item.
+    ///     .active_probe(Duration::from_secs(5), || async { Outcome::Success })
+    ///     .build()?;
+    /// limiter.update(|b| b.force_open(TokioClock.now()));
+    /// // ... a consumer would now pause in `wait_ready` until it is reset:
+    /// limiter.update(|b| b.reset(TokioClock.now()));
+    /// limiter.wait_ready().await;
+    /// # Ok(())
+    /// # }
+    /// # use rheostat::clock::Clock;
+    /// ```
+    pub async fn wait_ready(&self) {
+        self.ready_waiters.fetch_add(1, Ordering::SeqCst);
+        let _leave = ReadyWaiter(self);
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.readiness() {
+                Readiness::Ready => return,
+                Readiness::Probing => {
+                    let Some(probe) = self.active_probe() else {
+                        return;
+                    };
+                    if !self.probing.swap(true, Ordering::SeqCst) {
+                        let _running = Probing(&self.probing);
+                        self.run_active_probe(probe).await;
+                        continue;
+                    }
+                    changed.await;
+                }
+                Readiness::Shut { retry_after } => match retry_after {
+                    Some(after) => {
+                        // Wake a hair after the deadline so it has passed
+                        // by the clock's reckoning too.
+                        let nap = after.saturating_add(Duration::from_millis(1));
+                        let nap = nap.min(Duration::from_secs(86_400));
+                        tokio::select! {
+                            () = tokio::time::sleep(nap) => {}
+                            () = &mut changed => {}
+                        }
+                    }
+                    None => changed.await,
+                },
+            }
+        }
+    }
+
+    /// Keep the limiter's time-driven work going with no traffic: apply
+    /// cooldowns as they end and, while half-open, run the active probe.
+    /// Spawn it once per limiter that has an active probe and no
+    /// [`wait_ready`](Limiter::wait_ready) caller to run it. Never returns.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: abort the task to stop it.
+    ///
+    /// # Panics
+    ///
+    /// If polled outside a Tokio runtime with the time driver enabled.
+    pub async fn drive(self: Arc<Self>) {
+        loop {
+            self.wait_ready().await;
+            // Ready (or probing with no active probe): wait for the gate to
+            // change before looking again.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.readiness() == Readiness::Ready {
+                changed.await;
+            } else if self.active_probe().is_none() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    async fn run_active_probe(&self, probe: ActiveProbe) {
+        let Ok(permit) = self.try_acquire_probe() else {
+            return;
+        };
+        let outcome = match tokio::time::timeout(probe.timeout, (probe.check)()).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => Outcome::Overload,
+        };
+        permit.record(outcome);
     }
 }

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::published::Held;
 use super::Limiter;
-use crate::algorithms::Algorithm;
-use crate::algorithms::{ConfigError, MAX_DURATION};
+use crate::algorithms::{Algorithm, ConfigError, MAX_DURATION};
 use crate::clock::Clock;
 
 impl<A> Held<A> {
@@ -20,23 +19,6 @@ impl<A> Held<A> {
         }
         *left -= 1;
         true
-    }
-}
-
-impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// Grant `count` probe tokens, replacing any left, usable until
-    /// `until` (`None`: until spent): for a limiter built with
-    /// [`Builder::shared_probes`], a probe is admitted only with one.
-    /// A fleet's shared allowance, claimed by a task beside the limiter,
-    /// reaches it here.
-    pub fn grant_probes(&self, count: u32, until: Option<Instant>) {
-        self.with_held(self.clock.now(), |held| held.probe_tokens = (count, until));
-    }
-
-    /// The probe tokens left and when they lapse (see
-    /// [`Limiter::grant_probes`]).
-    pub fn probe_tokens(&self) -> (u32, Option<Instant>) {
-        self.lock().probe_tokens
     }
 }
 

@@ -6,7 +6,9 @@
 //! a call must leave free, when a reserve grows or drains and by how much,
 //! how an admit fraction is split. This file keeps only the numbers that
 //! rule reads, in atomics so that admission takes no lock, and applies the
-//! rule to them (a growth or a drain inside a compare-and-swap loop).
+//! rule to them (a growth or a drain inside a compare-and-swap loop); a
+//! call of a class is admitted, and its slot given back, in `admit.rs` and
+//! `finish.rs` with every other call.
 //!
 //! Invariant: in any one state (calls in flight, what each class holds,
 //! the reserves, the gate), a class is admitted whenever a less critical

@@ -5,6 +5,10 @@
 //! a breaker is half-open, the limiter can run a user-supplied health check
 //! as the probe (an *active probe*), so no real item or user request is
 //! gambled on a dependency that may not be back.
+//!
+//! This file holds their types ([`Readiness`], the active probe, the guards
+//! that end a wait or a probe however it ends); the limiter's methods that
+//! use them sit with the policy's lock, in `published.rs`.
 
 use std::fmt;
 use std::future::Future;

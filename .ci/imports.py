@@ -207,10 +207,10 @@ def file_graph(root):
             break
         return at
 
+    crate = os.path.relpath(root, os.path.join(ROOT, ".."))
     edges = {}
     for here, text in code.items():
         rel = os.path.relpath(files[here], os.path.join(ROOT, ".."))
-        crate = os.path.relpath(root, os.path.join(ROOT, ".."))
         paths = []
         for use in re.finditer(r"\buse\s+([^;]+);", text):
             line = text.count("\n", 0, use.start()) + 1
@@ -264,36 +264,35 @@ def cycles(modules, edges):
     return out
 
 
-def main():
-    modules, edges, long_files = graph()
+def report_cycles(what, nodes, edges):
+    """Print every edge (with `--graph`), then each cycle among `nodes` with
+    its edges; the cycles."""
     if "--graph" in sys.argv:
         for (f, t), at in sorted(edges.items()):
             print(f"{f} -> {t}  ({at})")
-    found = cycles(modules, edges)
+    found = cycles(nodes, edges)
     for comp in found:
-        print("cycle among: " + ", ".join(comp))
+        print(f"cycle among{what}: " + ", ".join(comp))
         for (f, t), at in sorted(edges.items()):
             if f in comp and t in comp:
                 print(f"  {f} -> {t}  ({at})")
-    forbidden = sorted((f, t, at) for (f, t), at in edges.items() if t in IMPORTED_BY_NOTHING)
-    for f, t, at in forbidden:
-        print(f"{f} imports {t}, which nothing may import  ({at})")
-    for rel, count in long_files:
-        print(f"{rel}: {count} lines (at most {MAX_LINES})")
+    return found
+
+
+def main():
+    modules, edges, long_files = graph()
     files, file_edges = set(), {}
     for root in FILE_ROOTS:
         crate_files, crate_edges = file_graph(root)
         files |= crate_files
         file_edges.update(crate_edges)
-    if "--graph" in sys.argv:
-        for (f, t), at in sorted(file_edges.items()):
-            print(f"{f} -> {t}  ({at})")
-    file_cycles = cycles(files, file_edges)
-    for comp in file_cycles:
-        print("cycle among files: " + ", ".join(comp))
-        for (f, t), at in sorted(file_edges.items()):
-            if f in comp and t in comp:
-                print(f"  {f} -> {t}  ({at})")
+    found = report_cycles("", modules, edges)
+    forbidden = sorted((f, t, at) for (f, t), at in edges.items() if t in IMPORTED_BY_NOTHING)
+    for f, t, at in forbidden:
+        print(f"{f} imports {t}, which nothing may import  ({at})")
+    for rel, count in long_files:
+        print(f"{rel}: {count} lines (at most {MAX_LINES})")
+    file_cycles = report_cycles(" files", files, file_edges)
     if found or forbidden or long_files or file_cycles:
         return 1
     print(

@@ -75,15 +75,48 @@ fn a_long_family_is_shortened_to_its_call_budget_but_no_more_than_a_third() {
 /// A healthy dependency: capacity at least 1.25 times the offered load, at
 /// most 1% of calls failing or timing out, any rate, latency and spread in
 /// the families' ranges, a caller whose pool never binds.
-fn healthy(
+#[derive(Clone, Copy, Debug)]
+struct Healthy {
     median_ms: f64,
     spread: f64,
     rate: f64,
     utilisation: f64,
     errors: f64,
     timeout_factor: f64,
-    after_start: bool,
-) -> Scenario {
+}
+
+fn healthy() -> impl Strategy<Value = Healthy> {
+    (
+        log_uniform(1.0, 2000.0),
+        log_uniform(1.5, 10.0),
+        log_uniform(1.0, 20_000.0),
+        0.2..0.8f64,
+        0.0..0.005f64,
+        log_uniform(3.0, 30.0),
+    )
+        .prop_map(
+            |(median_ms, spread, rate, utilisation, errors, timeout_factor)| Healthy {
+                median_ms,
+                spread,
+                rate,
+                utilisation,
+                errors,
+                timeout_factor,
+            },
+        )
+}
+
+/// The scenario of `dependency`, measured from the first call or, with
+/// `after_start`, once the slow start has had its time (`start_bound`).
+fn healthy_scenario(dependency: &Healthy, after_start: bool) -> Scenario {
+    let Healthy {
+        median_ms,
+        spread,
+        rate,
+        utilisation,
+        errors,
+        timeout_factor,
+    } = *dependency;
     let median = median_ms / 1e3;
     // The log-normal's mean, as the simulator computes it.
     let sigma = spread.ln() / 2.326;
@@ -158,16 +191,10 @@ proptest! {
     #[test]
     #[ignore = "simulates; use --release"]
     fn do_no_harm_the_recommendation_serves_a_healthy_dependency_as_no_limiter_does(
-        median_ms in log_uniform(1.0, 2000.0),
-        spread in log_uniform(1.5, 10.0),
-        rate in log_uniform(1.0, 20_000.0),
-        utilisation in 0.2..0.8f64,
-        errors in 0.0..0.005f64,
-        timeout_factor in log_uniform(3.0, 30.0),
+        dependency in healthy(),
         seed in 1..1000u64,
     ) {
-        let scenario = healthy(median_ms, spread, rate, utilisation, errors, timeout_factor, false);
-        no_harm(&scenario, seed)?;
+        no_harm(&healthy_scenario(&dependency, false), seed)?;
     }
 
     /// The same once the slow start has had the time its own rules need
@@ -177,16 +204,10 @@ proptest! {
     #[test]
     #[ignore = "simulates; use --release"]
     fn do_no_harm_after_the_start_the_recommendation_serves_as_no_limiter_does(
-        median_ms in log_uniform(1.0, 2000.0),
-        spread in log_uniform(1.5, 10.0),
-        rate in log_uniform(1.0, 20_000.0),
-        utilisation in 0.2..0.8f64,
-        errors in 0.0..0.005f64,
-        timeout_factor in log_uniform(3.0, 30.0),
+        dependency in healthy(),
         seed in 1..1000u64,
     ) {
-        let scenario = healthy(median_ms, spread, rate, utilisation, errors, timeout_factor, true);
-        no_harm(&scenario, seed)?;
+        no_harm(&healthy_scenario(&dependency, true), seed)?;
     }
 }
 

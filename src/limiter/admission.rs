@@ -112,10 +112,10 @@ where
         self
     }
 
-    /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire)
-    /// or [`call`](Admission::call) (0: do not wait), in place of the
-    /// limiter's [`Builder::max_wait`](crate::Builder::max_wait). Set, it makes `call` wait for a slot
-    /// even if the limiter does not [wait](Limiter::waits).
+    /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire) or
+    /// [`call`](Admission::call) (0: do not wait), in place of the limiter's
+    /// [`Builder::max_wait`](crate::Builder::max_wait). Set, it makes `call`
+    /// wait for a slot even if the limiter does not [wait](Limiter::waits).
     #[inline]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);
@@ -242,10 +242,12 @@ where
     ///
     /// # Errors
     ///
-    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`](crate::RejectReason::LimitReached) (also
+    /// A [`Rejection`] saying why:
+    /// [`RejectReason::LimitReached`](crate::RejectReason::LimitReached) (also
     /// when the slots left are kept for more critical classes),
-    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled) or [`RejectReason::Open`](crate::RejectReason::Open) (with the time
-    /// until the next probe, where known).
+    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled) or
+    /// [`RejectReason::Open`](crate::RejectReason::Open) (with the time until
+    /// the next probe, where known).
     #[inline]
     pub fn try_acquire(self) -> Result<Permit<L>, Rejection> {
         Limiter::permit_now(self.limiter, self.class, self.timed, self.cut_early)
@@ -268,10 +270,11 @@ where
     ///
     /// # Errors
     ///
-    /// [`RejectReason::QueueFull`](crate::RejectReason::QueueFull) at once if the queue is full,
-    /// [`RejectReason::TimedOut`](crate::RejectReason::TimedOut) if no slot came free in time, or any
-    /// rejection of [`try_acquire`](Admission::try_acquire) other than the
-    /// limit.
+    /// [`RejectReason::QueueFull`](crate::RejectReason::QueueFull) at once if
+    /// the queue is full,
+    /// [`RejectReason::TimedOut`](crate::RejectReason::TimedOut) if no slot
+    /// came free in time, or any rejection of
+    /// [`try_acquire`](Admission::try_acquire) other than the limit.
     ///
     /// # Panics
     ///

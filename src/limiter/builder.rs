@@ -328,9 +328,10 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
 
     /// While the gate is half-open, run `check` as the probe instead of
     /// gambling user calls: user calls are refused as
-    /// [`RejectReason::Open`](crate::RejectReason::Open) until the breaker decides, and `check` is run
-    /// (with at most `timeout`) by [`Limiter::wait_ready`] callers or by
-    /// [`Limiter::drive`]. Its outcome is recorded as the probe's.
+    /// [`RejectReason::Open`](crate::RejectReason::Open) until the breaker
+    /// decides, and `check` is run (with at most `timeout`) by
+    /// [`Limiter::wait_ready`] callers or by [`Limiter::drive`]. Its outcome is
+    /// recorded as the probe's.
     #[must_use]
     pub fn active_probe<F, Fut>(mut self, timeout: Duration, check: F) -> Self
     where

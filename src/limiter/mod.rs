@@ -137,10 +137,10 @@ pub type DynLimiter<C = DefaultClock> = Limiter<Box<dyn Algorithm>, C>;
 /// run time) publishes a [`Gate`]; the limiter enforces it without taking a
 /// lock — an atomic in-flight count against the published limit, and a fast
 /// random draw against the admit probability. Only recording a finished call
-/// locks the policy, and only if the policy learns from it: the limiter
-/// reads the clock and takes the lock no more than the policy's
-/// [`Feedback`](crate::algorithms::Feedback) asks (a [`Fixed`](crate::algorithms::Fixed) bulkhead needs
-/// neither).
+/// locks the policy, and only if the policy learns from it: the limiter reads
+/// the clock and takes the lock no more than the policy's
+/// [`Feedback`](crate::algorithms::Feedback) asks (a
+/// [`Fixed`](crate::algorithms::Fixed) bulkhead needs neither).
 ///
 /// # Examples
 ///
@@ -422,9 +422,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// # Errors
     ///
-    /// A [`Rejection`] saying why: [`RejectReason::LimitReached`](crate::RejectReason::LimitReached),
-    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled) or [`RejectReason::Open`](crate::RejectReason::Open) (with the time
-    /// until the next probe, where known).
+    /// A [`Rejection`] saying why:
+    /// [`RejectReason::LimitReached`](crate::RejectReason::LimitReached),
+    /// [`RejectReason::Throttled`](crate::RejectReason::Throttled) or
+    /// [`RejectReason::Open`](crate::RejectReason::Open) (with the time until
+    /// the next probe, where known).
     ///
     /// # Examples
     ///

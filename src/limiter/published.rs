@@ -369,11 +369,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Grant `count` probe tokens, replacing any left, usable until
-    /// `until` (`None`: until spent): for a limiter built with
-    /// [`Builder::shared_probes`](crate::Builder::shared_probes), a probe is admitted only with one.
-    /// A fleet's shared allowance, claimed by a task beside the limiter,
-    /// reaches it here.
+    /// Grant `count` probe tokens, replacing any left, usable until `until`
+    /// (`None`: until spent): for a limiter built with
+    /// [`Builder::shared_probes`](crate::Builder::shared_probes), a probe is
+    /// admitted only with one. A fleet's shared allowance, claimed by a task
+    /// beside the limiter, reaches it here.
     pub fn grant_probes(&self, count: u32, until: Option<Instant>) {
         self.with_held(self.clock.now(), |held| held.probe_tokens = (count, until));
     }

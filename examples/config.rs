@@ -77,7 +77,11 @@ fn describe(file: &LimitersConfig, name: &str) {
                 .and_then(|c| c.timeout)
                 .is_some_and(|t| t.as_learned().is_some());
             let learned = if learned { "learned, up to " } else { "" };
-            let call = match (limiter.timeouts().ceiling, limiter.waits()) {
+            // Callers wait when the file says so, or says for how long.
+            let waits = file
+                .get(name)
+                .is_some_and(|c| c.wait || c.max_wait.is_some());
+            let call = match (limiter.timeouts().ceiling, waits) {
                 (Some(t), true) => format!("  calls: {learned}{t:?}, waiting"),
                 (Some(t), false) => format!("  calls: {learned}{t:?}"),
                 (None, true) => "  calls: waiting".to_owned(),

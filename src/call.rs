@@ -30,7 +30,7 @@ where
     ///
     /// The permit is taken as the tower layers take theirs: if the limit is
     /// reached, the call waits in the limiter's queue ([`Admission::acquire`])
-    /// when the limiter [waits](Limiter::waits) ([`Builder::wait`](crate::Builder::wait);
+    /// when the limiter waits ([`Builder::wait`](crate::Builder::wait);
     /// in a file, a limiter with a `max_wait`) or the admission sets its
     /// own [`max_wait`](Admission::max_wait), at most that `max_wait` (else
     /// the limiter's [`Builder::max_wait`](crate::Builder::max_wait); with a

@@ -100,7 +100,7 @@ pub trait Observer: Send + Sync + 'static {
     /// every call: on a limiter whose timeout is [learned](crate::timeout),
     /// calls have ended at the ceiling for a window with none answering
     /// within it, or one has answered within it since
-    /// ([`Limiter::ceiling_cutting_since`](crate::Limiter::ceiling_cutting_since)).
+    /// ([`Snapshot::ceiling_cutting_since`](crate::algorithms::Snapshot::ceiling_cutting_since)).
     /// Told once on entering that state and once on leaving it; see the
     /// [`timeout` module](crate::timeout#when-the-ceiling-cuts-every-call)
     /// for what to do.

@@ -3,7 +3,7 @@
 //! During an incident an operator knows what no policy can: that a partner
 //! is down for maintenance, that it has recovered while its breaker still
 //! waits out a cooldown, that a limit set too tight has flapped for an
-//! hour. [`Limiter::set_override`](crate::Limiter::set_override) replaces
+//! hour. [`Overrides::set`](crate::limiter::Overrides::set) replaces
 //! the policy's decision — not its learning — for a stated while:
 //!
 //! | override | what it does |
@@ -15,8 +15,8 @@
 //!
 //! Every override ends: at most [`MAX_OVERRIDE`] after it is set, so a
 //! forgotten one cannot pin a dependency shut or open. It ends at the
-//! first admission, finished call or
-//! [`wake`](crate::Limiter::wake) at or after its end,
+//! first admission, finished call or read of the
+//! [gate](crate::Limiter::gate) at or after its end,
 //! and the policy's own gate is back at once. The policy hears every call
 //! it is sent meanwhile, so its state is current when the override ends.
 //!
@@ -37,13 +37,13 @@
 //! let clock = ManualClock::new();
 //! let limiter = Limiter::builder(Aimd::recommended()).clock(clock.clone()).build()?;
 //! // The partner announced maintenance: nothing goes for ten minutes.
-//! limiter.set_override(Override::ForceOpen, Duration::from_secs(600))?;
+//! limiter.overrides().set(Override::ForceOpen, Duration::from_secs(600))?;
 //! assert_eq!(limiter.try_acquire().unwrap_err().reason(), RejectReason::Open);
 //! assert_eq!(limiter.snapshot().overridden.map(|(o, _)| o), Some(Override::ForceOpen));
 //! // It ends by itself, and the policy decides again.
 //! clock.advance(Duration::from_secs(600));
 //! limiter.try_acquire()?.success();
-//! assert_eq!(limiter.override_in_force(), None);
+//! assert_eq!(limiter.overrides().in_force(), None);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

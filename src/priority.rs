@@ -166,7 +166,7 @@ impl fmt::Display for Priority {
 /// A class of calls: its place among a limiter's classes, most critical
 /// first (0). With the default classes, `Class::from(priority)` is the
 /// priority's class; with named partitions, ask the limiter
-/// ([`Limiter::class`](crate::Limiter::class)).
+/// ([`Limiter::classes`](crate::Limiter::classes)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Class(pub(crate) u8);
 

@@ -19,7 +19,7 @@ use crate::tower::{HttpClassifier, Idempotent, NotIdempotent};
 /// Admits each request of a [`reqwest_middleware::ClientWithMiddleware`]
 /// through a [`Limiter`], as [`Limiter::call`] admits a call: a request
 /// that finds the limit reached waits for a slot if the limiter
-/// [waits](Limiter::waits) (at most its
+/// [waits](crate::Builder::wait) (at most its
 /// [`max_wait`](crate::Builder::max_wait)), else is refused at once; each
 /// attempt is given the limiter's attempt timeout in force (its
 /// [`Builder::timeout`](crate::Builder::timeout), a

@@ -103,8 +103,8 @@
 //! ([`window`](LearnedTimeout::window), and at least two ceilings: 60 s at
 //! the defaults), counted from the first of them:
 //!
-//! - [`Limiter::ceiling_cutting_since`](crate::Limiter::ceiling_cutting_since)
-//!   and the limiter's [snapshot](crate::Limiter::snapshot) say since when;
+//! - the limiter's [snapshot](crate::Limiter::snapshot)
+//!   (`ceiling_cutting_since`) says since when;
 //! - the [`Observer`](crate::Observer) is told
 //!   ([`Observer::ceiling_cutting`](crate::Observer::ceiling_cutting)): the
 //!   `metrics` observer sets `rheostat_timeout_ceiling_cutting{limiter}` to

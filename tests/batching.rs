@@ -264,7 +264,10 @@ fn successes_batched_before_failures_count_toward_the_trip() {
         min_calls: 10,
         ..BreakerConfig::recommended()
     };
-    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), ManualClock::new());
+    let limiter = Limiter::builder(Breaker::new(config).unwrap())
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
     for _ in 0..5 {
         limiter.try_acquire().unwrap().success();
     }
@@ -291,7 +294,10 @@ fn a_success_that_brings_the_window_to_its_floor_still_trips_it_at_once() {
         min_calls: 10,
         ..BreakerConfig::recommended()
     };
-    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), ManualClock::new());
+    let limiter = Limiter::builder(Breaker::new(config).unwrap())
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
     for _ in 0..6 {
         limiter.try_acquire().unwrap().overload();
     }
@@ -493,7 +499,7 @@ proptest! {
 #[test]
 fn a_throttle_batches_only_while_no_success_could_make_it_reject() {
     let clock = ManualClock::new();
-    let limiter = Limiter::with_clock(
+    let limiter = Limiter::builder(
         Throttle::new(ThrottleConfig {
             k: 2.0,
             pad: 0,
@@ -501,8 +507,10 @@ fn a_throttle_batches_only_while_no_success_could_make_it_reject() {
             ..ThrottleConfig::default()
         })
         .unwrap(),
-        clock.clone(),
-    );
+    )
+    .clock(clock.clone())
+    .build()
+    .unwrap();
     // The first success starts the window; the rest are batched.
     for _ in 0..10 {
         limiter.try_acquire().unwrap().success();

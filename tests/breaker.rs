@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerWindow, Cooldown, HalfOpen};
 use rheostat::algorithms::BreakerState;
+use rheostat::limiter::Ready;
 use rheostat::{
     clock::Clock, clock::ManualClock, clock::TokioClock, limiter::Readiness, CallError, Limiter,
     Outcome, RejectReason,
@@ -37,7 +38,10 @@ fn trip<C: Clock>(limiter: &Limiter<Breaker, C>) {
 #[test]
 fn an_open_breaker_rejects_at_once_and_says_when_to_retry() {
     let clock = ManualClock::new();
-    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     trip(&limiter);
     assert_eq!(limiter.snapshot().state, Some(BreakerState::Open));
     clock.advance(Duration::from_secs(4));
@@ -46,7 +50,7 @@ fn an_open_breaker_rejects_at_once_and_says_when_to_retry() {
     assert_eq!(refused.policy(), "breaker");
     assert_eq!(refused.retry_after(), Some(Duration::from_secs(6)));
     assert_eq!(
-        limiter.readiness(),
+        limiter.ready().now(),
         Readiness::Shut {
             retry_after: Some(Duration::from_secs(6))
         }
@@ -56,10 +60,13 @@ fn an_open_breaker_rejects_at_once_and_says_when_to_retry() {
 #[test]
 fn half_open_admits_capped_probes_marked_on_the_permit_then_closes_and_ramps() {
     let clock = ManualClock::new();
-    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     trip(&limiter);
     clock.advance(Duration::from_secs(10));
-    assert_eq!(limiter.readiness(), Readiness::Probing);
+    assert_eq!(limiter.ready().now(), Readiness::Probing);
     let probes: Vec<_> = (0..5).map(|_| limiter.try_acquire().unwrap()).collect();
     assert!(probes.iter().all(|p| p.is_probe()));
     // The allowance is spent: nothing else goes while the probes are out.
@@ -91,7 +98,10 @@ fn half_open_admits_capped_probes_marked_on_the_permit_then_closes_and_ramps() {
 #[test]
 fn the_gate_read_after_the_cooldown_is_the_one_probes_are_held_to() {
     let clock = ManualClock::new();
-    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     assert_eq!(limiter.gate().max_in_flight(), None, "closed: no limit");
     trip(&limiter);
     assert_eq!(limiter.gate().limit, 0);
@@ -120,7 +130,10 @@ fn the_gate_read_after_the_cooldown_is_the_one_probes_are_held_to() {
 #[test]
 fn a_cancelled_probe_gives_its_slot_back() {
     let clock = ManualClock::new();
-    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), clock.clone());
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     trip(&limiter);
     clock.advance(Duration::from_secs(10));
     let probes: Vec<_> = (0..5).map(|_| limiter.try_acquire().unwrap()).collect();
@@ -161,10 +174,13 @@ fn transitions_reach_the_hook_with_their_cause() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_ready_pauses_until_the_cooldown_ends() {
-    let limiter = Limiter::with_clock(Breaker::new(config()).unwrap(), TokioClock);
+    let limiter = Limiter::builder(Breaker::new(config()).unwrap())
+        .clock(TokioClock)
+        .build()
+        .unwrap();
     trip(&limiter);
     let started = tokio::time::Instant::now();
-    limiter.wait_ready().await;
+    limiter.ready().wait().await;
     let waited = started.elapsed();
     assert!(
         waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
@@ -176,15 +192,17 @@ async fn wait_ready_pauses_until_the_cooldown_ends() {
 
 #[tokio::test(start_paused = true)]
 async fn wait_ready_returns_when_forced_open_is_lifted() {
-    let limiter = Arc::new(Limiter::with_clock(
-        Breaker::new(config()).unwrap(),
-        TokioClock,
-    ));
+    let limiter = Arc::new(
+        Limiter::builder(Breaker::new(config()).unwrap())
+            .clock(TokioClock)
+            .build()
+            .unwrap(),
+    );
     limiter.update(|b| b.force_open(TokioClock.now()));
-    assert_eq!(limiter.readiness(), Readiness::Shut { retry_after: None });
+    assert_eq!(limiter.ready().now(), Readiness::Shut { retry_after: None });
     let waiter = tokio::spawn({
         let limiter = Arc::clone(&limiter);
-        async move { limiter.wait_ready().await }
+        async move { limiter.ready().wait().await }
     });
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!waiter.is_finished());
@@ -228,7 +246,7 @@ async fn an_active_probe_decides_half_open_and_no_user_call_is_gambled() {
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let limiter = Arc::clone(&limiter);
-            tokio::spawn(async move { limiter.wait_ready().await })
+            tokio::spawn(async move { limiter.ready().wait().await })
         })
         .collect();
     for w in waiters {
@@ -246,7 +264,7 @@ async fn an_active_probe_decides_half_open_and_no_user_call_is_gambled() {
 async fn the_driver_runs_the_active_probe_with_no_one_waiting() {
     let checks = Arc::new(AtomicU32::new(0));
     let limiter = with_active_probe(&checks, false);
-    let driver = tokio::spawn(Arc::clone(&limiter).drive());
+    let driver = tokio::spawn(Ready::new(Arc::clone(&limiter)).drive());
     trip(&limiter);
     tokio::time::sleep(Duration::from_secs(12)).await;
     // The dependency is still down: the failing check reopened the breaker
@@ -278,7 +296,10 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
         probe_timeout: Duration::from_secs(5),
         ..config()
     };
-    let limiter = Limiter::with_clock(Breaker::new(config.clone()).unwrap(), TokioClock);
+    let limiter = Limiter::builder(Breaker::new(config.clone()).unwrap())
+        .clock(TokioClock)
+        .build()
+        .unwrap();
     assert_eq!(limiter.timeouts().probe, Some(Duration::from_secs(5)));
     trip(&limiter);
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -300,7 +321,10 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
         .await;
     assert!(matches!(r, Err(CallError::TimedOut(_))), "{r:?}");
     // A probe that outlives the probe timeout is cut off there, and failed.
-    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), TokioClock);
+    let limiter = Limiter::builder(Breaker::new(config).unwrap())
+        .clock(TokioClock)
+        .build()
+        .unwrap();
     trip(&limiter);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let hung = limiter
@@ -316,7 +340,10 @@ async fn call_gives_a_probe_the_breakers_probe_timeout() {
 
 #[tokio::test(start_paused = true)]
 async fn by_default_a_probe_is_given_30_s_on_every_path() {
-    let limiter = Limiter::with_clock(Breaker::new(BreakerConfig::default()).unwrap(), TokioClock);
+    let limiter = Limiter::builder(Breaker::new(BreakerConfig::default()).unwrap())
+        .clock(TokioClock)
+        .build()
+        .unwrap();
     let ordinary = Duration::from_millis(800);
     assert_eq!(limiter.timeouts().probe, Some(Duration::from_secs(30)));
     // An ordinary call: the caller's timeout.
@@ -368,7 +395,10 @@ fn calls_from_before_a_trip_do_not_count_after_the_breaker_closes_again() {
         ramp: Duration::ZERO,
         ..config()
     };
-    let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), clock.clone());
+    let limiter = Limiter::builder(Breaker::new(config).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     // Four calls hang through the trip (the probe gate still has room for
     // one probe beside them).
     let old: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
@@ -411,7 +441,10 @@ fn a_breaker_without_a_slow_call_trip_reads_the_clock_at_most_once_per_call() {
     }
     let reads = |config: BreakerConfig| {
         let clock = Counting::default();
-        let limiter = Limiter::with_clock(Breaker::new(config).unwrap(), clock.clone());
+        let limiter = Limiter::builder(Breaker::new(config).unwrap())
+            .clock(clock.clone())
+            .build()
+            .unwrap();
         let before = clock.0.load(Ordering::SeqCst);
         for _ in 0..10 {
             limiter.try_acquire().unwrap().success();

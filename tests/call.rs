@@ -19,7 +19,10 @@ use recorder::Recorder;
 async fn call_records_success_overload_on_timeout_and_the_classifiers_choice() {
     tokio::time::pause();
     let recorder = Recorder::new(10);
-    let limiter = Limiter::with_clock(recorder.clone(), rheostat::clock::TokioClock);
+    let limiter = Limiter::builder(recorder.clone())
+        .clock(rheostat::clock::TokioClock)
+        .build()
+        .unwrap();
     let classify = |r: &Result<u32, u16>| match r {
         Ok(_) => Outcome::Success,
         Err(s) if *s >= 500 => Outcome::Overload,

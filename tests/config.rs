@@ -763,19 +763,19 @@ fn priorities_sit_in_the_same_block_as_the_policy() {
     .unwrap();
     let search = file.build("search").unwrap();
     assert_eq!(
-        search.class("prefetch"),
+        search.classes().unwrap().get("prefetch"),
         Some(rheostat::priority::Class::new(2))
     );
     let p = search.try_acquire().unwrap();
     assert_eq!(
-        search.in_flight_by_class(),
+        search.classes().unwrap().in_flight(),
         [0, 1, 0],
         "the default class is browse"
     );
     drop(p);
     // An empty table: SRE's four.
     let feed = file.build("feed").unwrap();
-    assert_eq!(feed.in_flight_by_class(), [0, 0, 0, 0]);
+    assert_eq!(feed.classes().unwrap().in_flight(), [0, 0, 0, 0]);
     assert!(file.build("search").is_ok());
 }
 

@@ -270,12 +270,12 @@ mod durations {
         let mut claims = ProbeClaims::new(Duration::MAX);
         clock.advance(Duration::from_millis(9_800));
         let claim = claims.due(&limiter, Duration::MAX).expect("due");
-        let now = limiter.clock().now();
+        let now = clock.now();
         assert_eq!(claim.lapse, now + Duration::from_millis(200) + MAX_DURATION);
         // The fleet's clock, saturated, in cycles of 365 days.
         assert_eq!(claim.cycle, u64::MAX / MAX_DURATION.as_secs());
         // Granted, the probe is sent when the cooldown ends.
-        limiter.grant_probes(1, Some(claim.lapse));
+        limiter.overrides().grant_probes(1, Some(claim.lapse));
         clock.advance(Duration::from_millis(200));
         assert!(limiter.try_acquire().unwrap().is_probe());
     }
@@ -321,8 +321,8 @@ mod durations {
                 clock.advance(step);
                 fleet = fleet.saturating_add(step);
                 if let Some(claim) = claims.due(&limiter, fleet) {
-                    prop_assert!(claim.lapse >= limiter.clock().now());
-                    limiter.grant_probes(1, Some(claim.lapse));
+                    prop_assert!(claim.lapse >= clock.now());
+                    limiter.overrides().grant_probes(1, Some(claim.lapse));
                 }
                 if let Ok(permit) = limiter.try_acquire() {
                     permit.overload();
@@ -363,7 +363,7 @@ mod durations {
                 d,
             );
             let limiter = fixed().build().unwrap();
-            refused(limiter.set_override(Override::Cap(2), d), "override.lasting", d);
+            refused(limiter.overrides().set(Override::Cap(2), d), "override.lasting", d);
             refused(
                 ProbeAllowance { cycle: d, ..ProbeAllowance::default() }.validate(),
                 "allowance.cycle",

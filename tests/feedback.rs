@@ -71,7 +71,10 @@ impl Algorithm for Claims {
 /// Clock reads for one call admitted and recorded as a success.
 fn reads_per_call<A: Algorithm>(policy: A) -> u64 {
     let clock = Counting::default();
-    let limiter = Limiter::with_clock(policy, clock.clone());
+    let limiter = Limiter::builder(policy)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     let before = clock.reads();
     let permit = limiter.try_acquire().unwrap();
     clock.clock.advance(Duration::from_millis(7));
@@ -101,7 +104,10 @@ fn a_policy_is_given_what_it_asked_for() {
     ] {
         let policy = Claims::new(feedback);
         let clock = ManualClock::new();
-        let limiter = Limiter::with_clock(policy.clone(), clock.clone());
+        let limiter = Limiter::builder(policy.clone())
+            .clock(clock.clone())
+            .build()
+            .unwrap();
         let permit = limiter.try_acquire().unwrap();
         assert_eq!(
             permit.started().is_some(),
@@ -145,7 +151,10 @@ fn a_stack_needs_the_most_any_member_needs() {
 fn an_untimed_call_finished_under_a_timing_policy_teaches_it_nothing() {
     let clock = ManualClock::new();
     let limiter: DynLimiter<ManualClock> =
-        Limiter::with_clock(Box::new(Fixed::new(10).unwrap()), clock.clone());
+        Limiter::builder(Box::new(Fixed::new(10).unwrap()) as Box<dyn Algorithm>)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
     let untimed = limiter.try_acquire().unwrap();
     assert_eq!(untimed.started(), None);
 
@@ -172,10 +181,11 @@ fn an_untimed_call_finished_under_a_timing_policy_teaches_it_nothing() {
 #[test]
 fn a_swap_to_a_policy_that_ignores_calls_stops_the_clock() {
     let clock = Counting::default();
-    let limiter: DynLimiter<Counting> = Limiter::with_clock(
-        Box::new(Aimd::new(AimdConfig::default()).unwrap()),
-        clock.clone(),
-    );
+    let limiter: DynLimiter<Counting> =
+        Limiter::builder(Box::new(Aimd::new(AimdConfig::default()).unwrap()) as Box<dyn Algorithm>)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
     limiter.update(|policy| *policy = Box::new(Fixed::new(3).unwrap()));
     let before = clock.reads();
     for _ in 0..5 {
@@ -245,7 +255,10 @@ impl Algorithm for Flips {
 #[test]
 fn a_call_admitted_before_a_transition_is_marked_stale() {
     let policy = Flips::default();
-    let limiter = Limiter::with_clock(policy.clone(), ManualClock::new());
+    let limiter = Limiter::builder(policy.clone())
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
     let before = limiter.try_acquire().unwrap();
     limiter.update(|p| p.pending = true);
     let after = limiter.try_acquire().unwrap();

@@ -114,7 +114,7 @@ async fn until(within: Duration, done: impl Fn() -> bool) -> Duration {
 }
 
 fn overridden(live: &LiveLimiters, name: &str) -> Option<Override> {
-    live.get(name).unwrap().override_in_force().map(|o| o.0)
+    live.get(name).unwrap().overrides().in_force().map(|o| o.0)
 }
 
 /// Reads of the document under `prefix`, whatever their result.

@@ -95,7 +95,8 @@ async fn until(within: Duration, done: impl Fn() -> bool) -> Duration {
 fn overridden(live: &LiveLimiters) -> Option<Override> {
     live.get("payments")
         .unwrap()
-        .override_in_force()
+        .overrides()
+        .in_force()
         .map(|o| o.0)
 }
 
@@ -186,7 +187,7 @@ async fn redis_stopped_slowed_and_restarted_leaves_calls_and_decisions_local() {
         fleet.iter().all(|l| {
             let payments = l.get("payments").unwrap();
             payments.wake();
-            payments.override_in_force().is_none()
+            payments.overrides().in_force().is_none()
         })
     })
     .await;

@@ -42,7 +42,10 @@ fn the_limit_caps_calls_in_flight_and_the_rejection_says_why() {
 fn each_record_reaches_the_policy_with_its_latency_and_in_flight() {
     let clock = ManualClock::new();
     let recorder = Recorder::new(10);
-    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
+    let limiter = Limiter::builder(recorder.clone())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     let a = limiter.try_acquire().unwrap();
     let b = limiter.try_acquire().unwrap();
     assert_eq!(a.in_flight_at_start(), 1);
@@ -200,7 +203,10 @@ fn a_shut_gate_rejects_as_open_with_the_time_until_it_reopens() {
     }
     let clock = ManualClock::new();
     let reopen = clock.now() + Duration::from_secs(10);
-    let limiter = Limiter::with_clock(Shut(reopen), clock.clone());
+    let limiter = Limiter::builder(Shut(reopen))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     clock.advance(Duration::from_secs(4));
     let r = limiter.try_acquire().unwrap_err();
     assert_eq!(r.reason(), RejectReason::Open);

@@ -151,14 +151,18 @@ fn an_override_in_the_file_applies_where_its_labels_match_and_ends_when_removed(
         .unwrap();
     let bare = LiveLimiters::load(&path).unwrap();
     assert_eq!(
-        eu.get("payments").unwrap().override_in_force().map(|o| o.0),
+        eu.get("payments")
+            .unwrap()
+            .overrides()
+            .in_force()
+            .map(|o| o.0),
         Some(Override::ForceOpen)
     );
     assert!(eu.get("payments").unwrap().try_acquire().is_err());
-    assert_eq!(us.get("payments").unwrap().override_in_force(), None);
-    assert_eq!(bare.get("payments").unwrap().override_in_force(), None);
+    assert_eq!(us.get("payments").unwrap().overrides().in_force(), None);
+    assert_eq!(bare.get("payments").unwrap().overrides().in_force(), None);
     // It ends about when the file says.
-    let (_, until) = eu.get("payments").unwrap().override_in_force().unwrap();
+    let (_, until) = eu.get("payments").unwrap().overrides().in_force().unwrap();
     let left = until.saturating_duration_since(std::time::Instant::now());
     assert!(
         left > Duration::from_secs(590) && left <= Duration::from_secs(600),
@@ -167,7 +171,7 @@ fn an_override_in_the_file_applies_where_its_labels_match_and_ends_when_removed(
     // Removed from the file, it is cleared.
     write(&path, &base);
     assert!(eu.reload().unwrap());
-    assert_eq!(eu.get("payments").unwrap().override_in_force(), None);
+    assert_eq!(eu.get("payments").unwrap().overrides().in_force(), None);
     eu.get("payments").unwrap().try_acquire().unwrap().success();
 }
 
@@ -183,7 +187,7 @@ fn an_override_that_has_ended_does_nothing_and_needs_no_edit() {
         ),
     );
     let live = LiveLimiters::load(&path).unwrap();
-    assert_eq!(live.get("payments").unwrap().override_in_force(), None);
+    assert_eq!(live.get("payments").unwrap().overrides().in_force(), None);
     assert_eq!(live.get("payments").unwrap().gate().limit, 8);
 }
 
@@ -258,10 +262,11 @@ async fn the_watch_applies_an_edit_within_a_few_periods_and_ends_overrides_on_ti
     }
     // An override set in code ends on time with no call to end it.
     payments
-        .set_override(Override::ForceOpen, Duration::from_millis(100))
+        .overrides()
+        .set(Override::ForceOpen, Duration::from_millis(100))
         .unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(payments.override_in_force(), None);
+    assert_eq!(payments.overrides().in_force(), None);
     watch.abort();
 }
 

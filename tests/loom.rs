@@ -294,7 +294,11 @@ fn a_waiter_enqueued_while_a_slot_frees_is_handed_it() {
         let waiter = {
             let limiter = Arc::clone(&limiter);
             // A stranded waiter parks forever: loom reports the deadlock.
-            thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
+            thread::spawn(move || {
+                loom::future::block_on(limiter.admission().acquire())
+                    .unwrap()
+                    .success()
+            })
         };
         held.success();
         waiter.join().unwrap();
@@ -311,7 +315,11 @@ fn a_waiter_enqueued_while_the_limit_is_raised_is_handed_a_slot() {
         let held = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
         let waiter = {
             let limiter = Arc::clone(&limiter);
-            thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
+            thread::spawn(move || {
+                loom::future::block_on(limiter.admission().acquire())
+                    .unwrap()
+                    .success()
+            })
         };
         limiter.update(|f| f.set_limit(2)).unwrap();
         waiter.join().unwrap();
@@ -330,7 +338,7 @@ fn a_waiter_cancelled_while_a_slot_is_handed_to_it_gives_the_slot_back() {
         let waiter = {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || {
-                let mut acquire = Box::pin(limiter.acquire());
+                let mut acquire = Box::pin(limiter.admission().acquire());
                 let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
                 // Poll once (it may queue, or find the slot already free),
                 // then give up: a slot handed over meanwhile must go back.
@@ -643,10 +651,12 @@ fn untimed_calls_to_a_fixed_limit_never_overshoot_or_leak() {
     loom::model(|| {
         // No observer: `Fixed` asks for nothing, so a finished call only
         // gives its slot back, with no lock and no clock.
-        let limiter = Arc::new(Limiter::with_clock(
-            Fixed::new(1).unwrap(),
-            ManualClock::new(),
-        ));
+        let limiter = Arc::new(
+            Limiter::builder(Fixed::new(1).unwrap())
+                .clock(ManualClock::new())
+                .build()
+                .unwrap(),
+        );
         let callers: Vec<_> = (0..2)
             .map(|_| {
                 let limiter = Arc::clone(&limiter);
@@ -748,7 +758,11 @@ fn a_waiter_enqueued_while_a_slot_is_parked_is_handed_it() {
         let waiter = {
             let limiter = Arc::clone(&limiter);
             // A stranded waiter parks forever: loom reports the deadlock.
-            thread::spawn(move || loom::future::block_on(limiter.acquire()).unwrap().success())
+            thread::spawn(move || {
+                loom::future::block_on(limiter.admission().acquire())
+                    .unwrap()
+                    .success()
+            })
         };
         // Parked, unless the waiter is seen.
         held.success();
@@ -826,7 +840,7 @@ fn calls_of_two_classes_racing_keep_their_counts_exact() {
         }
         other.join().unwrap();
         assert_eq!(limiter.in_flight(), 0);
-        assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+        assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 0]);
     });
 }
 

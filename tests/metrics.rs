@@ -1034,7 +1034,8 @@ fn the_override_gauge_shows_the_kind_in_force_and_none_before_the_first_override
             .unwrap();
         assert!(kinds(&recorder.handle().render()).is_empty());
         limiter
-            .set_override(Override::Cap(2), Duration::from_secs(60))
+            .overrides()
+            .set(Override::Cap(2), Duration::from_secs(60))
             .unwrap();
         let text = recorder.handle().render();
         assert!(text.contains("# HELP rheostat_override "), "{text}");
@@ -1048,7 +1049,8 @@ fn the_override_gauge_shows_the_kind_in_force_and_none_before_the_first_override
         .into();
         assert_eq!(kinds(&text), on);
         limiter
-            .set_override(Override::ForceOpen, Duration::from_secs(60))
+            .overrides()
+            .set(Override::ForceOpen, Duration::from_secs(60))
             .unwrap();
         let text = recorder.handle().render();
         assert_eq!(kinds(&text)["force_open"], 1.0);

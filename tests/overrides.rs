@@ -51,7 +51,10 @@ fn fixed(limit: u32) -> (Limiter<Fixed, ManualClock>, ManualClock) {
 #[test]
 fn a_forced_open_refuses_every_call_until_it_ends_and_then_the_policy_decides() {
     let (limiter, clock) = fixed(10);
-    limiter.set_override(Override::ForceOpen, secs(60)).unwrap();
+    limiter
+        .overrides()
+        .set(Override::ForceOpen, secs(60))
+        .unwrap();
     for _ in 0..100 {
         let e = limiter.try_acquire().unwrap_err();
         assert_eq!(e.reason(), RejectReason::Open);
@@ -61,7 +64,7 @@ fn a_forced_open_refuses_every_call_until_it_ends_and_then_the_policy_decides() 
     // It ends at its instant, at the first call that looks.
     clock.advance(secs(1));
     let permit = limiter.try_acquire().unwrap();
-    assert_eq!(limiter.override_in_force(), None);
+    assert_eq!(limiter.overrides().in_force(), None);
     permit.success();
     assert_eq!(limiter.gate().limit, 10);
 }
@@ -70,7 +73,10 @@ fn a_forced_open_refuses_every_call_until_it_ends_and_then_the_policy_decides() 
 fn a_forced_open_refuses_a_breakers_probes_too() {
     let (limiter, clock) = breaker();
     trip(&limiter);
-    limiter.set_override(Override::ForceOpen, secs(60)).unwrap();
+    limiter
+        .overrides()
+        .set(Override::ForceOpen, secs(60))
+        .unwrap();
     // The cooldown ends under the override: no probe goes.
     clock.advance(secs(30));
     limiter.wake();
@@ -89,7 +95,8 @@ fn a_forced_closed_breaker_admits_while_failing_and_starts_afresh_when_it_ends()
     trip(&limiter);
     assert!(limiter.try_acquire().is_err());
     limiter
-        .set_override(Override::ForceClosed, secs(120))
+        .overrides()
+        .set(Override::ForceClosed, secs(120))
         .unwrap();
     assert_eq!(limiter.snapshot().state, Some(BreakerState::ForcedClosed));
     // Held closed: failures are recorded, and it does not open.
@@ -98,7 +105,7 @@ fn a_forced_closed_breaker_admits_while_failing_and_starts_afresh_when_it_ends()
     }
     clock.advance(secs(120));
     limiter.wake();
-    assert_eq!(limiter.override_in_force(), None);
+    assert_eq!(limiter.overrides().in_force(), None);
     assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
     // Let go, it judges afresh: ten more failures open it.
     trip(&limiter);
@@ -114,7 +121,8 @@ fn forced_closed_holds_the_breaker_of_a_stack_and_the_limit_beside_it_still_limi
         .unwrap();
     let limiter = Limiter::builder(stack).clock(clock).build().unwrap();
     limiter
-        .set_override(Override::ForceClosed, secs(60))
+        .overrides()
+        .set(Override::ForceClosed, secs(60))
         .unwrap();
     let held: Vec<_> = (0..2).map(|_| limiter.try_acquire().unwrap()).collect();
     assert_eq!(
@@ -127,14 +135,15 @@ fn forced_closed_holds_the_breaker_of_a_stack_and_the_limit_beside_it_still_limi
 #[test]
 fn forced_closed_is_refused_for_a_policy_without_a_breaker_and_the_override_in_force_stays() {
     let (limiter, _clock) = fixed(10);
-    limiter.set_override(Override::Cap(3), secs(60)).unwrap();
+    limiter.overrides().set(Override::Cap(3), secs(60)).unwrap();
     let e = limiter
-        .set_override(Override::ForceClosed, secs(60))
+        .overrides()
+        .set(Override::ForceClosed, secs(60))
         .unwrap_err();
     assert_eq!(e.field(), "override.kind");
     assert!(e.to_string().contains("fixed"), "{e}");
     assert_eq!(
-        limiter.override_in_force().map(|o| o.0),
+        limiter.overrides().in_force().map(|o| o.0),
         Some(Override::Cap(3))
     );
     assert_eq!(limiter.gate().limit, 3);
@@ -153,12 +162,13 @@ fn an_override_out_of_range_is_refused_by_name() {
         (Override::Cap(0), secs(1), "override.cap"),
         (Override::Cap(u32::MAX), secs(1), "override.cap"),
     ] {
-        let e = limiter.set_override(overriding, lasting).unwrap_err();
+        let e = limiter.overrides().set(overriding, lasting).unwrap_err();
         assert_eq!(e.field(), field, "{overriding:?} {lasting:?}");
     }
-    assert_eq!(limiter.override_in_force(), None);
+    assert_eq!(limiter.overrides().in_force(), None);
     limiter
-        .set_override(Override::ForceOpen, MAX_OVERRIDE)
+        .overrides()
+        .set(Override::ForceOpen, MAX_OVERRIDE)
         .unwrap();
 }
 
@@ -166,7 +176,8 @@ fn an_override_out_of_range_is_refused_by_name() {
 fn metrics_only_admits_what_an_open_breaker_refuses_and_the_breaker_still_learns() {
     let (limiter, clock) = breaker();
     limiter
-        .set_override(Override::MetricsOnly, secs(60))
+        .overrides()
+        .set(Override::MetricsOnly, secs(60))
         .unwrap();
     clock.advance(secs(55));
     // The breaker opens on its own judgement, and is not obeyed.
@@ -184,7 +195,7 @@ fn metrics_only_admits_what_an_open_breaker_refuses_and_the_breaker_still_learns
         limiter.try_acquire().unwrap_err().reason(),
         RejectReason::Open
     );
-    assert_eq!(limiter.override_in_force(), None);
+    assert_eq!(limiter.overrides().in_force(), None);
     clock.advance(secs(5));
     assert!(limiter.try_acquire().unwrap().is_probe());
 }
@@ -193,12 +204,13 @@ fn metrics_only_admits_what_an_open_breaker_refuses_and_the_breaker_still_learns
 fn a_replaced_forced_closed_lets_the_breaker_go() {
     let (limiter, _clock) = breaker();
     limiter
-        .set_override(Override::ForceClosed, secs(60))
+        .overrides()
+        .set(Override::ForceClosed, secs(60))
         .unwrap();
-    limiter.set_override(Override::Cap(1), secs(60)).unwrap();
+    limiter.overrides().set(Override::Cap(1), secs(60)).unwrap();
     assert_eq!(limiter.snapshot().state, Some(BreakerState::Closed));
-    limiter.clear_override();
-    assert_eq!(limiter.override_in_force(), None);
+    limiter.overrides().clear();
+    assert_eq!(limiter.overrides().in_force(), None);
     trip(&limiter);
 }
 
@@ -228,12 +240,16 @@ fn the_observer_hears_each_override_applied_replaced_cleared_and_expired_once() 
         .observer(Arc::clone(&heard))
         .build()
         .unwrap();
-    limiter.set_override(Override::ForceOpen, secs(10)).unwrap();
-    limiter.set_override(Override::Cap(2), secs(10)).unwrap();
-    limiter.clear_override();
-    limiter.clear_override();
     limiter
-        .set_override(Override::MetricsOnly, secs(10))
+        .overrides()
+        .set(Override::ForceOpen, secs(10))
+        .unwrap();
+    limiter.overrides().set(Override::Cap(2), secs(10)).unwrap();
+    limiter.overrides().clear();
+    limiter.overrides().clear();
+    limiter
+        .overrides()
+        .set(Override::MetricsOnly, secs(10))
         .unwrap();
     let snapshot = limiter.snapshot();
     assert_eq!(
@@ -309,7 +325,7 @@ proptest! {
             match step {
                 Step::Set(k, n, s) => {
                     let overriding = kind(k, n);
-                    let result = limiter.set_override(overriding, secs(s));
+                    let result = limiter.overrides().set(overriding, secs(s));
                     let valid = s > 0 && overriding != Override::ForceClosed
                         && overriding != Override::Cap(0);
                     prop_assert_eq!(result.is_ok(), valid, "{:?} {}", overriding, s);
@@ -318,7 +334,7 @@ proptest! {
                     }
                 }
                 Step::Clear => {
-                    limiter.clear_override();
+                    limiter.overrides().clear();
                     expected = None;
                 }
                 Step::Acquire => {
@@ -338,7 +354,7 @@ proptest! {
                         Err(_) => prop_assert!(in_flight >= allowed, "refused at {} under {:?}", in_flight, now_in_force),
                     }
                     if now_in_force.is_none() {
-                        prop_assert_eq!(limiter.override_in_force(), None);
+                        prop_assert_eq!(limiter.overrides().in_force(), None);
                         expected = None;
                     }
                 }

@@ -86,7 +86,7 @@ fn limiters_permits_and_futures_are_send_and_sync() {
     send_sync(&permit);
     let owned = Admission::new(Arc::clone(&limiter)).try_acquire().unwrap();
     send_sync(&owned);
-    send(&limiter.acquire());
+    send(&limiter.admission().acquire());
     send(
         &limiter
             .admission()
@@ -106,7 +106,10 @@ fn limiters_permits_and_futures_are_send_and_sync() {
 fn each_attempt_under_one_permit_is_learnt_from_and_the_slot_is_held_until_the_end() {
     let clock = ManualClock::new();
     let recorder = Recorder::new(1);
-    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
+    let limiter = Limiter::builder(recorder.clone())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     let mut permit = limiter.try_acquire().unwrap();
     // A deferred attempt of 100 ms: learnt now, the slot still held.
     clock.advance(Duration::from_millis(100));
@@ -141,7 +144,10 @@ fn each_attempt_under_one_permit_is_learnt_from_and_the_slot_is_held_until_the_e
 fn a_permit_dropped_between_attempts_gives_its_slot_back() {
     let clock = ManualClock::new();
     let recorder = Recorder::new(1);
-    let limiter = Limiter::with_clock(recorder.clone(), clock.clone());
+    let limiter = Limiter::builder(recorder.clone())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     let mut permit = limiter.try_acquire().unwrap();
     permit.record_attempt(Outcome::Overload);
     drop(permit);

@@ -55,10 +55,10 @@ fn a_class_that_finds_the_limit_full_gets_room_kept_for_it() {
         "the freed slot is kept for the critical class"
     );
     let critical = take(&limiter, CRITICAL).unwrap();
-    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 9]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 1, 0, 9]);
     drop((critical, shed));
     assert_eq!(limiter.in_flight(), 0);
-    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 0]);
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn a_configured_share_is_kept_from_the_start() {
 fn a_call_without_a_class_is_of_the_default_class_and_a_limiter_without_classes_ignores_them() {
     let limiter = classed(2, Priorities::default());
     let p = limiter.try_acquire().unwrap();
-    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 1, 0, 0]);
     drop(p);
     let plain = Limiter::new(Fixed::new(1).unwrap());
     let p = plain
@@ -113,7 +113,7 @@ fn a_call_without_a_class_is_of_the_default_class_and_a_limiter_without_classes_
         .class(Priority::Sheddable)
         .try_acquire()
         .unwrap();
-    assert!(plain.in_flight_by_class().is_empty());
+    assert!(plain.classes().is_none());
     assert!(plain.admission().class(CRITICAL).try_acquire().is_err());
     drop(p);
 }
@@ -124,9 +124,12 @@ fn named_partitions_are_found_by_name_and_bad_ones_are_refused_by_field() {
         10,
         Priorities::partitions([("checkout", 0.5), ("search", 0.2), ("prefetch", 0.0)]).unwrap(),
     );
-    assert_eq!(limiter.class("search"), Some(Class::new(1)));
-    assert_eq!(limiter.class("nope"), None);
-    let prefetch = limiter.class("prefetch").unwrap();
+    assert_eq!(
+        limiter.classes().unwrap().get("search"),
+        Some(Class::new(1))
+    );
+    assert_eq!(limiter.classes().unwrap().get("nope"), None);
+    let prefetch = limiter.classes().unwrap().get("prefetch").unwrap();
     let held: Vec<_> = (0..3).map(|_| take(&limiter, prefetch).unwrap()).collect();
     assert!(take(&limiter, prefetch).is_err(), "7 of 10 kept above it");
     drop(held);
@@ -225,7 +228,7 @@ async fn the_queue_serves_the_most_critical_waiter_first() {
         ["critical", "sheddable-plus", "sheddable"]
     );
     assert_eq!(limiter.in_flight(), 0);
-    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 0]);
 }
 
 /// One step: acquire a call of a class, or finish the call held longest.
@@ -267,7 +270,7 @@ proptest! {
                     drop(p);
                     for high in 0..low {
                         let admitted = take(&limiter, Class::new(high));
-                        prop_assert!(admitted.is_ok(), "class {high} refused where {low} was admitted: {:?}", limiter.in_flight_by_class());
+                        prop_assert!(admitted.is_ok(), "class {high} refused where {low} was admitted: {:?}", limiter.classes().unwrap().in_flight());
                         drop(admitted);
                     }
                     break;
@@ -290,7 +293,7 @@ proptest! {
             for (c, _) in &held {
                 by_class[usize::from(*c)] += 1;
             }
-            prop_assert_eq!(limiter.in_flight_by_class(), by_class.to_vec());
+            prop_assert_eq!(limiter.classes().unwrap().in_flight(), by_class.to_vec());
         }
         drop(held);
         prop_assert_eq!(limiter.in_flight(), 0);
@@ -324,7 +327,7 @@ async fn a_waiter_of_a_lower_class_is_served_once_the_class_above_it_has_its_roo
     // takes: the other slot is the sheddable waiter's.
     let critical = critical.await.unwrap().unwrap();
     let sheddable = sheddable.await.unwrap().expect("served, not timed out");
-    assert_eq!(limiter.in_flight_by_class(), [1, 0, 0, 1]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [1, 0, 0, 1]);
     drop((critical, sheddable));
     assert_eq!(limiter.in_flight(), 0);
 }
@@ -399,10 +402,10 @@ fn a_call_that_keeps_its_slot_across_attempts_keeps_its_class() {
         .unwrap();
     let mut permit = take(&limiter, CRITICAL).unwrap();
     permit.record_attempt(Outcome::Overload);
-    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 1, 0, 0]);
     permit.success();
     assert_eq!(limiter.in_flight(), 0);
-    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 0]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -499,7 +502,7 @@ proptest! {
             // The slots the configured shares above class `c` keep unused
             // (each rounded up, as the limiter does): never the waiter's.
             let shares_kept = |c: u8| -> u32 {
-                let by_class = limiter.in_flight_by_class();
+                let by_class = limiter.classes().unwrap().in_flight();
                 (0..usize::from(c))
                     .map(|h| {
                         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a share of at most 12 slots")]
@@ -529,7 +532,7 @@ proptest! {
                                         c,
                                         waits,
                                         limit - limiter.in_flight(),
-                                        limiter.in_flight_by_class()
+                                        limiter.classes().unwrap().in_flight()
                                     );
                                 }
                             }

@@ -756,7 +756,7 @@ async fn an_unclassified_request_is_the_least_critical_and_cannot_crowd_out_a_cr
     // Each unclassified request was sheddable: two took the slots not kept
     // for critical requests, and the rest were refused.
     assert_eq!((held.len(), refused), (2, 3));
-    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 2]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 2]);
 
     let critical = fetch_with(&client, by_header, "/fast", &[("x-priority", "critical")]).await;
     assert_eq!(
@@ -820,7 +820,7 @@ async fn a_caller_asking_for_critical_plus_is_admitted_no_higher_than_its_truste
     for _ in 0..2 {
         held.push(hold(&client, addr, &batch, &calls).await.unwrap());
     }
-    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 2]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 2]);
     assert!(hold(&client, addr, &batch, &calls).await.is_none());
     // So is a caller nobody vouched for.
     let anonymous = [("x-priority", "CRITICAL-PLUS")];
@@ -829,7 +829,7 @@ async fn a_caller_asking_for_critical_plus_is_admitted_no_higher_than_its_truste
     // An interactive caller is critical, and may ask to be less.
     let interactive = [("authorization", "interactive")];
     held.push(hold(&client, addr, &interactive, &calls).await.unwrap());
-    assert_eq!(limiter.in_flight_by_class(), [0, 1, 0, 2]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 1, 0, 2]);
     let lowered = [
         ("authorization", "interactive"),
         ("x-priority", "sheddable"),
@@ -861,7 +861,7 @@ async fn a_400_kb_priority_header_is_refused_without_error_and_counts_as_unclass
     let held = hold(&client, addr, &[("x-priority", &huge)], &calls)
         .await
         .expect("served, as the least critical class");
-    assert_eq!(limiter.in_flight_by_class(), [0, 0, 0, 1]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), [0, 0, 0, 1]);
 
     gate.add_permits(1);
     assert_eq!(held.await.unwrap().status, StatusCode::OK);

@@ -46,7 +46,9 @@ fn without_a_token_no_probe_goes_and_each_token_lets_one() {
         limiter.try_acquire().unwrap_err().reason(),
         RejectReason::Open
     );
-    limiter.grant_probes(2, Some(clock.now() + secs(5)));
+    limiter
+        .overrides()
+        .grant_probes(2, Some(clock.now() + secs(5)));
     let probes: Vec<_> = (0..2).map(|_| limiter.try_acquire().unwrap()).collect();
     assert!(probes.iter().all(rheostat::Permit::is_probe));
     // The breaker would allow a third; the fleet's tokens are spent.
@@ -54,21 +56,25 @@ fn without_a_token_no_probe_goes_and_each_token_lets_one() {
         limiter.try_acquire().unwrap_err().reason(),
         RejectReason::Open
     );
-    assert_eq!(limiter.probe_tokens().0, 0);
+    assert_eq!(limiter.overrides().probe_tokens().0, 0);
     drop(probes);
 }
 
 #[test]
 fn a_token_lapses_at_its_end_and_the_breakers_own_allowance_still_bounds() {
     let (limiter, clock) = half_open(true);
-    limiter.grant_probes(10, Some(clock.now() + secs(5)));
+    limiter
+        .overrides()
+        .grant_probes(10, Some(clock.now() + secs(5)));
     let probes: Vec<_> = (0..3).map(|_| limiter.try_acquire().unwrap()).collect();
     // Three tokens spent; the breaker allows no fourth.
     assert!(limiter.try_acquire().is_err());
-    assert_eq!(limiter.probe_tokens().0, 7);
+    assert_eq!(limiter.overrides().probe_tokens().0, 7);
     drop(probes);
     let (limiter, clock) = half_open(true);
-    limiter.grant_probes(1, Some(clock.now() + secs(1)));
+    limiter
+        .overrides()
+        .grant_probes(1, Some(clock.now() + secs(1)));
     clock.advance(secs(1));
     assert!(limiter.try_acquire().is_err());
 }

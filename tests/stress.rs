@@ -560,7 +560,7 @@ impl World {
             35..=49 => {
                 let start = Admission::start(&self.checker);
                 let patience = rng.micros(1500);
-                match tokio::time::timeout(patience, limiter.acquire()).await {
+                match tokio::time::timeout(patience, limiter.admission().acquire()).await {
                     Ok(Ok(permit)) => {
                         let a = Admission::end(&self.checker, start);
                         self.admitted(a, permit.in_flight_at_start(), permit.is_probe());

@@ -579,11 +579,14 @@ fn a_ceiling_that_cuts_every_call_for_a_window_is_told_once_and_once_more_when_a
     for _ in 0..4 {
         call(&limiter, &clock, ceiling, Outcome::Overload);
     }
-    assert_eq!(limiter.ceiling_cutting_since(), None);
+    assert_eq!(limiter.snapshot().ceiling_cutting_since, None);
     assert!(told.take().is_empty());
     // The fifth, a window after the first.
     call(&limiter, &clock, ceiling, Outcome::Overload);
-    assert_eq!(limiter.ceiling_cutting_since(), Some(start + ceiling));
+    assert_eq!(
+        limiter.snapshot().ceiling_cutting_since,
+        Some(start + ceiling)
+    );
     // The snapshot says so too.
     assert_eq!(
         limiter.snapshot().ceiling_cutting_since,
@@ -596,10 +599,13 @@ fn a_ceiling_that_cuts_every_call_for_a_window_is_told_once_and_once_more_when_a
         call(&limiter, &clock, latency, Outcome::Overload);
     }
     assert!(told.take().is_empty());
-    assert_eq!(limiter.ceiling_cutting_since(), Some(start + ceiling));
+    assert_eq!(
+        limiter.snapshot().ceiling_cutting_since,
+        Some(start + ceiling)
+    );
     // An answer within the ceiling ends it, once.
     call(&limiter, &clock, Duration::from_secs(14), Outcome::Success);
-    assert_eq!(limiter.ceiling_cutting_since(), None);
+    assert_eq!(limiter.snapshot().ceiling_cutting_since, None);
     assert_eq!(limiter.snapshot().ceiling_cutting_since, None);
     call(&limiter, &clock, ms(10), Outcome::Success);
     assert_eq!(told.take(), [(ceiling, false)]);
@@ -630,7 +636,7 @@ fn a_hang_shorter_than_a_window_fast_failures_and_answers_slower_than_the_ceilin
         clock.advance(Duration::from_secs(1));
     }
     assert!(told.take().is_empty());
-    assert_eq!(limiter.ceiling_cutting_since(), None);
+    assert_eq!(limiter.snapshot().ceiling_cutting_since, None);
     // Cut for a window: told. A call given longer (not to be cut early)
     // that answers after 200 s would have been cut by the ceiling too: it
     // ends nothing.
@@ -641,7 +647,7 @@ fn a_hang_shorter_than_a_window_fast_failures_and_answers_slower_than_the_ceilin
     let slow = limiter.admission().cut_early(false).try_acquire().unwrap();
     clock.advance(Duration::from_secs(200));
     slow.success();
-    assert!(limiter.ceiling_cutting_since().is_some());
+    assert!(limiter.snapshot().ceiling_cutting_since.is_some());
     assert!(told.take().is_empty());
 }
 
@@ -712,7 +718,7 @@ async fn healthy_calls_slower_than_the_ceiling_are_all_cut_and_the_limiter_says_
     // The fifth was cut 60 s after the first.
     assert_eq!(start.elapsed(), Duration::from_secs(75));
     assert_eq!(told.take(), [(ceiling, true)]);
-    let since = limiter.ceiling_cutting_since().unwrap();
+    let since = limiter.snapshot().ceiling_cutting_since.unwrap();
     assert_eq!(since, start.into_std() + ceiling, "since the first cut");
     let answered = limiter
         .admission()
@@ -721,7 +727,7 @@ async fn healthy_calls_slower_than_the_ceiling_are_all_cut_and_the_limiter_says_
         .call(classify, healthy)
         .await;
     assert!(answered.is_ok());
-    assert_eq!(limiter.ceiling_cutting_since(), Some(since));
+    assert_eq!(limiter.snapshot().ceiling_cutting_since, Some(since));
     assert!(told.take().is_empty());
     assert_eq!(
         limiter.timeouts().learned,

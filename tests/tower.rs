@@ -147,10 +147,12 @@ async fn a_probe_is_given_the_breakers_probe_timeout_not_the_layers() {
         ..BreakerConfig::recommended()
     };
     let open = || {
-        let limiter = Arc::new(Limiter::with_clock(
-            Breaker::new(config.clone()).unwrap(),
-            TokioClock,
-        ));
+        let limiter = Arc::new(
+            Limiter::builder(Breaker::new(config.clone()).unwrap())
+                .clock(TokioClock)
+                .build()
+                .unwrap(),
+        );
         for _ in 0..10 {
             limiter.try_acquire().unwrap().overload();
         }

@@ -80,7 +80,7 @@ impl Held {
                 held.entered
                     .lock()
                     .unwrap()
-                    .push((name, held.limiter.in_flight_by_class()));
+                    .push((name, held.limiter.classes().unwrap().in_flight()));
                 held.release.acquire().await.unwrap().forget();
                 let status = held.statuses.lock().unwrap().pop().unwrap_or(200);
                 let mut response = Response::new(());
@@ -119,7 +119,7 @@ fn limiter(limit: u32, priorities: Priorities) -> Arc<Lim> {
 
 fn assert_idle(limiter: &Lim) {
     assert_eq!(limiter.in_flight(), 0);
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 0, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 0, 0, 0]);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -137,7 +137,7 @@ async fn failing_fast_the_reserve_refuses_sheddable_and_admits_critical() {
         calls.push(tokio::spawn(client.clone().oneshot(request("sheddable"))));
     }
     settle().await;
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 0, 0, 2]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 0, 0, 2]);
 
     // A critical request finds the limit full while sheddable ones hold
     // it: refused, and a slot is kept for critical calls from now on.
@@ -150,7 +150,7 @@ async fn failing_fast_the_reserve_refuses_sheddable_and_admits_critical() {
     // One sheddable call ends: its slot is kept for a critical call.
     held.release.add_permits(1);
     settle().await;
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 0, 0, 1]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 0, 0, 1]);
     let refused = client.clone().oneshot(request("sheddable")).await;
     assert!(
         matches!(&refused, Err(CallError::Rejected(r)) if r.reason() == RejectReason::LimitReached),
@@ -158,7 +158,7 @@ async fn failing_fast_the_reserve_refuses_sheddable_and_admits_critical() {
     );
     calls.push(tokio::spawn(client.clone().oneshot(request("critical"))));
     settle().await;
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 1, 0, 1]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 1, 0, 1]);
 
     held.release.add_permits(2);
     for call in calls {
@@ -201,7 +201,7 @@ async fn failing_fast_a_configured_share_is_kept_for_critical_requests() {
     calls.push(tokio::spawn(client.clone().oneshot(plain)));
     calls.push(tokio::spawn(client.clone().oneshot(request("critical"))));
     settle().await;
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 2, 0, 2]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 2, 0, 2]);
 
     held.release.add_permits(4);
     for call in calls {
@@ -237,7 +237,7 @@ async fn waiting_the_most_critical_waiter_is_served_first() {
         ["critical_plus"],
         "waiters wait for their slot"
     );
-    assert_eq!(limiter.in_flight_by_class(), vec![1, 0, 0, 0]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![1, 0, 0, 0]);
 
     for _ in 0..4 {
         held.release.add_permits(1);
@@ -285,7 +285,7 @@ async fn waiting_poll_ready_reserves_nothing_with_a_class_function() {
     assert_eq!(limiter.in_flight(), 0);
     let call = tokio::spawn(client.call(request("sheddable")));
     settle().await;
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 0, 0, 1]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 0, 0, 1]);
     held.release.add_permits(1);
     call.await.unwrap().unwrap();
     assert_idle(&limiter);
@@ -305,7 +305,7 @@ async fn dropped_calls_and_waiters_hold_nothing() {
     settle().await;
     let waiting = tokio::spawn(client.clone().oneshot(request("critical")));
     settle().await;
-    assert_eq!(limiter.in_flight_by_class(), vec![0, 0, 0, 1]);
+    assert_eq!(limiter.classes().unwrap().in_flight(), vec![0, 0, 0, 1]);
 
     // The waiter leaves the queue; the running call is dropped mid-flight.
     waiting.abort();
@@ -380,7 +380,7 @@ async fn without_a_class_function_calls_are_of_the_default_class() {
         let call = tokio::spawn(client.oneshot(request("sheddable")));
         settle().await;
         assert_eq!(
-            limiter.in_flight_by_class(),
+            limiter.classes().unwrap().in_flight(),
             vec![0, 1, 0, 0],
             "wait: {wait}"
         );

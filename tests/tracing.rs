@@ -191,11 +191,13 @@ fn an_override_applied_warns_and_its_end_informs_with_its_kind() {
             .build()
             .unwrap();
         limiter
-            .set_override(Override::Cap(3), Duration::from_secs(90))
+            .overrides()
+            .set(Override::Cap(3), Duration::from_secs(90))
             .unwrap();
-        limiter.clear_override();
+        limiter.overrides().clear();
         limiter
-            .set_override(Override::ForceOpen, Duration::from_secs(60))
+            .overrides()
+            .set(Override::ForceOpen, Duration::from_secs(60))
             .unwrap();
         clock.advance(Duration::from_secs(60));
         limiter.wake();

@@ -75,7 +75,7 @@ async fn the_configured_maximum_wait_applies_to_acquire() {
             .unwrap(),
     );
     let _held = limiter.try_acquire().unwrap();
-    let refused = limiter.acquire().await.unwrap_err();
+    let refused = limiter.admission().acquire().await.unwrap_err();
     assert_eq!(refused.reason(), RejectReason::TimedOut);
 }
 
@@ -120,7 +120,7 @@ async fn a_full_queue_rejects_at_once() {
     let _w2 = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;
     let started = tokio::time::Instant::now();
-    let refused = limiter.acquire().await.unwrap_err();
+    let refused = limiter.admission().acquire().await.unwrap_err();
     assert_eq!(refused.reason(), RejectReason::QueueFull);
     assert_eq!(started.elapsed(), Duration::ZERO);
 }
@@ -130,7 +130,7 @@ async fn a_queue_of_zero_never_waits() {
     let limiter = limiter(1, QueueOrder::Fifo, 0);
     let _held = limiter.try_acquire().unwrap();
     assert_eq!(
-        limiter.acquire().await.unwrap_err().reason(),
+        limiter.admission().acquire().await.unwrap_err().reason(),
         RejectReason::QueueFull
     );
 }
@@ -162,7 +162,7 @@ async fn a_slot_handed_to_a_cancelled_waiter_goes_back() {
     let held = limiter.try_acquire().unwrap();
     let mut cx = Context::from_waker(std::task::Waker::noop());
     {
-        let mut waiting = pin!(limiter.acquire());
+        let mut waiting = pin!(limiter.admission().acquire());
         assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Pending));
         // The slot is handed over to the queued waiter ...
         held.success();
@@ -210,7 +210,12 @@ async fn waiters_are_refused_at_once_when_the_gate_shuts() {
         }
         fn on_sample(&mut self, _: Instant, _: &Sample) {}
     }
-    let limiter = Arc::new(Limiter::with_clock(Switch::default(), TokioClock));
+    let limiter = Arc::new(
+        Limiter::builder(Switch::default())
+            .clock(TokioClock)
+            .build()
+            .unwrap(),
+    );
     let held = limiter.try_acquire().unwrap();
     let waiter = tokio::spawn(Admission::new(Arc::clone(&limiter)).acquire());
     settle().await;

@@ -81,7 +81,6 @@ use crate::retry::RetryConfig;
 /// let limiter = config.build("search")?;
 /// assert_eq!(limiter.gate().limit, 8);
 /// assert_eq!(limiter.timeouts().ceiling, Some(std::time::Duration::from_millis(800)));
-/// assert!(limiter.waits());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -123,7 +122,7 @@ pub struct LimiterConfig {
     /// How many callers may wait for a slot, in `[0, 2^20]`.
     #[serde(default = "default_max_waiters")]
     pub max_waiters: usize,
-    /// The longest a caller waits for a slot ([`Limiter::acquire`]); no
+    /// The longest a caller waits for a slot ([`Admission::acquire`](crate::Admission::acquire)); no
     /// limit if left out.
     #[serde(
         default,

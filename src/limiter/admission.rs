@@ -23,8 +23,8 @@ use crate::priority::Class;
 /// fast ([`try_acquire`](Admission::try_acquire)), wait
 /// ([`acquire`](Admission::acquire)), run it ([`call`](Admission::call))
 /// — whatever the class, the wait or the handle.
-/// [`Limiter::try_acquire`], [`Limiter::acquire`] and [`Limiter::call`]
-/// are these with nothing set.
+/// [`Limiter::try_acquire`] and [`Limiter::call`] are these with nothing
+/// set.
 ///
 /// # Examples
 ///
@@ -115,7 +115,8 @@ where
     /// Wait at most `max_wait` for a slot in [`acquire`](Admission::acquire) or
     /// [`call`](Admission::call) (0: do not wait), in place of the limiter's
     /// [`Builder::max_wait`](crate::Builder::max_wait). Set, it makes `call`
-    /// wait for a slot even if the limiter does not [wait](Limiter::waits).
+    /// wait for a slot even if the limiter does not
+    /// [wait](crate::Builder::wait).
     #[inline]
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = Some(max_wait);

@@ -20,7 +20,7 @@ use super::Limiter;
 use crate::algorithms::{Algorithm, Feedback, Refusal};
 use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
-use crate::priority::{Class, Priorities};
+use crate::priority::Class;
 use crate::sync::Ordering;
 
 /// Leaves the queue when the acquire future is dropped, and gives back a slot
@@ -365,28 +365,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             self.count_rejection(rejection);
         }
         result
-    }
-
-    /// The class named `name` among the limiter's
-    /// [priorities](crate::Builder::priorities), if any.
-    pub fn class(&self, name: &str) -> Option<Class> {
-        self.classes.as_ref().and_then(|c| c.config().class(name))
-    }
-
-    /// The limiter's classes, if it was given any.
-    pub fn priorities(&self) -> Option<&Priorities> {
-        self.classes.as_ref().map(|c| c.config())
-    }
-
-    /// Calls in flight by class, most critical first (empty without
-    /// priorities). The least critical class is not counted (see
-    /// [`crate::priority`]): it holds the calls in flight that the others do
-    /// not, so a call being admitted at this instant may show there for a
-    /// moment before it shows in its own class.
-    pub fn in_flight_by_class(&self) -> Vec<u32> {
-        self.classes
-            .as_ref()
-            .map_or_else(Vec::new, |c| c.held(self.in_flight()))
     }
 
     /// Admit a call of class `c` (a limiter with classes), reading the

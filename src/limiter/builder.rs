@@ -221,7 +221,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 
     /// The order in which waiters are served and how many may wait
-    /// (default FIFO, 1024). With 0, [`Limiter::acquire`] never waits.
+    /// (default FIFO, 1024). With 0, [`Admission::acquire`](super::Admission::acquire) never waits.
     #[must_use]
     pub fn queue(mut self, order: QueueOrder, max_waiters: usize) -> Self {
         self.options.order = order;
@@ -229,7 +229,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
         self
     }
 
-    /// The longest [`Limiter::acquire`] waits for a slot (default: no
+    /// The longest [`Admission::acquire`](super::Admission::acquire) waits for a slot (default: no
     /// limit), and [`Limiter::call`] and the tower layers too when the
     /// limiter [waits](Builder::wait).
     #[must_use]
@@ -244,21 +244,32 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// as if built with its `wait()`.
     /// A configuration file's limiter sets it by its `max_wait` (or its
     /// `wait`), so that the file holds how a dependency's callers wait. See
-    /// [`Limiter::waits`].
+    /// [`Limiter::call`].
     ///
     /// # Examples
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, Limiter};
+    /// use rheostat::{algorithms::Fixed, clock::TokioClock, CallError, Limiter, Outcome};
+    /// use rheostat::RejectReason;
     ///
-    /// assert!(!Limiter::new(Fixed::new(8)?).waits());
-    /// let waiting = Limiter::builder(Fixed::new(8)?)
+    /// let waiting = Limiter::builder(Fixed::new(1)?)
+    ///     .clock(TokioClock)
     ///     .max_wait(Duration::from_millis(200))
     ///     .wait(true)
     ///     .build()?;
-    /// assert!(waiting.waits());
-    /// # Ok::<(), rheostat::ConfigError>(())
+    /// let held = waiting.try_acquire()?;
+    /// // The limit is reached: the call waits 200 ms for a slot, then is refused.
+    /// let started = tokio::time::Instant::now();
+    /// let ok = |_: &Result<(), ()>| Outcome::Success;
+    /// let refused = waiting.call(ok, || async { Ok(()) }).await;
+    /// assert!(matches!(refused, Err(CallError::Rejected(r)) if r.reason() == RejectReason::TimedOut));
+    /// assert_eq!(started.elapsed(), Duration::from_millis(200));
+    /// held.success();
+    /// # Ok(())
+    /// # }
     /// ```
     #[must_use]
     pub fn wait(mut self, wait: bool) -> Self {
@@ -330,7 +341,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     /// gambling user calls: user calls are refused as
     /// [`RejectReason::Open`](crate::RejectReason::Open) until the breaker
     /// decides, and `check` is run (with at most `timeout`) by
-    /// [`Limiter::wait_ready`] callers or by [`Limiter::drive`]. Its outcome is
+    /// [`Ready::wait`](super::Ready::wait) callers or by
+    /// [`Ready::drive`](super::Ready::drive). Its outcome is
     /// recorded as the probe's.
     #[must_use]
     pub fn active_probe<F, Fut>(mut self, timeout: Duration, check: F) -> Self
@@ -343,7 +355,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     }
 
     /// A probe also needs a token granted from outside
-    /// ([`Limiter::grant_probes`]): the allowance a fleet's instances share,
+    /// ([`Overrides::grant_probes`](super::Overrides::grant_probes)): the allowance a fleet's instances share,
     /// claimed by a task beside the limiter, so that the fleet stakes what
     /// one breaker would. The breaker's own allowance and its judgement of
     /// its probes stay as they are; without a token, a probe is refused as

@@ -79,6 +79,7 @@ mod classes;
 mod deferred;
 mod finish;
 mod gate;
+mod handles;
 mod permit;
 mod published;
 mod queue;
@@ -89,7 +90,7 @@ mod slots;
 
 use std::fmt;
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::algorithms::{Algorithm, Gate, Snapshot};
 use crate::clock::{Clock, DefaultClock};
@@ -112,6 +113,7 @@ pub use builder::Builder;
 pub(crate) use builder::Named;
 use builder::Options;
 use crossbeam_utils::CachePadded;
+pub use handles::{Classes, Overrides, Ready};
 pub(crate) use permit::Ticket;
 #[doc(hidden)]
 pub use permit::{Handle, OwnedPermit, Permit};
@@ -187,12 +189,6 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
 }
 
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
-    /// A limiter with `policy`, reading time from `clock`, with default
-    /// options.
-    pub fn with_clock(policy: A, clock: C) -> Self {
-        Builder::new(policy).clock(clock).default_build()
-    }
-
     /// The limiter's name.
     pub fn name(&self) -> &str {
         &self.options.name
@@ -259,58 +255,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.board.learned().filter(|_| self.cuts_early())
     }
 
-    /// Since when, by the limiter's clock, no call has answered within the
-    /// learned timeout's ceiling while calls kept ending at it, if that has
-    /// lasted a window: the ceiling then cuts every call
-    /// ([`crate::timeout`], "When the ceiling cuts every call"). `None`
-    /// while calls answer within it, and for a limiter whose timeout is not
-    /// learned. What the metrics show as `rheostat_timeout_ceiling_cutting`
-    /// and the [`Observer`] is told of
-    /// ([`Observer::ceiling_cutting`]). Hands the policy what is held for
-    /// it, under its lock, as [`Limiter::snapshot`] does.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, clock::{Clock, ManualClock}, Limiter, Timeout};
-    ///
-    /// let clock = ManualClock::new();
-    /// let limiter = Limiter::builder(Fixed::new(10)?)
-    ///     .clock(clock.clone())
-    ///     .timeout(Timeout::learned(Duration::from_secs(15)))
-    ///     .build()?;
-    /// let since = clock.now();
-    /// // The dependency answers in 200 s: every call is cut at the 15 s
-    /// // ceiling, and after a window (60 s) of that, it says so.
-    /// for _ in 0..6 {
-    ///     let permit = limiter.try_acquire()?;
-    ///     clock.advance(Duration::from_secs(15));
-    ///     permit.overload();
-    /// }
-    /// assert_eq!(limiter.ceiling_cutting_since(), Some(since + Duration::from_secs(15)));
-    /// // One answer within the ceiling ends it.
-    /// let permit = limiter.try_acquire()?;
-    /// clock.advance(Duration::from_secs(1));
-    /// permit.success();
-    /// assert_eq!(limiter.ceiling_cutting_since(), None);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn ceiling_cutting_since(&self) -> Option<Instant> {
-        self.with_held(self.clock.now(), |held| held.ceiling_cutting_since())
-    }
-
     /// Whether callers wait for a slot rather than fail fast when the limit
     /// is reached ([`Builder::wait`]; in a file, a limiter with a
     /// `max_wait`): [`Limiter::call`] waits then, at most the limiter's
     /// [`Builder::max_wait`], and so does the tower layer
     /// (`RheostatLayer`), as it does when built with its `wait()`.
-    pub fn waits(&self) -> bool {
+    pub(crate) fn waits(&self) -> bool {
         self.options.wait()
     }
 
     /// The clock the limiter reads.
-    pub fn clock(&self) -> &C {
+    pub(crate) fn clock(&self) -> &C {
         &self.clock
     }
 
@@ -349,7 +304,41 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// A view of the policy (locks it briefly, first handing it any
     /// successes counted for it without its lock), with the attempt
-    /// timeout in force ([`Timeouts::in_force`]).
+    /// timeout in force ([`Timeouts::in_force`]), the override in force
+    /// ([`Limiter::overrides`]) and, for a learned timeout, since when no
+    /// call has answered within its ceiling while calls kept ending at it,
+    /// if that has lasted a window: the ceiling then cuts every call
+    /// ([`crate::timeout`], "When the ceiling cuts every call"). That is
+    /// what the metrics show as `rheostat_timeout_ceiling_cutting` and the
+    /// [`Observer`] is told of ([`Observer::ceiling_cutting`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rheostat::{algorithms::Fixed, clock::{Clock, ManualClock}, Limiter, Timeout};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder(Fixed::new(10)?)
+    ///     .clock(clock.clone())
+    ///     .timeout(Timeout::learned(Duration::from_secs(15)))
+    ///     .build()?;
+    /// let since = clock.now();
+    /// // The dependency answers in 200 s: every call is cut at the 15 s
+    /// // ceiling, and after a window (60 s) of that, it says so.
+    /// for _ in 0..6 {
+    ///     let permit = limiter.try_acquire()?;
+    ///     clock.advance(Duration::from_secs(15));
+    ///     permit.overload();
+    /// }
+    /// assert_eq!(limiter.snapshot().ceiling_cutting_since, Some(since + Duration::from_secs(15)));
+    /// // One answer within the ceiling ends it.
+    /// let permit = limiter.try_acquire()?;
+    /// clock.advance(Duration::from_secs(1));
+    /// permit.success();
+    /// assert_eq!(limiter.snapshot().ceiling_cutting_since, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn snapshot(&self) -> Snapshot {
         self.with_held(self.clock.now(), |held| held.view())
             .with_timeout(self.timeout_in_force())
@@ -400,16 +389,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.lock().probe_timeout()
     }
 
-    /// The next instant at which the gate changes by itself (an open
-    /// breaker's cooldown ending), if any. [`Limiter::try_acquire`] applies
-    /// such changes lazily; a driver that wants them applied with no traffic
-    /// calls [`Limiter::wake`] then.
-    pub fn wake_at(&self) -> Option<Instant> {
-        self.gate().until
-    }
-
-    /// Apply the policy's time-driven changes due by now: what a driver
-    /// calls at [`Limiter::wake_at`].
+    /// Apply the policy's time-driven changes due by now: what a driver of
+    /// virtual time (the simulator) calls when the gate's
+    /// [`until`](Gate::until) has passed. With a real clock, every call and
+    /// [`Ready::drive`] apply them.
+    #[doc(hidden)]
     pub fn wake(&self) {
         let now = self.clock.now();
         self.refresh(now);
@@ -447,44 +431,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Limiter::permit_now(self, None, false, true)
     }
 
-    /// Take a slot, waiting in the queue up to the configured
-    /// [`Builder::max_wait`] if the limit is reached: an [`Admission`]
-    /// with the limiter's settings (see [`Admission::acquire`]).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe. Dropping the future leaves the queue; a slot handed to it
-    /// in the meantime goes back to the limiter and to the next waiter.
-    ///
-    /// # Errors
-    ///
-    /// As [`Admission::acquire`].
-    ///
-    /// # Panics
-    ///
-    /// If a maximum wait is configured and this is polled outside a Tokio
-    /// runtime with the time driver enabled (as `tokio::time::sleep` does).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// use rheostat::{algorithms::Fixed, Limiter, RejectReason};
-    ///
-    /// let limiter = Limiter::new(Fixed::new(1)?);
-    /// let held = limiter.acquire().await?;
-    /// let waited = limiter.admission().max_wait(Duration::from_millis(10)).acquire().await;
-    /// assert_eq!(waited.unwrap_err().reason(), RejectReason::TimedOut);
-    /// held.success();
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn acquire(&self) -> Result<Permit<&Self>, Rejection> {
-        Admission::new(self).acquire().await
-    }
-
     /// An [`Admission`] to this limiter, for a permit borrowed from it: set
     /// the call's class, wait or timeout, then
     /// [`try_acquire`](Admission::try_acquire),
@@ -495,18 +441,39 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Admission::new(self)
     }
 
+    /// What is changed from outside the policy: an override, a fleet's
+    /// probe tokens ([`Overrides`]).
+    pub fn overrides(&self) -> Overrides<'_, A, C> {
+        Overrides { limiter: self }
+    }
+
+    /// Whether the gate admits calls, and waiting until it does
+    /// ([`Ready`]; [`Ready::new`] with an `Arc<Limiter>` for a spawned
+    /// task).
+    pub fn ready(&self) -> Ready<&Self> {
+        Ready::new(self)
+    }
+
+    /// The classes of calls, for a limiter built with
+    /// [priorities](Builder::priorities); `None` without.
+    pub fn classes(&self) -> Option<Classes<'_, A, C>> {
+        Classes::of(self)
+    }
+
     pub(crate) fn observer(&self) -> Option<&dyn Observer> {
         self.observer.as_deref()
     }
 
-    /// The retry policy given to [`Builder::retry`], if any.
+    /// The retry policy given to [`Builder::retry`], if any: for the
+    /// simulator, which drives its attempts itself.
+    #[doc(hidden)]
     pub fn retry(&self) -> Option<&crate::retry::Retry> {
         self.options.retry()
     }
 
     /// [`Admission::call`] with the limiter's settings: its default class,
     /// its [`Builder::timeout`](crate::Builder::timeout) for each attempt,
-    /// and, if it [waits](Limiter::waits), a wait for a slot of at most its
+    /// and, if it [waits](Builder::wait), a wait for a slot of at most its
     /// [`Builder::max_wait`](crate::Builder::max_wait), as the tower layers
     /// wait.
     ///

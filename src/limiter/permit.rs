@@ -306,7 +306,7 @@ where
     /// use rheostat::{Limiter, clock::ManualClock};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter = Limiter::with_clock(Aimd::new(AimdConfig::default())?, clock.clone());
+    /// let limiter = Limiter::builder(Aimd::new(AimdConfig::default())?).clock(clock.clone()).build()?;
     /// let mut permit = limiter.try_acquire()?;
     /// // The first attempt is turned away after 100 ms…
     /// clock.advance(Duration::from_millis(100));
@@ -371,7 +371,7 @@ where
     ///
     /// let clock = ManualClock::new();
     /// let breaker = Breaker::new(BreakerConfig::default())?;
-    /// let limiter = Limiter::with_clock(breaker, clock.clone());
+    /// let limiter = Limiter::builder(breaker).clock(clock.clone()).build()?;
     /// let ordinary = Duration::from_millis(800);
     /// let permit = limiter.try_acquire()?;
     /// assert_eq!(permit.timeout(ordinary), ordinary);

@@ -12,7 +12,6 @@
 //! outside (an update, an override, probe tokens) goes through `with_held`,
 //! which then publishes the answer the change leaves, reports its
 //! transitions and wakes any waiter it lets through.
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::board::Last;
@@ -251,37 +250,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Override the policy's decision with `overriding` for `lasting`
-    /// (see [`crate::overrides`]), replacing any override in force. The
-    /// policy goes on learning from every call it is sent, and decides
-    /// again when the override ends.
-    ///
-    /// # Errors
-    ///
-    /// `lasting` zero or above [`MAX_OVERRIDE`] (field `override.lasting`);
-    /// [`Override::Cap`] of 0 (`override.cap`: refusing everything is
-    /// [`Override::ForceOpen`]) or above [`MAX_LIMIT`]; and
-    /// [`Override::ForceClosed`] on a policy without a breaker
-    /// (`override.kind`). The override in force, if any, is kept.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rheostat::{algorithms::{Breaker, Fixed}, overrides::Override, Limiter};
-    ///
-    /// let limiter = Limiter::new(Fixed::new(50)?);
-    /// limiter.set_override(Override::Cap(5), Duration::from_secs(60))?;
-    /// assert_eq!(limiter.gate().limit, 5);
-    /// // A bulkhead has no breaker to hold closed.
-    /// let e = limiter.set_override(Override::ForceClosed, Duration::from_secs(60)).unwrap_err();
-    /// assert_eq!(e.field(), "override.kind");
-    /// assert_eq!(limiter.gate().limit, 5);
-    /// limiter.clear_override();
-    /// assert_eq!(limiter.gate().limit, 50);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn set_override(&self, overriding: Override, lasting: Duration) -> Result<(), ConfigError> {
+    /// [`Overrides::set`](super::Overrides::set): the override checked, then
+    /// put in force under the lock.
+    pub(crate) fn set_override(
+        &self,
+        overriding: Override,
+        lasting: Duration,
+    ) -> Result<(), ConfigError> {
         if lasting.is_zero() || lasting > MAX_OVERRIDE {
             return Err(ConfigError::new(
                 "override.lasting",
@@ -307,17 +282,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         })
     }
 
-    /// End the override in force, if any: the policy decides again.
-    pub fn clear_override(&self) {
+    /// [`Overrides::clear`](super::Overrides::clear).
+    pub(crate) fn clear_override(&self) {
         let now = self.clock.now();
         self.with_held(now, |held| self.end_override(held, now, false));
     }
 
-    /// The override in force and when it ends, by the limiter's clock;
-    /// `None` without one. An override whose end has passed shows until
-    /// the limiter next looks at its policy (any call, or
-    /// [`wake`](Limiter::wake)).
-    pub fn override_in_force(&self) -> Option<(Override, Instant)> {
+    /// [`Overrides::in_force`](super::Overrides::in_force).
+    pub(crate) fn override_in_force(&self) -> Option<(Override, Instant)> {
         self.lock().overriding
     }
 
@@ -369,18 +341,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Grant `count` probe tokens, replacing any left, usable until `until`
-    /// (`None`: until spent): for a limiter built with
-    /// [`Builder::shared_probes`](crate::Builder::shared_probes), a probe is
-    /// admitted only with one. A fleet's shared allowance, claimed by a task
-    /// beside the limiter, reaches it here.
-    pub fn grant_probes(&self, count: u32, until: Option<Instant>) {
+    /// [`Overrides::grant_probes`](super::Overrides::grant_probes).
+    pub(crate) fn grant_probes(&self, count: u32, until: Option<Instant>) {
         self.with_held(self.clock.now(), |held| held.probe_tokens = (count, until));
     }
 
-    /// The probe tokens left and when they lapse (see
-    /// [`Limiter::grant_probes`]).
-    pub fn probe_tokens(&self) -> (u32, Option<Instant>) {
+    /// [`Overrides::probe_tokens`](super::Overrides::probe_tokens).
+    pub(crate) fn probe_tokens(&self) -> (u32, Option<Instant>) {
         self.lock().probe_tokens
     }
 
@@ -424,9 +391,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.policy.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether the gate admits calls now. Applies any time-driven change
-    /// that is due (an open breaker's cooldown ending) first.
-    pub fn readiness(&self) -> Readiness {
+    /// [`Ready::now`](super::Ready::now).
+    pub(crate) fn readiness(&self) -> Readiness {
         let now = self.clock().now();
         self.refresh_if_due(now);
         let gate = self.gate();
@@ -441,50 +407,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Wait until the gate admits calls again, without spending a probe per
-    /// waiter: the way for a queue consumer to pause through an outage
-    /// instead of failing (and dead-lettering) every item.
-    ///
-    /// Returns at once if the gate admits calls. While it is shut, sleeps
-    /// until it is re-evaluated or changed. While a breaker is half-open:
-    /// with an [active probe](crate::Builder::active_probe), one waiter runs
-    /// the health check as the probe and all keep waiting for the verdict;
-    /// without one, returns, and the caller's next call is a probe.
-    ///
-    /// Time is Tokio's: this is for the system or Tokio clock, not a manual
-    /// one.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe. A probe cancelled mid-flight is released as
-    /// [`Outcome::Ignore`], which gives the probe back to the breaker.
-    ///
-    /// # Panics
-    ///
-    /// If polled outside a Tokio runtime with the time driver enabled.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// use rheostat::{algorithms::{Breaker, BreakerConfig}, Limiter, Outcome, clock::TokioClock};
-    ///
-    /// let limiter = Limiter::builder(Breaker::new(BreakerConfig::default())?)
-    ///     .clock(TokioClock)
-    ///     // While half-open, check health with a throwaway call, not a real item.
-    ///     .active_probe(Duration::from_secs(5), || async { Outcome::Success })
-    ///     .build()?;
-    /// limiter.update(|b| b.force_open(TokioClock.now()));
-    /// // ... a consumer would now pause in `wait_ready` until it is reset:
-    /// limiter.update(|b| b.reset(TokioClock.now()));
-    /// limiter.wait_ready().await;
-    /// # Ok(())
-    /// # }
-    /// # use rheostat::clock::Clock;
-    /// ```
-    pub async fn wait_ready(&self) {
+    /// [`Ready::wait`](super::Ready::wait).
+    pub(crate) async fn wait_ready(&self) {
         self.ready_waiters.fetch_add(1, Ordering::SeqCst);
         let _leave = ReadyWaiter(self);
         loop {
@@ -521,19 +445,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// Keep the limiter's time-driven work going with no traffic: apply
-    /// cooldowns as they end and, while half-open, run the active probe.
-    /// Spawn it once per limiter that has an active probe and no
-    /// [`wait_ready`](Limiter::wait_ready) caller to run it. Never returns.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: abort the task to stop it.
-    ///
-    /// # Panics
-    ///
-    /// If polled outside a Tokio runtime with the time driver enabled.
-    pub async fn drive(self: Arc<Self>) {
+    /// [`Ready::drive`](super::Ready::drive).
+    pub(crate) async fn drive(&self) {
         loop {
             self.wait_ready().await;
             // Ready (or probing with no active probe): wait for the gate to

@@ -1,14 +1,15 @@
 //! Pausing until the gate admits again, and active probes.
 //!
 //! A bulk consumer that meets an open breaker should stop, not fail every
-//! item: [`Limiter::wait_ready`] parks it until the gate admits again. While
-//! a breaker is half-open, the limiter can run a user-supplied health check
-//! as the probe (an *active probe*), so no real item or user request is
-//! gambled on a dependency that may not be back.
+//! item: [`Ready::wait`](super::Ready::wait) parks it until the gate admits
+//! again. While a breaker is half-open, the limiter can run a user-supplied
+//! health check as the probe (an *active probe*), so no real item or user
+//! request is gambled on a dependency that may not be back.
 //!
 //! This file holds their types ([`Readiness`], the active probe, the guards
 //! that end a wait or a probe however it ends); the limiter's methods that
-//! use them sit with the policy's lock, in `published.rs`.
+//! use them sit with the policy's lock, in `published.rs`, and users reach
+//! them through the [`Ready`](super::Ready) handle.
 
 use std::fmt;
 use std::future::Future;
@@ -74,7 +75,7 @@ impl Drop for Probing<'_> {
     }
 }
 
-/// Counts a caller waiting for the gate to admit (`Limiter::wait_ready`)
+/// Counts a caller waiting for the gate to admit (`Ready::wait`)
 /// for as long as it waits, however the wait ends.
 pub(super) struct ReadyWaiter<'a, A, C>(pub(super) &'a Limiter<A, C>);
 

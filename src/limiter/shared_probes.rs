@@ -144,7 +144,7 @@ const MIN_CYCLE: Duration = Duration::from_millis(1);
 /// fleet's allowance passed over tries the next cycle). Sans I/O: a task
 /// beside the limiter asks [`due`](Self::due) now and then (every 50 ms,
 /// say), claims from the store for the cycle it answers, and grants what it
-/// got with [`Limiter::grant_probes`] until the claim's lapse; and it asks
+/// got with [`Overrides::grant_probes`](super::Overrides::grant_probes) until the claim's lapse; and it asks
 /// [`recovered`](Self::recovered), to tell the store when the limiter's
 /// probes have closed its breaker.
 ///
@@ -178,7 +178,7 @@ const MIN_CYCLE: Duration = Duration::from_millis(1);
 /// let claim = claims.due(&limiter, Duration::from_millis(9_800)).expect("due");
 /// assert_eq!(claim.cycle, 1); // the cooldown ends at 10 s, in cycle 1
 /// assert_eq!(claims.due(&limiter, Duration::from_millis(9_850)), None);
-/// limiter.grant_probes(allowance.granted(0, false), Some(claim.lapse));
+/// limiter.overrides().grant_probes(allowance.granted(0, false), Some(claim.lapse));
 /// clock.advance(Duration::from_millis(200));
 /// let probe = limiter.try_acquire()?;
 /// assert!(probe.is_probe());

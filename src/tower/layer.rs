@@ -162,7 +162,7 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
         Ok(self)
     }
 
-    /// Wait for a slot in the limiter's queue (as [`Limiter::acquire`],
+    /// Wait for a slot in the limiter's queue (as [`Admission::acquire`](crate::Admission::acquire),
     /// bounded by its `max_wait` and queue length) instead of failing fast
     /// when the limit is reached. A throttled call or an open breaker is
     /// still refused at once.

@@ -57,7 +57,7 @@ impl<'a> World<'a> {
             }
         }
         let limiter = &self.limiters[0];
-        match limiter.readiness() {
+        match limiter.ready().now() {
             Readiness::Shut { retry_after } => {
                 let wait = retry_after.map_or(pause, nanos).max(1_000_000);
                 self.at(self.now + wait, Event::Wake(c));

@@ -258,7 +258,7 @@ impl<'a> World<'a> {
             self.end_request(req);
             return;
         };
-        let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
+        let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
         let clock = &self.clock;
         let now = || clock.now();
         let action = match ended {

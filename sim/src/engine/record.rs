@@ -118,7 +118,7 @@ impl<'a> World<'a> {
     pub(super) fn tick(&mut self) {
         let now = self.clock.now();
         for limiter in self.limiters {
-            if limiter.wake_at().is_some_and(|t| t <= now) {
+            if limiter.gate().until.is_some_and(|t| t <= now) {
                 limiter.wake();
             }
             if self.in_window() && limiter.gate().is_shut() {

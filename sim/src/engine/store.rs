@@ -70,7 +70,7 @@ impl World<'_> {
     /// A claim's answer reaches instance `i`.
     pub(super) fn granted(&mut self, i: u32, granted: u32, lapse: Instant) {
         if let Some(limiter) = self.limiters.get(i as usize) {
-            limiter.grant_probes(granted, Some(lapse));
+            limiter.overrides().grant_probes(granted, Some(lapse));
         }
     }
 }

@@ -66,7 +66,7 @@ return left
 /// the `tracing` feature) at most once per [`LOG_EVERY`](super::LOG_EVERY)
 /// for each reason.
 ///
-/// [`Limiter::grant_probes`]: crate::Limiter::grant_probes
+/// [`Limiter::grant_probes`]: crate::limiter::Overrides::grant_probes
 /// [`Builder::shared_probes`]: crate::Builder::shared_probes
 #[derive(Debug)]
 pub struct RedisProbes {

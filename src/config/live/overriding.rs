@@ -297,7 +297,7 @@ impl LiveLimiters {
     /// let e = live.check_fleet_overrides(&[cap(2), cap(0)], now).unwrap_err();
     /// assert_eq!(e.field(), "overrides[1].cap");
     /// // Nothing was applied.
-    /// assert_eq!(live.get("payments").unwrap().override_in_force(), None);
+    /// assert_eq!(live.get("payments").unwrap().overrides().in_force(), None);
     /// # std::fs::remove_dir_all(&dir)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -274,7 +274,7 @@ const SERVER_MAX_WAITERS: usize = 1024;
 /// ));
 /// // The handler answers with the requests in flight by class, its own included.
 /// let app = Router::new()
-///     .route("/", get(move || async move { format!("{:?}", limiter.in_flight_by_class()) }))
+///     .route("/", get(move || async move { format!("{:?}", limiter.classes().unwrap().in_flight()) }))
 ///     .layer(shed)
 ///     .layer(MapRequestLayer::new(authenticate)); // outermost: runs first
 ///
@@ -334,9 +334,10 @@ impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
     /// of the rejection's (1 s where it knows none), every request of the
     /// limiter's least critical class (see [Classes](ShedLayer#classes)).
     pub fn new(limiter: Arc<Limiter<A, C>>) -> Self {
-        let unclassified = limiter.priorities().map(|priorities| {
+        let unclassified = limiter.classes().map(|classes| {
             // At most `MAX_CLASSES` classes, and at least one.
-            Class::new(u8::try_from(priorities.classes.len().saturating_sub(1)).unwrap_or(u8::MAX))
+            let last = classes.priorities().classes.len().saturating_sub(1);
+            Class::new(u8::try_from(last).unwrap_or(u8::MAX))
         });
         ShedLayer {
             limiter,

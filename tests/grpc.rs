@@ -32,7 +32,7 @@ use rheostat::config::LimitersConfig;
 use rheostat::keyed::KeyedLimiters;
 use rheostat::priority::{Class, Priorities, Priority};
 use rheostat::retry::{Backoff, RetryConfig};
-use rheostat::tower::future::{ResponseBody, ResponseFuture};
+use rheostat::tower::future::ResponseBody;
 use rheostat::tower::{
     AtBodyEnd, GrpcClassifier, GrpcCode, KeyedLayer, Rheostat, RheostatLayer, ShedLayer,
 };
@@ -560,15 +560,7 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
     // As `Send` and `Sync` as the body it wraps (tonic's is only `Send`).
     send::<ResponseBody<tonic::body::Body, GrpcClassifier, Fixed>>();
     send_sync::<ResponseBody<http_body_util::Full<bytes::Bytes>, GrpcClassifier, Fixed>>();
-    send::<
-        ResponseFuture<
-            <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future,
-            GrpcClassifier,
-            Fixed,
-            rheostat::clock::DefaultClock,
-            AtBodyEnd,
-        >,
-    >();
+    send::<<Layered as tower::Service<http::Request<tonic::body::Body>>>::Future>();
 }
 
 /// A unary call is `critical`, a stream `sheddable`: by the method's path.

@@ -124,10 +124,65 @@ impl<Req> ClassifyRequest<Req> for DefaultClass {
 #[derive(Clone, Copy, Default)]
 pub struct ByRequest<F>(pub(crate) F);
 
-impl<F> ByRequest<F> {
-    /// The class function.
-    pub fn get_ref(&self) -> &F {
-        &self.0
+/// How a client service admits each request: as [`DefaultClass`] does
+/// (the limiter's default class; waiting, a slot reserved in `poll_ready`,
+/// before the request is known) or as a [`ByRequest`] does (each request
+/// as its class; waiting, in the response future, which calls the inner
+/// service readied for it, so that service must be `Clone`). Implemented by
+/// these two alone, so that each client service has one `Service` impl.
+pub trait Admit<S, Req>: sealed::Sealed {
+    /// Whether a service that waits reserves the next call's slot in
+    /// `poll_ready`.
+    #[doc(hidden)]
+    const RESERVES: bool;
+
+    /// The class `request` is admitted as (`None`: the default class), and
+    /// whether it may be cut early.
+    #[doc(hidden)]
+    fn admit(&self, request: &Req) -> (Option<Class>, bool);
+
+    /// The inner service readied by `poll_ready`, for a response future
+    /// that waits for a slot to call later (a clone takes its place, as
+    /// tower advises); `None` if the slot is reserved in `poll_ready`.
+    #[doc(hidden)]
+    fn hand_over(service: &mut S) -> Option<S>;
+}
+
+mod sealed {
+    /// Only [`DefaultClass`](super::DefaultClass) and
+    /// [`ByRequest`](super::ByRequest) are an [`Admit`](super::Admit).
+    #[allow(
+        unreachable_pub,
+        reason = "the seal of a public trait, named nowhere else"
+    )]
+    pub trait Sealed {}
+
+    impl Sealed for super::DefaultClass {}
+    impl<F> Sealed for super::ByRequest<F> {}
+}
+
+impl<S, Req> Admit<S, Req> for DefaultClass {
+    const RESERVES: bool = true;
+
+    fn admit(&self, _request: &Req) -> (Option<Class>, bool) {
+        (None, true)
+    }
+
+    fn hand_over(_service: &mut S) -> Option<S> {
+        None
+    }
+}
+
+impl<S: Clone, Req, F: ClassifyRequest<Req>> Admit<S, Req> for ByRequest<F> {
+    const RESERVES: bool = false;
+
+    fn admit(&self, request: &Req) -> (Option<Class>, bool) {
+        (self.0.class(request), self.0.cut_early(request))
+    }
+
+    fn hand_over(service: &mut S) -> Option<S> {
+        let clone = service.clone();
+        Some(std::mem::replace(service, clone))
     }
 }
 

@@ -216,7 +216,7 @@ where
 {
     type Response = M::Response;
     type Error = crate::CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K, Box<dyn Algorithm>, C, M>;
+    type Future = ResponseFuture<S, Req, K, Box<dyn Algorithm>, C, M>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(crate::CallError::Failed)
@@ -234,8 +234,9 @@ where
                 return ResponseFuture::rejected(rejection, self.classifier.clone());
             }
         };
-        ResponseFuture::new(
-            self.inner.call(request),
+        ResponseFuture::called(
+            &mut self.inner,
+            request,
             permit,
             self.classifier.clone(),
             self.timeout.or(limiter.timeout_ceiling()),

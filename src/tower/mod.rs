@@ -99,7 +99,7 @@
 //! Failing fast, nothing else changes: the request is admitted as its class
 //! in `call`. Waiting, the slot cannot be reserved in `poll_ready`, before
 //! the request is known: `poll_ready` is then the inner service's
-//! readiness, and the response future ([`future::ClassResponseFuture`])
+//! readiness, and the response future ([`future::ResponseFuture`])
 //! waits in the queue for a slot for the request's class, then calls the
 //! inner service readied for it (a clone takes its place, as tower
 //! advises; so the inner service must be `Clone`, which a layer without a

@@ -10,7 +10,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::acquire::{start_acquire, StartAcquire};
-use super::class::{ByRequest, ClassifyRequest, DefaultClass};
+use super::class::{Admit, ByRequest, DefaultClass};
 use super::classify::Classify;
 use super::future::{finite, single_timeout, First, Plan, RetryResponseFuture};
 use super::idempotent::{AnyRequest, IdempotentOnly, RetryRule};
@@ -213,7 +213,9 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
     }
 }
 
-impl<S, Req, K, R, A, C> Service<Req> for RheostatRetry<S, K, R, A, C, DefaultClass>
+/// Admission is as `P` says, for every attempt: readiness is the plain
+/// service's (see [`Rheostat`]).
+impl<S, Req, K, R, A, C, P> Service<Req> for RheostatRetry<S, K, R, A, C, P>
 where
     S: Service<Req> + Clone,
     Req: Clone,
@@ -221,69 +223,42 @@ where
     R: RetryRule<Req>,
     A: Algorithm,
     C: Clock,
+    P: Admit<S, Req>,
 {
     type Response = S::Response;
     type Error = CallError<S::Error>;
     type Future = RetryResponseFuture<S, Req, K, A, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Service::<Req>::poll_ready(&mut self.rheostat, cx)
+        self.rheostat.poll_admission(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        self.start(request, None, true, false)
-    }
-}
-
-/// With a class function: every attempt admitted as the request's class;
-/// readiness is the inner service's.
-impl<S, Req, K, R, A, C, F> Service<Req> for RheostatRetry<S, K, R, A, C, ByRequest<F>>
-where
-    S: Service<Req> + Clone,
-    Req: Clone,
-    K: Classify<S::Response, S::Error> + Clone,
-    R: RetryRule<Req>,
-    A: Algorithm,
-    C: Clock,
-    F: ClassifyRequest<Req>,
-{
-    type Response = S::Response;
-    type Error = CallError<S::Error>;
-    type Future = RetryResponseFuture<S, Req, K, A, C>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.rheostat
-            .get_mut()
-            .poll_ready(cx)
-            .map_err(CallError::Failed)
-    }
-
-    fn call(&mut self, request: Req) -> Self::Future {
-        let classify = self.rheostat.classify().get_ref();
-        let (class, cut_early) = (classify.class(&request), classify.cut_early(&request));
-        let wait = self.rheostat.waits();
-        self.start(request, class, cut_early, wait)
+        let (class, cut_early) = self.rheostat.classify().admit(&request);
+        self.start(request, class, cut_early)
     }
 }
 
 impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
     /// Starts a call of `request`, every attempt admitted as `class`, cut
     /// early or not as `cut_early` says; the first waiting in the
-    /// limiter's queue in the response future if `wait` (a layer that
-    /// waits, given a class function), otherwise admitted here.
+    /// limiter's queue in the response future if the plain service hands
+    /// its inner service over for that (a layer that waits, given a class
+    /// function), otherwise admitted here.
     fn start<Req>(
         &mut self,
         request: Req,
         class: Option<Class>,
         cut_early: bool,
-        wait: bool,
     ) -> RetryResponseFuture<S, Req, K, A, C>
     where
         S: Service<Req> + Clone,
         Req: Clone,
         K: Clone,
         R: RetryRule<Req>,
+        P: Admit<S, Req>,
     {
+        let handed = self.rheostat.hand_over::<Req>();
         let limiter = Arc::clone(self.rheostat.limiter());
         let layer_timeout = self.rheostat.timeout();
         let mut plan = Plan {
@@ -299,8 +274,8 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
         };
         let Some(retry) = limiter.retry() else {
             // No retry policy: one attempt, as the plain service makes.
-            if wait {
-                plan.service = Some(self.rheostat.take_ready());
+            if let Some(service) = handed {
+                plan.service = Some(service);
                 plan.request = Some(request);
                 let acquire = (self.start_queue)(Arc::clone(&limiter), None, class, cut_early);
                 return RetryResponseFuture::new(plan, First::Waiting(acquire));
@@ -325,11 +300,11 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
         if !self.rule.may_retry(&request) {
             attempts = attempts.no_resend();
         }
-        if wait {
+        if let Some(service) = handed {
             // The first attempt waits for its slot in the response future,
             // within the deadline, and is sent by the service readied for
             // it.
-            plan.service = Some(self.rheostat.take_ready());
+            plan.service = Some(service);
             plan.request = Some(request);
             let left = retry.left(attempts.call(), limiter.clock().now());
             let acquire = (self.start_queue)(Arc::clone(&limiter), left, class, cut_early);

@@ -9,9 +9,9 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::acquire::{start_acquire, Acquire, StartAcquire};
-use super::class::{ByRequest, ClassifyRequest, DefaultClass};
+use super::class::{Admit, DefaultClass};
 use super::end::{AtResponse, CallEnd};
-use super::future::{ClassResponseFuture, ResponseFuture};
+use super::future::ResponseFuture;
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{CallError, Rejection};
@@ -25,10 +25,10 @@ use crate::priority::Class;
 ///
 /// `P` is [`DefaultClass`] for a layer without a class function (every
 /// request of the limiter's default class, a waiting slot reserved in
-/// `poll_ready`), a [`ByRequest`] after
+/// `poll_ready`), a [`ByRequest`](super::ByRequest) after
 /// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)
 /// (each request admitted as its class; waiting, in the response future, a
-/// [`ClassResponseFuture`], so the inner service must be `Clone`).
+/// [`ResponseFuture`], so the inner service must be `Clone`).
 ///
 /// `M` is when a call is over: [`AtResponse`] (the default: when the inner
 /// service's response comes), or [`AtBodyEnd`](super::AtBodyEnd) after
@@ -113,11 +113,6 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
         self.timeout
     }
 
-    /// Whether the layer waits in the limiter's queue.
-    pub(crate) fn waits(&self) -> bool {
-        self.wait
-    }
-
     /// The class function.
     pub(crate) fn classify(&self) -> &P {
         &self.classify
@@ -150,29 +145,20 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     }
 }
 
-impl<S: Clone, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
-    /// The inner service readied by `poll_ready`, for a response future to
-    /// call later; a clone takes its place (as tower advises).
-    pub(crate) fn take_ready(&mut self) -> S {
-        let clone = self.inner.clone();
-        std::mem::replace(&mut self.inner, clone)
-    }
-}
-
-impl<S, Req, K, A, C, M> Service<Req> for Rheostat<S, K, A, C, DefaultClass, M>
-where
-    S: Service<Req>,
-    K: Clone,
-    M: CallEnd<S::Response, S::Error, K, A, C>,
-    A: Algorithm,
-    C: Clock,
-{
-    type Response = M::Response;
-    type Error = CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K, A, C, M>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if self.wait && self.reserved.is_none() {
+impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
+    /// Readiness for a request admitted as `P` says: waiting, a slot for
+    /// the next call reserved first if `P` reserves one (a refusal is the
+    /// next call's answer, and the inner service is not asked), then the
+    /// inner service's readiness.
+    pub(crate) fn poll_admission<Req>(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), CallError<S::Error>>>
+    where
+        S: Service<Req>,
+        P: Admit<S, Req>,
+    {
+        if self.wait && P::RESERVES && self.reserved.is_none() {
             let (limiter, start) = (&self.limiter, self.start_acquire);
             let acquiring = self
                 .acquiring
@@ -189,64 +175,57 @@ where
         self.inner.poll_ready(cx).map_err(CallError::Failed)
     }
 
-    fn call(&mut self, request: Req) -> Self::Future {
-        let permit = match self.take_slot(None, true) {
-            Ok(permit) => permit,
-            Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
-        };
-        ResponseFuture::new(
-            self.inner.call(request),
-            permit,
-            self.classifier.clone(),
-            self.timeout,
-        )
+    /// The inner service readied by `poll_ready`, for a response future to
+    /// call later, if `P` admits requests there (a clone takes its place);
+    /// `None` if the service does not wait, or `P` reserves its slots in
+    /// `poll_ready`.
+    pub(crate) fn hand_over<Req>(&mut self) -> Option<S>
+    where
+        P: Admit<S, Req>,
+    {
+        if self.wait {
+            P::hand_over(&mut self.inner)
+        } else {
+            None
+        }
     }
 }
 
-/// With a class function: admission is for the request's class, so it is
-/// decided per request — in `call` failing fast, in the response future
+/// Admission is as `P` says: without a class function ([`DefaultClass`]),
+/// every request of the limiter's default class, a waiting slot reserved in
+/// `poll_ready`; with one ([`ByRequest`](super::ByRequest)), for the request's class, so it
+/// is decided per request — in `call` failing fast, in the response future
 /// waiting — and `poll_ready` is the inner service's readiness.
-impl<S, Req, K, A, C, F, M> Service<Req> for Rheostat<S, K, A, C, ByRequest<F>, M>
+impl<S, Req, K, A, C, P, M> Service<Req> for Rheostat<S, K, A, C, P, M>
 where
-    S: Service<Req> + Clone,
+    S: Service<Req>,
     K: Clone,
     M: CallEnd<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
-    F: ClassifyRequest<Req>,
+    P: Admit<S, Req>,
 {
     type Response = M::Response;
     type Error = CallError<S::Error>;
-    type Future = ClassResponseFuture<S, Req, K, A, C, M>;
+    type Future = ResponseFuture<S, Req, K, A, C, M>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(CallError::Failed)
+        self.poll_admission(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let class = self.classify.0.class(&request);
-        let cut_early = self.classify.0.cut_early(&request);
-        if self.wait {
+        let (class, cut_early) = self.classify.admit(&request);
+        let classifier = self.classifier.clone();
+        if let Some(service) = self.hand_over() {
             let acquire = self.start_acquire(class, cut_early);
-            let service = self.take_ready();
-            return ClassResponseFuture::waiting(
-                acquire,
-                service,
-                request,
-                self.classifier.clone(),
-                self.timeout,
-            );
+            return ResponseFuture::waiting(acquire, service, request, classifier, self.timeout);
         }
-        let future = match self.take_slot(class, cut_early) {
-            Ok(permit) => ResponseFuture::new(
-                self.inner.call(request),
-                permit,
-                self.classifier.clone(),
-                self.timeout,
-            ),
-            Err(rejection) => ResponseFuture::rejected(rejection, self.classifier.clone()),
-        };
-        ClassResponseFuture::admitted(future)
+        match self.take_slot(class, cut_early) {
+            Ok(permit) => {
+                ResponseFuture::called(&mut self.inner, request, permit, classifier, self.timeout)
+            }
+            Err(rejection) => ResponseFuture::rejected(rejection, classifier),
+        }
     }
 }
 

@@ -1,21 +1,21 @@
-//! The response futures: [`ResponseFuture`] (one call under its permit),
-//! [`ClassResponseFuture`] (a request admitted as its class first) and
+//! The response futures: [`ResponseFuture`] (a request admitted, waiting
+//! for a slot first if it must, then one call under its permit) and
 //! [`RetryResponseFuture`] (a call's attempts, as
-//! [`Attempts`](crate::retry::Attempts) decides), one file each; and, with
-//! the `http` feature, `ResponseBody` (a response's body holding its
-//! call's permit until the call's status comes, for gRPC).
+//! [`Attempts`](crate::retry::Attempts) decides), one file each, with the
+//! one call both make in `call.rs`; and, with the `http` feature,
+//! `ResponseBody` (a response's body holding its call's permit until the
+//! call's status comes, for gRPC).
 
 #[cfg(feature = "http")]
 mod body;
-mod class;
+mod call;
 mod response;
 mod retry;
 
 #[cfg(feature = "http")]
 pub use body::ResponseBody;
-pub use class::ClassResponseFuture;
+pub(crate) use call::{finite, single_timeout};
 pub use response::ResponseFuture;
-pub(crate) use response::{finite, single_timeout};
 pub use retry::RetryResponseFuture;
 pub(crate) use retry::{First, Plan};
 

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::response::{finite, single_timeout};
+use super::call::{finite, single_timeout};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};

@@ -151,7 +151,7 @@ impl GrpcConfig {
     }
 
     /// The classifier this table describes, for
-    /// `RheostatLayer::classify_at_end`.
+    /// `RheostatLayer::classify`.
     ///
     /// # Errors
     ///

@@ -19,7 +19,7 @@ use crate::priority::Class;
 /// most critical class. On a server, take the class from what the server
 /// itself established (an identity an authentication layer put in the
 /// request's extensions, a route), and let the header only lower it:
-/// [`LowerOnly`].
+/// [`lower_only`].
 ///
 /// # Examples
 ///
@@ -209,14 +209,14 @@ impl<F> fmt::Debug for ByRequest<F> {
 /// ```
 /// use http::Request;
 /// use rheostat::priority::{Class, Priority};
-/// use rheostat::tower::{ClassifyRequest, LowerOnly};
+/// use rheostat::tower::{lower_only, ClassifyRequest};
 ///
 /// /// Who is calling, put in the request's extensions by an
 /// /// authentication layer in front.
 /// #[derive(Clone)]
 /// struct Caller { class: Class }
 ///
-/// let classify = LowerOnly::new(
+/// let classify = lower_only(
 ///     |request: &Request<()>| request.extensions().get::<Caller>().map(|caller| caller.class),
 ///     |request: &Request<()>| Priority::parse(request.headers().get("x-priority")?).map(Class::from),
 /// );
@@ -237,17 +237,19 @@ impl<F> fmt::Debug for ByRequest<F> {
 /// // …and one nobody vouched for has no class.
 /// assert_eq!(classify.class(&request(None, "critical-plus")), None);
 /// ```
-#[derive(Clone, Copy, Default)]
-pub struct LowerOnly<T, A> {
-    trusted: T,
-    asked: A,
+pub fn lower_only<Req, T, A>(trusted: T, asked: A) -> impl ClassifyRequest<Req> + Clone + fmt::Debug
+where
+    T: ClassifyRequest<Req> + Clone,
+    A: ClassifyRequest<Req> + Clone,
+{
+    LowerOnly { trusted, asked }
 }
 
-impl<T, A> LowerOnly<T, A> {
-    /// Classifies by `trusted`, lowered by `asked`.
-    pub fn new(trusted: T, asked: A) -> Self {
-        LowerOnly { trusted, asked }
-    }
+/// What [`lower_only`] gives.
+#[derive(Clone, Copy)]
+struct LowerOnly<T, A> {
+    trusted: T,
+    asked: A,
 }
 
 impl<Req, T, A> ClassifyRequest<Req> for LowerOnly<T, A>

@@ -1,7 +1,6 @@
 //! The layer.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,9 +8,6 @@ use tower_layer::Layer;
 
 use super::class::{ByRequest, DefaultClass};
 use super::classify::Unclassified;
-#[cfg(feature = "http")]
-use super::end::AtBodyEnd;
-use super::end::AtResponse;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -39,19 +35,12 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<
-    K,
-    A = Box<dyn Algorithm>,
-    C = DefaultClock,
-    P = DefaultClass,
-    M = AtResponse,
-> {
+pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
     classify: P,
-    end: PhantomData<fn() -> M>,
 }
 
 impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
@@ -66,41 +55,26 @@ impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
             timeout: None,
             wait: false,
             classify: DefaultClass,
-            end: PhantomData,
         }
     }
 }
 
-impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
+impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier)
-    /// for HTTP, a [`ResultClassifier`](super::ResultClassifier) if every
-    /// response is a success and every error an overload, a closure in a
+    /// for HTTP, a [`GrpcClassifier`](super::GrpcClassifier) for gRPC, a
+    /// [`ResultClassifier`](super::ResultClassifier) if every response is a
+    /// success and every error an overload, a closure in a
     /// [`ClassifyFn`](super::ClassifyFn), any [`Classify`](super::Classify)).
-    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M> {
-        self.with_classifier(classifier)
-    }
-
-    /// The same layer with `classifier`, its calls over at `M2`.
-    fn with_classifier<K2, M2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M2> {
-        RheostatLayer {
-            limiter: self.limiter,
-            classifier,
-            timeout: self.timeout,
-            wait: self.wait,
-            classify: self.classify,
-            end: PhantomData,
-        }
-    }
-
-    /// Classify each call when its outcome is known — at the response's
-    /// headers if they say it, otherwise when the response's body ends —
-    /// with `classifier`, a [`ClassifyEnd`](super::ClassifyEnd): a
-    /// [`GrpcClassifier`](super::GrpcClassifier) for gRPC, whose status
-    /// comes in the trailers after the body unless the server failed at
-    /// once.
     ///
-    /// The call's permit is then held past the response future: the
-    /// service answers `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`,
+    /// The classifier also says when a call is over
+    /// ([`Classify::End`](super::Classify::End)): for every classifier but
+    /// a [`GrpcClassifier`](super::GrpcClassifier), when the response comes.
+    /// A gRPC call's status comes in the trailers after the body unless the
+    /// server failed at once, so a `GrpcClassifier` classifies each call
+    /// when its outcome is known — at the response's headers if they say
+    /// it, otherwise when the response's body ends. The call's permit is
+    /// then held past the response future: the service answers
+    /// `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`,
     /// whose body holds the permit until it ends, and records the outcome
     /// with the latency to then. The layer's [timeout](Self::timeout) runs
     /// on into the body. A body dropped before it ends releases the permit
@@ -123,7 +97,7 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     ///
     /// let limiter = Arc::new(Limiter::new(Fixed::new(8)?));
     /// let client = RheostatLayer::new(Arc::clone(&limiter))
-    ///     .classify_at_end(GrpcClassifier::new())
+    ///     .classify(GrpcClassifier::new())
     ///     .layer(service_fn(|_: http::Request<()>| async {
     ///         // A gRPC answer whose status comes in the trailers.
     ///         let mut trailers = http::HeaderMap::new();
@@ -140,9 +114,14 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg(feature = "http")]
-    pub fn classify_at_end<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, AtBodyEnd> {
-        self.with_classifier(classifier)
+    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P> {
+        RheostatLayer {
+            limiter: self.limiter,
+            classifier,
+            timeout: self.timeout,
+            wait: self.wait,
+            classify: self.classify,
+        }
     }
 
     /// Give each call at most `timeout`; one that runs out ends with
@@ -245,14 +224,13 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>, M> {
+    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>> {
         RheostatLayer {
             limiter: self.limiter,
             classifier: self.classifier,
             timeout: self.timeout,
             wait: self.wait,
             classify: ByRequest(classify),
-            end: PhantomData,
         }
     }
 
@@ -262,10 +240,10 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     }
 }
 
-impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone, M> Layer<S>
-    for RheostatLayer<K, A, C, P, M>
+impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
+    for RheostatLayer<K, A, C, P>
 {
-    type Service = Rheostat<S, K, A, C, P, M>;
+    type Service = Rheostat<S, K, A, C, P>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Rheostat::new(
@@ -279,7 +257,7 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone, M> Layer<S>
     }
 }
 
-impl<K: Clone, A, C, P: Clone, M> Clone for RheostatLayer<K, A, C, P, M> {
+impl<K: Clone, A, C, P: Clone> Clone for RheostatLayer<K, A, C, P> {
     fn clone(&self) -> Self {
         RheostatLayer {
             limiter: Arc::clone(&self.limiter),
@@ -287,13 +265,12 @@ impl<K: Clone, A, C, P: Clone, M> Clone for RheostatLayer<K, A, C, P, M> {
             timeout: self.timeout,
             wait: self.wait,
             classify: self.classify.clone(),
-            end: PhantomData,
         }
     }
 }
 
-impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
-    for RheostatLayer<K, A, C, P, M>
+impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for RheostatLayer<K, A, C, P>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatLayer")

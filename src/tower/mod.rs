@@ -42,7 +42,7 @@
 //! A gRPC call answers HTTP 200 and puts its status in `grpc-status`: in
 //! the headers of a *trailers-only* response when the server fails at once,
 //! otherwise in the trailers after the body. So a gRPC layer is built with
-//! [`RheostatLayer::classify_at_end`] and a [`GrpcClassifier`] (the `http`
+//! [`RheostatLayer::classify`] and a [`GrpcClassifier`] (the `http`
 //! feature): the status is read from the headers where it is there, and
 //! otherwise the response's body ([`future::ResponseBody`]) holds the
 //! call's permit until its trailers arrive; the call is recorded then, with
@@ -53,7 +53,7 @@
 //!
 //! ```ignore
 //! let channel = ServiceBuilder::new()
-//!     .layer(RheostatLayer::new(limiter).classify_at_end(GrpcClassifier::new()))
+//!     .layer(RheostatLayer::new(limiter).classify(GrpcClassifier::new()))
 //!     .service(tonic::transport::Endpoint::from_static("http://search:50051").connect().await?);
 //! let mut client = SearchClient::new(channel);
 //! ```
@@ -281,13 +281,10 @@ mod retry;
 mod server;
 mod service;
 
-pub use class::{ByRequest, ClassifyRequest, DefaultClass, LowerOnly};
-#[cfg(feature = "http")]
-pub use classify::{BodyEnd, ClassifyEnd, GrpcClassifier, GrpcCode, HttpClassifier};
+pub use class::{lower_only, ByRequest, ClassifyRequest, DefaultClass};
 pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
 #[cfg(feature = "http")]
-pub use end::AtBodyEnd;
-pub use end::{AtResponse, CallEnd};
+pub use classify::{GrpcClassifier, GrpcCode, HttpClassifier};
 #[cfg(feature = "http")]
 pub use idempotent::NotIdempotent;
 pub use idempotent::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};

@@ -169,7 +169,7 @@ impl<Req, Res, E, K, R, A, C> tower::retry::Policy<Req, Res, CallError<E>>
     for RetryPolicy<K, R, A, C>
 where
     Req: Clone,
-    K: Classify<Res, E>,
+    K: Classify<Res, E, End = ()>,
     R: RetryRule<Req>,
     A: Algorithm,
     C: Clock,

@@ -214,12 +214,14 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
 }
 
 /// Admission is as `P` says, for every attempt: readiness is the plain
-/// service's (see [`Rheostat`]).
+/// service's (see [`Rheostat`]). Each call is over when its response comes
+/// (a classifier whose [`Classify::End`] is `()`): a call whose outcome
+/// comes at the end of its body (gRPC) is not retried through the layer.
 impl<S, Req, K, R, A, C, P> Service<Req> for RheostatRetry<S, K, R, A, C, P>
 where
     S: Service<Req> + Clone,
     Req: Clone,
-    K: Classify<S::Response, S::Error> + Clone,
+    K: Classify<S::Response, S::Error, End = ()> + Clone,
     R: RetryRule<Req>,
     A: Algorithm,
     C: Clock,

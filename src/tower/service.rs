@@ -1,7 +1,6 @@
 //! The service.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -10,7 +9,8 @@ use tower_service::Service;
 
 use super::acquire::{start_acquire, Acquire, StartAcquire};
 use super::class::{Admit, DefaultClass};
-use super::end::{AtResponse, CallEnd};
+use super::classify::Classify;
+use super::end::{Answer, Finish};
 use super::future::ResponseFuture;
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
@@ -30,19 +30,13 @@ use crate::priority::Class;
 /// (each request admitted as its class; waiting, in the response future, a
 /// [`ResponseFuture`], so the inner service must be `Clone`).
 ///
-/// `M` is when a call is over: [`AtResponse`] (the default: when the inner
-/// service's response comes), or [`AtBodyEnd`](super::AtBodyEnd) after
-/// [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end)
-/// (when the response's body ends, for gRPC: the service then answers
+/// When a call is over is the classifier's [`Classify::End`]: when the
+/// inner service's response comes, or, with a
+/// [`GrpcClassifier`](super::GrpcClassifier), when the response's body
+/// ends (the service then answers
 /// `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`).
-pub struct Rheostat<
-    S,
-    K,
-    A = Box<dyn Algorithm>,
-    C = crate::clock::DefaultClock,
-    P = DefaultClass,
-    M = AtResponse,
-> {
+pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::clock::DefaultClock, P = DefaultClass>
+{
     inner: S,
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
@@ -54,10 +48,9 @@ pub struct Rheostat<
     acquiring: Option<Acquire<A, C>>,
     /// The slot (or refusal) `poll_ready` got for the next `call`.
     reserved: Option<Result<OwnedPermit<A, C>, Rejection>>,
-    end: PhantomData<fn() -> M>,
 }
 
-impl<S, K, A: Algorithm + 'static, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
+impl<S, K, A: Algorithm + 'static, C: Clock, P> Rheostat<S, K, A, C, P> {
     pub(crate) fn new(
         inner: S,
         limiter: Arc<Limiter<A, C>>,
@@ -76,12 +69,11 @@ impl<S, K, A: Algorithm + 'static, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
             start_acquire: start_acquire::<A, C>,
             acquiring: None,
             reserved: None,
-            end: PhantomData,
         }
     }
 }
 
-impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
+impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -145,7 +137,7 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     }
 }
 
-impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
+impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     /// Readiness for a request admitted as `P` says: waiting, a slot for
     /// the next call reserved first if `P` reserves one (a refusal is the
     /// next call's answer, and the inner service is not asked), then the
@@ -196,18 +188,18 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
 /// `poll_ready`; with one ([`ByRequest`](super::ByRequest)), for the request's class, so it
 /// is decided per request — in `call` failing fast, in the response future
 /// waiting — and `poll_ready` is the inner service's readiness.
-impl<S, Req, K, A, C, P, M> Service<Req> for Rheostat<S, K, A, C, P, M>
+impl<S, Req, K, A, C, P> Service<Req> for Rheostat<S, K, A, C, P>
 where
     S: Service<Req>,
-    K: Clone,
-    M: CallEnd<S::Response, S::Error, K, A, C>,
+    K: Classify<S::Response, S::Error> + Clone,
+    K::End: Finish<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
     P: Admit<S, Req>,
 {
-    type Response = M::Response;
+    type Response = Answer<K, S::Response, S::Error, A, C>;
     type Error = CallError<S::Error>;
-    type Future = ResponseFuture<S, Req, K, A, C, M>;
+    type Future = ResponseFuture<S, Req, K, A, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.poll_admission(cx)
@@ -229,7 +221,7 @@ where
     }
 }
 
-impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone, M> Clone for Rheostat<S, K, A, C, P, M> {
+impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone> Clone for Rheostat<S, K, A, C, P> {
     /// A clone shares the limiter but not a slot reserved by `poll_ready`.
     fn clone(&self) -> Self {
         Rheostat {
@@ -242,13 +234,12 @@ impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone, M> Clone for Rheostat
             start_acquire: self.start_acquire,
             acquiring: None,
             reserved: None,
-            end: PhantomData,
         }
     }
 }
 
-impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
-    for Rheostat<S, K, A, C, P, M>
+impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for Rheostat<S, K, A, C, P>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rheostat")

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -16,21 +15,21 @@ use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{CallError, Rejection};
 use crate::limiter::OwnedPermit;
-use crate::tower::end::CallEnd;
+use crate::tower::classify::Classify;
+use crate::tower::end::{Answer, Finish};
 
 pin_project! {
     /// One call under its permit, or why there is none: the inner
     /// service's future, its permit held until it completes and then
-    /// ended as the call's [`CallEnd`] says (or recorded as an overload if
+    /// ended as the classifier's [`Classify::End`] says (or recorded as an overload if
     /// the timeout ran out first).
-    pub(crate) struct Call<F, K, A, C, M> {
+    pub(crate) struct Call<F, K, A, C> {
         #[pin]
         kind: Kind<F>,
         permit: Option<OwnedPermit<A, C>>,
         classifier: K,
         timeout: Option<Duration>,
         sleep: Option<Pin<Box<Sleep>>>,
-        end: PhantomData<fn() -> M>,
     }
 }
 
@@ -54,7 +53,7 @@ enum Refusal {
     NoLimiter(crate::keyed::KeyedError),
 }
 
-impl<F, K, A: Algorithm, C: Clock, M> Call<F, K, A, C, M> {
+impl<F, K, A: Algorithm, C: Clock> Call<F, K, A, C> {
     /// The call admitted under `permit`, given at most the layer's
     /// `timeout`, or, if it is a probe, the limiter's probe timeout (with or
     /// without a timeout of the layer's own).
@@ -71,7 +70,6 @@ impl<F, K, A: Algorithm, C: Clock, M> Call<F, K, A, C, M> {
             classifier,
             timeout,
             sleep: None,
-            end: PhantomData,
         }
     }
 
@@ -93,19 +91,19 @@ impl<F, K, A: Algorithm, C: Clock, M> Call<F, K, A, C, M> {
             classifier,
             timeout: None,
             sleep: None,
-            end: PhantomData,
         }
     }
 }
 
-impl<F, K, Res, E, A, C, M> Future for Call<F, K, A, C, M>
+impl<F, K, Res, E, A, C> Future for Call<F, K, A, C>
 where
     F: Future<Output = Result<Res, E>>,
-    M: CallEnd<Res, E, K, A, C>,
+    K: Classify<Res, E>,
+    K::End: Finish<Res, E, K, A, C>,
     A: Algorithm,
     C: Clock,
 {
-    type Output = Result<M::Response, CallError<E>>;
+    type Output = Result<Answer<K, Res, E, A, C>, CallError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -121,7 +119,7 @@ where
             }
         };
         if let Poll::Ready(result) = future.poll(cx) {
-            let finished = M::finish(
+            let finished = K::End::finish(
                 this.classifier,
                 result,
                 this.permit.take(),
@@ -145,7 +143,7 @@ where
     }
 }
 
-impl<F, K, A: Algorithm, C: Clock, M> fmt::Debug for Call<F, K, A, C, M> {
+impl<F, K, A: Algorithm, C: Clock> fmt::Debug for Call<F, K, A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call")
             .field("permit", &self.permit)

@@ -16,7 +16,8 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::OwnedPermit;
 use crate::tower::acquire::Acquire;
-use crate::tower::end::{AtResponse, CallEnd};
+use crate::tower::classify::Classify;
+use crate::tower::end::{Answer, Finish};
 
 pin_project! {
     /// The response of a [`Rheostat`](crate::tower::Rheostat) or
@@ -25,11 +26,11 @@ pin_project! {
     ///
     /// It holds the call's permit until it completes; the outcome is then
     /// recorded as the classifier says (or as an overload if the timeout ran
-    /// out). With [`AtBodyEnd`](crate::tower::AtBodyEnd) (a layer built
-    /// with [`classify_at_end`](crate::tower::RheostatLayer::classify_at_end)),
-    /// a response whose headers do not say the outcome takes the permit on
-    /// in its body, a [`ResponseBody`](super::ResponseBody), with what is
-    /// left of the timeout.
+    /// out). With a classifier that reads the outcome at the end of the
+    /// body ([`GrpcClassifier`](crate::tower::GrpcClassifier)), a response
+    /// whose headers do not say the outcome takes the permit on in its
+    /// body, a [`ResponseBody`](super::ResponseBody), with what is left of
+    /// the timeout.
     ///
     /// A request admitted as its class by a layer that waits
     /// ([`RheostatLayer::classify_request`](crate::tower::RheostatLayer::classify_request)
@@ -52,18 +53,18 @@ pin_project! {
     /// If polled after it completed, or, with a timeout or while waiting for
     /// a slot under a limiter with a `max_wait`, polled outside a Tokio
     /// runtime with the time driver enabled.
-    pub struct ResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock, M = AtResponse>
+    pub struct ResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock>
     where
         S: Service<Req>,
     {
         #[pin]
-        state: State<S, Req, S::Future, K, A, C, M>,
+        state: State<S, Req, S::Future, K, A, C>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<S, Req, F, K, A, C, M> {
+    enum State<S, Req, F, K, A, C> {
         /// Waiting for a slot, with the service readied for the request.
         Waiting {
             acquire: Acquire<A, C>,
@@ -75,12 +76,12 @@ pin_project! {
         /// Admitted (or refused).
         Admitted {
             #[pin]
-            call: Call<F, K, A, C, M>,
+            call: Call<F, K, A, C>,
         },
     }
 }
 
-impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock, M> ResponseFuture<S, Req, K, A, C, M> {
+impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> ResponseFuture<S, Req, K, A, C> {
     /// Waits for `acquire`, then sends `request` with `service`.
     pub(crate) fn waiting(
         acquire: Acquire<A, C>,
@@ -126,21 +127,22 @@ impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock, M> ResponseFuture<S, Req, 
         Self::admitted(Call::no_limiter(error, classifier))
     }
 
-    fn admitted(call: Call<S::Future, K, A, C, M>) -> Self {
+    fn admitted(call: Call<S::Future, K, A, C>) -> Self {
         ResponseFuture {
             state: State::Admitted { call },
         }
     }
 }
 
-impl<S, Req, K, A, C, M> Future for ResponseFuture<S, Req, K, A, C, M>
+impl<S, Req, K, A, C> Future for ResponseFuture<S, Req, K, A, C>
 where
     S: Service<Req>,
-    M: CallEnd<S::Response, S::Error, K, A, C>,
+    K: Classify<S::Response, S::Error>,
+    K::End: Finish<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
 {
-    type Output = Result<M::Response, CallError<S::Error>>;
+    type Output = Result<Answer<K, S::Response, S::Error, A, C>, CallError<S::Error>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
@@ -176,8 +178,8 @@ where
     }
 }
 
-impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock, M> fmt::Debug
-    for ResponseFuture<S, Req, K, A, C, M>
+impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> fmt::Debug
+    for ResponseFuture<S, Req, K, A, C>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.state {

@@ -170,7 +170,7 @@ impl<S, Req, K, A, C> Future for RetryResponseFuture<S, Req, K, A, C>
 where
     S: Service<Req>,
     Req: Clone,
-    K: Classify<S::Response, S::Error>,
+    K: Classify<S::Response, S::Error, End = ()>,
     A: Algorithm,
     C: Clock,
 {

@@ -60,9 +60,8 @@ pub trait Classify<Res, E> {
 
     /// What `result` says to a [retry](crate::retry): its outcome, whether
     /// another attempt could succeed, and how long the server asked to be
-    /// left alone. Only the retrying services
-    /// ([`RheostatLayer::retry`](super::RheostatLayer::retry),
-    /// and, with the `tower-retry` feature, `RetryPolicy`) ask for it.
+    /// left alone. Only the retrying service
+    /// ([`RheostatLayer::retry`](super::RheostatLayer::retry)) asks for it.
     ///
     /// By default, [`classify`](Self::classify)'s outcome, retryable if it
     /// is an overload. Override it to keep an overload from being retried
@@ -228,9 +227,8 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
     }
 }
 
-/// No classifier yet: what [`RheostatLayer::new`](super::RheostatLayer::new),
-/// [`KeyedLayer::new`](super::KeyedLayer::new) and `RetryPolicy::new` (the
-/// `tower-retry` feature) start with.
+/// No classifier yet: what [`RheostatLayer::new`](super::RheostatLayer::new)
+/// and [`KeyedLayer::new`](super::KeyedLayer::new) start with.
 ///
 /// It classifies nothing (it implements no [`Classify`]), so a service made
 /// from a layer that still has it cannot be called: the layer must be told

@@ -5,9 +5,8 @@
 use super::class::ClassifyRequest;
 use crate::priority::Class;
 
-/// Which requests a retrying service ([`RheostatLayer::retry`](super::RheostatLayer::retry),
-/// and, with the `tower-retry` feature, `RetryPolicy`) may send more than
-/// once.
+/// Which requests a retrying service ([`RheostatLayer::retry`](super::RheostatLayer::retry))
+/// may send more than once.
 ///
 /// [`IdempotentOnly`] (the default) allows the requests that say they are
 /// [`Idempotent`]; [`AnyRequest`] allows every request. Implement it for a

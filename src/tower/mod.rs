@@ -188,8 +188,18 @@
 //! Dropping the response future releases the permit of the attempt in
 //! flight (see [`future::RetryResponseFuture`]).
 //!
-//! A stack that already uses tower's `Retry` middleware can spend the same
-//! budget with `RetryPolicy` (the `tower-retry` feature) instead.
+//! This is the one way to retry through the layer, rather than tower's
+//! own `Retry` middleware with a policy: a policy hears how an attempt
+//! ended only after tower sent it, so it cannot give an attempt a timeout
+//! of its own (a [learned](crate::timeout) one, the retry policy's
+//! `timeout`, what is left of the deadline; under tower's `Retry` the last
+//! attempt ran past the deadline), nor wait once in the queue when the
+//! limit is reached, and it needs the limiter and the classifier given
+//! twice, in the right order around the layer. The layer drives the same
+//! sans-I/O [`Attempts`](crate::retry::Attempts) as
+//! [`Limiter::call`](crate::Limiter::call), within the same bounds: the
+//! budget spent once per call, no slot held across a backoff, the
+//! server's `Retry-After` a floor on it.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -274,8 +284,6 @@ pub mod future;
 mod idempotent;
 mod keyed;
 mod layer;
-#[cfg(feature = "tower-retry")]
-mod policy;
 mod retry;
 #[cfg(feature = "http")]
 mod server;
@@ -290,8 +298,6 @@ pub use idempotent::NotIdempotent;
 pub use idempotent::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
-#[cfg(feature = "tower-retry")]
-pub use policy::RetryPolicy;
 pub use retry::{RheostatRetry, RheostatRetryLayer};
 #[cfg(feature = "http")]
 pub use server::{server_outcome, Shed, ShedFuture, ShedLayer};

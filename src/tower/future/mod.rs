@@ -18,6 +18,3 @@ pub(crate) use call::{finite, single_timeout};
 pub use response::ResponseFuture;
 pub use retry::RetryResponseFuture;
 pub(crate) use retry::{First, Plan};
-
-#[cfg(feature = "tower-retry")]
-pub use super::policy::RetryBackoff;

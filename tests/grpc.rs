@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerState};
 use rheostat::algorithms::{Aimd, AimdConfig, AimdMode, Algorithm, Fixed};
 use rheostat::config::LimitersConfig;
+use rheostat::grpc::GrpcCode;
 use rheostat::keyed::KeyedLimiters;
 use rheostat::priority::{Class, Priorities, Priority};
 use rheostat::retry::{Backoff, RetryConfig};
-use rheostat::tower::future::ResponseBody;
-use rheostat::tower::{GrpcClassifier, GrpcCode, KeyedLayer, Rheostat, RheostatLayer, ShedLayer};
+use rheostat::tower::{GrpcClassifier, KeyedLayer, Rheostat, RheostatLayer, ShedLayer};
 use rheostat::{CallError, Limiter, Observer, Outcome};
 use support::{channel, serve, serve_with, Ask, EchoClient, EchoServer};
 use tonic::Code;
@@ -541,8 +541,21 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
     send_sync::<Layered>();
     send_sync::<RheostatLayer<GrpcClassifier, Fixed>>();
     // As `Send` and `Sync` as the body it wraps (tonic's is only `Send`).
-    send::<ResponseBody<tonic::body::Body, GrpcClassifier, Fixed>>();
-    send_sync::<ResponseBody<http_body_util::Full<bytes::Bytes>, GrpcClassifier, Fixed>>();
+    fn body_send<S: tower::Service<Req, Response = http::Response<B>>, Req, B: Send>() {}
+    fn body_send_sync<S, Req, B>()
+    where
+        S: tower::Service<Req, Response = http::Response<B>>,
+        B: Send + Sync,
+    {
+    }
+    body_send::<Layered, http::Request<tonic::body::Body>, _>();
+    type Full = http_body_util::Full<bytes::Bytes>;
+    type Buffered = tower::util::BoxCloneSyncService<
+        http::Request<()>,
+        http::Response<Full>,
+        std::convert::Infallible,
+    >;
+    body_send_sync::<Rheostat<Buffered, GrpcClassifier, Fixed>, http::Request<()>, _>();
     send::<<Layered as tower::Service<http::Request<tonic::body::Body>>>::Future>();
 }
 

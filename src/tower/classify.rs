@@ -11,7 +11,9 @@ mod grpc;
 mod http_response;
 
 #[cfg(feature = "http")]
-pub use grpc::{GrpcClassifier, GrpcCode};
+pub use grpc::GrpcClassifier;
+#[cfg(feature = "http")]
+pub(crate) use grpc::GrpcCode;
 #[cfg(feature = "http")]
 pub(crate) use grpc::{GRPC_PUSHBACK, GRPC_STATUS};
 #[cfg(feature = "http")]

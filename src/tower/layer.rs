@@ -18,7 +18,9 @@ use crate::limiter::Limiter;
 ///
 /// It must be told how to classify results ([`classify`](Self::classify)):
 /// until then its classifier is [`Unclassified`](super::Unclassified), and
-/// a service made from it cannot be called.
+/// a service made from it cannot be called. After [`retry`](Self::retry),
+/// it wraps a service in a [`RheostatRetry`](super::RheostatRetry)
+/// instead, which retries failed requests.
 ///
 /// # Examples
 ///
@@ -35,12 +37,15 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
+pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass, R = ()> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
     classify: P,
+    /// `()`, or, after [`retry`](Self::retry), which requests may be sent
+    /// again.
+    retry: R,
 }
 
 impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
@@ -55,11 +60,12 @@ impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
             timeout: None,
             wait: false,
             classify: DefaultClass,
+            retry: (),
         }
     }
 }
 
-impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
+impl<K, A: Algorithm, C: Clock, P, R> RheostatLayer<K, A, C, P, R> {
     /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier)
     /// for HTTP, a [`GrpcClassifier`](super::GrpcClassifier) for gRPC, a
     /// [`ResultClassifier`](super::ResultClassifier) if every response is a
@@ -73,9 +79,9 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// server failed at once, so a `GrpcClassifier` classifies each call
     /// when its outcome is known — at the response's headers if they say
     /// it, otherwise when the response's body ends. The call's permit is
-    /// then held past the response future: the service answers
-    /// `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`,
-    /// whose body holds the permit until it ends, and records the outcome
+    /// then held past the response future: the service answers an
+    /// `http::Response` whose body (an `http_body::Body` wrapping the inner
+    /// one) holds the permit until it ends, and records the outcome
     /// with the latency to then. The layer's [timeout](Self::timeout) runs
     /// on into the body. A body dropped before it ends releases the permit
     /// as the limiter's drop outcome, as a dropped response future does.
@@ -114,13 +120,14 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P> {
+    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, R> {
         RheostatLayer {
             limiter: self.limiter,
             classifier,
             timeout: self.timeout,
             wait: self.wait,
             classify: self.classify,
+            retry: self.retry,
         }
     }
 
@@ -224,13 +231,14 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>> {
+    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>, R> {
         RheostatLayer {
             limiter: self.limiter,
             classifier: self.classifier,
             timeout: self.timeout,
             wait: self.wait,
             classify: ByRequest(classify),
+            retry: self.retry,
         }
     }
 
@@ -238,14 +246,31 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
         &self.limiter
     }
-}
 
-impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
-    for RheostatLayer<K, A, C, P>
-{
-    type Service = Rheostat<S, K, A, C, P>;
+    /// The same layer, retrying as `retry` says.
+    pub(crate) fn with_retry<R2>(self, retry: R2) -> RheostatLayer<K, A, C, P, R2> {
+        RheostatLayer {
+            limiter: self.limiter,
+            classifier: self.classifier,
+            timeout: self.timeout,
+            wait: self.wait,
+            classify: self.classify,
+            retry,
+        }
+    }
 
-    fn layer(&self, inner: S) -> Self::Service {
+    /// Which requests may be sent again.
+    pub(crate) fn retry_rule(&self) -> &R {
+        &self.retry
+    }
+
+    /// The plain service over `inner`, which a retrying one wraps.
+    pub(crate) fn rheostat<S>(&self, inner: S) -> Rheostat<S, K, A, C, P>
+    where
+        K: Clone,
+        A: 'static,
+        P: Clone,
+    {
         Rheostat::new(
             inner,
             Arc::clone(&self.limiter),
@@ -257,7 +282,17 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
     }
 }
 
-impl<K: Clone, A, C, P: Clone> Clone for RheostatLayer<K, A, C, P> {
+impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
+    for RheostatLayer<K, A, C, P>
+{
+    type Service = Rheostat<S, K, A, C, P>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        self.rheostat(inner)
+    }
+}
+
+impl<K: Clone, A, C, P: Clone, R: Clone> Clone for RheostatLayer<K, A, C, P, R> {
     fn clone(&self) -> Self {
         RheostatLayer {
             limiter: Arc::clone(&self.limiter),
@@ -265,12 +300,13 @@ impl<K: Clone, A, C, P: Clone> Clone for RheostatLayer<K, A, C, P> {
             timeout: self.timeout,
             wait: self.wait,
             classify: self.classify.clone(),
+            retry: self.retry.clone(),
         }
     }
 }
 
-impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
-    for RheostatLayer<K, A, C, P>
+impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, R: fmt::Debug> fmt::Debug
+    for RheostatLayer<K, A, C, P, R>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatLayer")
@@ -279,6 +315,7 @@ impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
             .field("timeout", &self.timeout)
             .field("wait", &self.wait)
             .field("classify", &self.classify)
+            .field("retry", &self.retry)
             .finish()
     }
 }

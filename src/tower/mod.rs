@@ -1,9 +1,8 @@
 //! A tower middleware that puts a [`Limiter`](crate::Limiter) in front of a
 //! client service, so hyper, tonic or axum clients use it without glue.
 //!
-//! [`RheostatLayer`] wraps a service in a [`Rheostat`], whose calls return a
-//! [`future::ResponseFuture`] (or, [retrying](#retries), in a
-//! [`RheostatRetry`]). ([`KeyedLayer`] picks the limiter per request
+//! [`RheostatLayer`] wraps a service in a [`Rheostat`] (or, [retrying](#retries),
+//! in a [`RheostatRetry`]). ([`KeyedLayer`] picks the limiter per request
 //! instead, by a key taken from the request, from
 //! [`KeyedLimiters`](crate::keyed::KeyedLimiters).) For each request
 //! the service:
@@ -44,12 +43,13 @@
 //! otherwise in the trailers after the body. So a gRPC layer is built with
 //! [`RheostatLayer::classify`] and a [`GrpcClassifier`] (the `http`
 //! feature): the status is read from the headers where it is there, and
-//! otherwise the response's body ([`future::ResponseBody`]) holds the
+//! otherwise the response's body holds the
 //! call's permit until its trailers arrive; the call is recorded then, with
 //! the latency to its status. A body dropped early releases the permit as
 //! the limiter's drop outcome; the layer's timeout runs on into the body.
-//! The service answers `http::Response<ResponseBody<..>>`, which a tonic
-//! client takes as it takes a channel:
+//! The service answers an `http::Response` whose body is an
+//! `http_body::Body` wrapping the inner one, which a tonic client takes as
+//! it takes a channel:
 //!
 //! ```ignore
 //! let channel = ServiceBuilder::new()
@@ -93,14 +93,13 @@
 //! [`ClassifyRequest`] (a closure `Fn(&Req) -> Option<Class>`) gives it:
 //! under load the less critical requests are refused first, and the queue
 //! serves the most critical waiter first. A request given no class, or
-//! sent through a layer without a class function ([`DefaultClass`]), is
-//! of the limiter's default class.
+//! sent through a layer without a class function, is of the limiter's
+//! default class.
 //!
 //! Failing fast, nothing else changes: the request is admitted as its class
 //! in `call`. Waiting, the slot cannot be reserved in `poll_ready`, before
 //! the request is known: `poll_ready` is then the inner service's
-//! readiness, and the response future ([`future::ResponseFuture`])
-//! waits in the queue for a slot for the request's class, then calls the
+//! readiness, and the response future waits in the queue for a slot for the request's class, then calls the
 //! inner service readied for it (a clone takes its place, as tower
 //! advises; so the inner service must be `Clone`, which a layer without a
 //! class function does not ask). The layer's timeout runs from admission.
@@ -186,7 +185,7 @@
 //! `()`); a streaming body cannot be sent twice, so collect it into one
 //! first. A limiter without a retry policy sends every request once.
 //! Dropping the response future releases the permit of the attempt in
-//! flight (see [`future::RetryResponseFuture`]).
+//! flight (see [`RheostatLayer::retry`]).
 //!
 //! This is the one way to retry through the layer, rather than tower's
 //! own `Retry` middleware with a policy: a policy hears how an attempt
@@ -280,7 +279,7 @@ mod acquire;
 mod class;
 mod classify;
 mod end;
-pub mod future;
+mod future;
 mod idempotent;
 mod keyed;
 mod layer;
@@ -289,16 +288,16 @@ mod retry;
 mod server;
 mod service;
 
-pub use class::{lower_only, ByRequest, ClassifyRequest, DefaultClass};
+pub use class::{lower_only, ClassifyRequest};
 pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
 #[cfg(feature = "http")]
-pub use classify::{GrpcClassifier, GrpcCode, HttpClassifier};
+pub use classify::{GrpcClassifier, HttpClassifier};
 #[cfg(feature = "http")]
 pub use idempotent::NotIdempotent;
-pub use idempotent::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};
+pub use idempotent::{Idempotent, IdempotentOnly, RetryRule};
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
-pub use retry::{RheostatRetry, RheostatRetryLayer};
+pub use retry::RheostatRetry;
 #[cfg(feature = "http")]
-pub use server::{server_outcome, Shed, ShedFuture, ShedLayer};
+pub use server::{server_outcome, Shed, ShedLayer};
 pub use service::Rheostat;

@@ -23,18 +23,18 @@ use crate::priority::Class;
 /// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
 /// documentation](super) for readiness.
 ///
-/// `P` is [`DefaultClass`] for a layer without a class function (every
-/// request of the limiter's default class, a waiting slot reserved in
-/// `poll_ready`), a [`ByRequest`](super::ByRequest) after
-/// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)
-/// (each request admitted as its class; waiting, in the response future, a
-/// [`ResponseFuture`], so the inner service must be `Clone`).
+/// `P` is how requests are admitted: for a layer without a class function,
+/// every request of the limiter's default class, a waiting slot reserved
+/// in `poll_ready`; after
+/// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request),
+/// each request as its class (waiting, in the response future, so the
+/// inner service must be `Clone`).
 ///
 /// When a call is over is the classifier's [`Classify::End`]: when the
 /// inner service's response comes, or, with a
 /// [`GrpcClassifier`](super::GrpcClassifier), when the response's body
-/// ends (the service then answers
-/// `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`).
+/// ends (the service then answers an `http::Response` whose body holds
+/// the permit).
 pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::clock::DefaultClock, P = DefaultClass>
 {
     inner: S,
@@ -183,11 +183,11 @@ impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     }
 }
 
-/// Admission is as `P` says: without a class function ([`DefaultClass`]),
-/// every request of the limiter's default class, a waiting slot reserved in
-/// `poll_ready`; with one ([`ByRequest`](super::ByRequest)), for the request's class, so it
-/// is decided per request — in `call` failing fast, in the response future
-/// waiting — and `poll_ready` is the inner service's readiness.
+/// Admission is as `P` says: without a class function, every request of
+/// the limiter's default class, a waiting slot reserved in `poll_ready`;
+/// with one, for the request's class, so it is decided per request — in
+/// `call` failing fast, in the response future waiting — and `poll_ready`
+/// is the inner service's readiness.
 impl<S, Req, K, A, C, P> Service<Req> for Rheostat<S, K, A, C, P>
 where
     S: Service<Req>,

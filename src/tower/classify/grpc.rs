@@ -8,7 +8,7 @@ use super::{AtBodyEnd, BodyEnd, Classify, ClassifyEnd};
 use crate::algorithms::{check, ConfigError, Outcome};
 use crate::retry::Verdict;
 
-pub use crate::grpc::GrpcCode;
+pub(crate) use crate::grpc::GrpcCode;
 
 /// The header of a gRPC status, in a trailers-only response's headers or
 /// in the trailers.
@@ -83,7 +83,8 @@ pub(crate) const GRPC_PUSHBACK: &str = "grpc-retry-pushback-ms";
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat::tower::{GrpcClassifier, GrpcCode};
+/// use rheostat::grpc::GrpcCode;
+/// use rheostat::tower::GrpcClassifier;
 /// use rheostat::Outcome;
 ///
 /// let classify = GrpcClassifier::new()

@@ -2,9 +2,14 @@
 //! for a slot first if it must, then one call under its permit) and
 //! [`RetryResponseFuture`] (a call's attempts, as
 //! [`Attempts`](crate::retry::Attempts) decides), one file each, with the
-//! one call both make in `call.rs`; and, with the `http` feature,
-//! `ResponseBody` (a response's body holding its call's permit until the
-//! call's status comes, for gRPC).
+//! one call a `ResponseFuture` makes in `call.rs`; and, with the `http`
+//! feature, `ResponseBody` (a response's body holding its call's permit
+//! until the call's status comes, for gRPC).
+//!
+//! None is named by the crate's public API: each is its service's
+//! `Service::Future` (or, the body, in its `Service::Response`), and is
+//! named, where a type must be written out, as
+//! `<Rheostat<..> as Service<Req>>::Future`.
 
 #[cfg(feature = "http")]
 mod body;
@@ -12,9 +17,7 @@ mod call;
 mod response;
 mod retry;
 
-#[cfg(feature = "http")]
-pub use body::ResponseBody;
 pub(crate) use call::{finite, single_timeout};
-pub use response::ResponseFuture;
-pub use retry::RetryResponseFuture;
+pub(crate) use response::ResponseFuture;
+pub(crate) use retry::RetryResponseFuture;
 pub(crate) use retry::{First, Plan};

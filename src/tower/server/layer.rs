@@ -405,7 +405,7 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use rheostat::{algorithms::Fixed, tower::{GrpcCode, ShedLayer}, Limiter};
+    /// use rheostat::{algorithms::Fixed, grpc::GrpcCode, tower::ShedLayer, Limiter};
     ///
     /// let layer = ShedLayer::new(Arc::new(Limiter::new(Fixed::new(8)?)));
     /// assert!(layer.clone().grpc_status(GrpcCode::Ok).is_err());

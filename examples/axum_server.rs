@@ -19,7 +19,7 @@
 //! can write `critical-plus`. An authentication layer in front of the
 //! shedding (a stand-in here: a bearer token names the caller) puts the
 //! caller in the request's extensions; the shedding layer classifies by
-//! it, and lets `x-priority` only lower the class ([`LowerOnly`]). The
+//! it, and lets `x-priority` only lower the class ([`lower_only`]). The
 //! checkout frontend is critical; the crawler is sheddable, and asks for
 //! `critical-plus` on every request, to no avail; a request nobody vouched
 //! for is of the least critical class.
@@ -48,7 +48,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rheostat::algorithms::{Gradient, GradientConfig};
 use rheostat::priority::{Class, Priorities, Priority};
-use rheostat::tower::{LowerOnly, ShedLayer};
+use rheostat::tower::{lower_only, ShedLayer};
 use tokio::sync::Semaphore;
 use tower::util::MapRequestLayer;
 
@@ -221,9 +221,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/work", get(work))
         .with_state(Arc::new(Semaphore::new(WORKERS)))
-        .layer(
-            ShedLayer::new(Arc::clone(&limiter)).classify_request(LowerOnly::new(trusted, asked)),
-        )
+        .layer(ShedLayer::new(Arc::clone(&limiter)).classify_request(lower_only(trusted, asked)))
         // Outermost, so it runs first.
         .layer(MapRequestLayer::new(authenticate));
 

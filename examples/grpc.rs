@@ -52,7 +52,7 @@ async fn main() {
             .unwrap(),
     );
     let layer = RheostatLayer::new(Arc::clone(&limiter))
-        .classify_at_end(GrpcClassifier::new())
+        .classify(GrpcClassifier::new())
         .timeout(Duration::from_secs(2))
         .unwrap();
     let mut client = EchoClient::new(layer.layer(channel(addr).await));

@@ -125,7 +125,7 @@ impl Priority {
     /// costs the same for a 400 KB header as for `critical`, and never
     /// allocates. A header is written by the client, though, so it says
     /// what a request asks for, not what it is owed: see
-    /// `tower::LowerOnly` (the `tower` feature) for a server.
+    /// `tower::lower_only` (the `tower` feature) for a server.
     ///
     /// # Examples
     ///

@@ -29,13 +29,11 @@ use std::time::{Duration, Instant};
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, BreakerState};
 use rheostat::algorithms::{Aimd, AimdConfig, AimdMode, Algorithm, Fixed};
 use rheostat::config::LimitersConfig;
+use rheostat::grpc::GrpcCode;
 use rheostat::keyed::KeyedLimiters;
 use rheostat::priority::{Class, Priorities, Priority};
 use rheostat::retry::{Backoff, RetryConfig};
-use rheostat::tower::future::{ResponseBody, ResponseFuture};
-use rheostat::tower::{
-    AtBodyEnd, GrpcClassifier, GrpcCode, KeyedLayer, Rheostat, RheostatLayer, ShedLayer,
-};
+use rheostat::tower::{GrpcClassifier, KeyedLayer, Rheostat, RheostatLayer, ShedLayer};
 use rheostat::{CallError, Limiter, Observer, Outcome};
 use support::{channel, serve, serve_with, Ask, EchoClient, EchoServer};
 use tonic::Code;
@@ -95,7 +93,7 @@ async fn each_status_is_classified_as_the_table_says_from_the_headers_and_from_t
     let addr = serve(server.clone()).await;
     let seen = Seen::default();
     let limiter = recorded(8, &seen);
-    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify_at_end(GrpcClassifier::new());
+    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(GrpcClassifier::new());
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
     let table = GrpcClassifier::new();
 
@@ -149,7 +147,7 @@ async fn the_permit_is_held_until_the_status_and_the_latency_runs_to_it() {
     let seen = Seen::default();
     let limiter = recorded(8, &seen);
     let classifier = GrpcClassifier::new().slow_after(ms(150)).unwrap();
-    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify_at_end(classifier);
+    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(classifier);
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
 
     // A message at once, the status (OK) 300 ms later.
@@ -205,12 +203,12 @@ async fn a_server_answering_unavailable_to_everything_opens_the_breaker_and_cuts
     ));
     let mut through_breaker = EchoClient::new(
         RheostatLayer::new(Arc::clone(&breaker))
-            .classify_at_end(GrpcClassifier::new())
+            .classify(GrpcClassifier::new())
             .layer(channel.clone()),
     );
     let mut through_aimd = EchoClient::new(
         RheostatLayer::new(Arc::clone(&aimd))
-            .classify_at_end(GrpcClassifier::new())
+            .classify(GrpcClassifier::new())
             .layer(channel),
     );
 
@@ -248,7 +246,7 @@ async fn a_call_refused_by_the_client_layer_never_reaches_the_server() {
     let server = EchoServer::default();
     let addr = serve(server.clone()).await;
     let limiter = Arc::new(Limiter::new(Fixed::new(1).unwrap()));
-    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify_at_end(GrpcClassifier::new());
+    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(GrpcClassifier::new());
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
 
     let held = limiter.try_acquire().unwrap();
@@ -368,7 +366,7 @@ async fn no_permit_leaks_when_a_stream_or_a_call_is_dropped() {
     let addr = serve(EchoServer::default()).await;
     let seen = Seen::default();
     let limiter = recorded(2, &seen);
-    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify_at_end(GrpcClassifier::new());
+    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(GrpcClassifier::new());
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
 
     for _ in 0..5 {
@@ -417,7 +415,7 @@ async fn a_status_that_never_comes_is_cut_by_the_layers_timeout_as_an_overload()
     let seen = Seen::default();
     let limiter = recorded(2, &seen);
     let layer = RheostatLayer::new(Arc::clone(&limiter))
-        .classify_at_end(GrpcClassifier::new())
+        .classify(GrpcClassifier::new())
         .timeout(ms(200))
         .unwrap();
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
@@ -523,7 +521,7 @@ async fn a_files_grpc_table_makes_the_classifier_the_layer_uses() {
     let addr = serve(EchoServer::default()).await;
     let seen = Seen::default();
     let limiter = recorded(4, &seen);
-    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify_at_end(classifier);
+    let layer = RheostatLayer::new(Arc::clone(&limiter)).classify(classifier);
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
     for code in [Code::ResourceExhausted, Code::Internal, Code::Unavailable] {
         let _ = client.call(Ask::code(code)).await;
@@ -539,36 +537,26 @@ fn the_grpc_service_its_future_and_its_body_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>() {}
     type Channel = tonic::transport::Channel;
-    type Layered = Rheostat<
-        Channel,
-        GrpcClassifier,
-        Fixed,
-        rheostat::clock::DefaultClock,
-        rheostat::tower::DefaultClass,
-        AtBodyEnd,
-    >;
+    type Layered = Rheostat<Channel, GrpcClassifier, Fixed>;
     send_sync::<Layered>();
-    send_sync::<
-        RheostatLayer<
-            GrpcClassifier,
-            Fixed,
-            rheostat::clock::DefaultClock,
-            rheostat::tower::DefaultClass,
-            AtBodyEnd,
-        >,
-    >();
+    send_sync::<RheostatLayer<GrpcClassifier, Fixed>>();
     // As `Send` and `Sync` as the body it wraps (tonic's is only `Send`).
-    send::<ResponseBody<tonic::body::Body, GrpcClassifier, Fixed>>();
-    send_sync::<ResponseBody<http_body_util::Full<bytes::Bytes>, GrpcClassifier, Fixed>>();
-    send::<
-        ResponseFuture<
-            <Channel as tower::Service<http::Request<tonic::body::Body>>>::Future,
-            GrpcClassifier,
-            Fixed,
-            rheostat::clock::DefaultClock,
-            AtBodyEnd,
-        >,
-    >();
+    fn body_send<S: tower::Service<Req, Response = http::Response<B>>, Req, B: Send>() {}
+    fn body_send_sync<S, Req, B>()
+    where
+        S: tower::Service<Req, Response = http::Response<B>>,
+        B: Send + Sync,
+    {
+    }
+    body_send::<Layered, http::Request<tonic::body::Body>, _>();
+    type Full = http_body_util::Full<bytes::Bytes>;
+    type Buffered = tower::util::BoxCloneSyncService<
+        http::Request<()>,
+        http::Response<Full>,
+        std::convert::Infallible,
+    >;
+    body_send_sync::<Rheostat<Buffered, GrpcClassifier, Fixed>, http::Request<()>, _>();
+    send::<<Layered as tower::Service<http::Request<tonic::body::Body>>>::Future>();
 }
 
 /// A unary call is `critical`, a stream `sheddable`: by the method's path.
@@ -594,7 +582,7 @@ async fn a_caller_waiting_for_the_slot_a_stream_holds_is_admitted_as_its_class_w
             .unwrap(),
     );
     let layer = RheostatLayer::new(Arc::clone(&limiter))
-        .classify_at_end(GrpcClassifier::new())
+        .classify(GrpcClassifier::new())
         .classify_request(by_method)
         .wait();
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
@@ -643,8 +631,7 @@ async fn a_keyed_layer_holds_each_methods_permit_until_its_status() {
         .unwrap(),
     );
     let by_method = |request: &http::Request<tonic::body::Body>| request.uri().path().to_owned();
-    let layer =
-        KeyedLayer::new(Arc::clone(&methods), by_method).classify_at_end(GrpcClassifier::new());
+    let layer = KeyedLayer::new(Arc::clone(&methods), by_method).classify(GrpcClassifier::new());
     let mut client = EchoClient::new(layer.layer(channel(addr).await));
 
     // The stream's limiter stays full past its first message, to its status.

@@ -356,7 +356,7 @@ fn streaming(
             Ok::<_, Infallible>(response)
         }
     });
-    let layer = RheostatLayer::new(Arc::clone(limiter)).classify_at_end(GrpcClassifier::new());
+    let layer = RheostatLayer::new(Arc::clone(limiter)).classify(GrpcClassifier::new());
     match timeout {
         Some(after) => layer.timeout(after).unwrap().layer(handler),
         None => layer.layer(handler),
@@ -399,7 +399,7 @@ async fn an_always_ready_body_drained_without_yielding_ends_at_the_timeout() {
         }
     });
     let client = RheostatLayer::new(Arc::clone(&limiter))
-        .classify_at_end(GrpcClassifier::new())
+        .classify(GrpcClassifier::new())
         .timeout(ms(200))
         .unwrap()
         .layer(handler);
@@ -548,7 +548,7 @@ async fn checking_the_deadline_before_each_frame_costs_little() {
                 let frames = Arc::clone(&frames);
                 async move { Ok::<_, Infallible>(Response::new(Forever(frames))) }
             });
-            let layer = RheostatLayer::new(limiter).classify_at_end(GrpcClassifier::new());
+            let layer = RheostatLayer::new(limiter).classify(GrpcClassifier::new());
             let layer = match timeout {
                 Some(after) => layer.timeout(after).unwrap(),
                 None => layer,

@@ -1,5 +1,5 @@
-//! Retrying through the tower layer (`RheostatLayer::retry`) and through
-//! tower's own `Retry` with `RetryPolicy`: against a real hyper server on
+//! Retrying through the tower layer (`RheostatLayer::retry`): against a
+//! real hyper server on
 //! loopback that fails its first requests (with and without
 //! `Retry-After`), always fails, hangs, or answers a client error; and, in
 //! paused time, against in-process services for the exact timings.
@@ -31,12 +31,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig};
 use rheostat::algorithms::{Algorithm, Fixed};
 use rheostat::retry::{Backoff, Budget, RetryConfig, RetryOutcome};
-use rheostat::tower::{
-    ClassifyFn, HttpClassifier, Idempotent, RetryPolicy, RetryRule, RheostatLayer,
-};
+use rheostat::tower::{ClassifyFn, HttpClassifier, Idempotent, RetryRule, RheostatLayer};
 use rheostat::{clock::TokioClock, CallError, DynLimiter, Limiter, Outcome, RejectReason};
 use tokio::sync::oneshot;
-use tower::{service_fn, Layer, ServiceBuilder, ServiceExt};
+use tower::{service_fn, Layer, ServiceExt};
 
 // ----- the server -----------------------------------------------------------
 
@@ -381,18 +379,6 @@ async fn the_budget_bounds_what_a_server_that_always_fails_receives() {
     }
     // Without the budget: 3 × 60 = 180.
     assert_within_budget(server.hits(), &decisions);
-
-    // The same through tower's `Retry` and the policy.
-    let server = Server::start(Script::failing(u32::MAX, 503));
-    let (decisions, limiter) = limiter_with(fixed(), budgeted());
-    let service = ServiceBuilder::new()
-        .retry(RetryPolicy::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .layer(RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .service(client());
-    for _ in 0..REQUESTS {
-        assert_eq!(status(service.clone().oneshot(server.get()).await), 503);
-    }
-    assert_within_budget(server.hits(), &decisions);
 }
 
 fn breaker() -> Breaker {
@@ -432,68 +418,6 @@ async fn an_open_breaker_is_not_retried_through() {
     // A call refused, not a retry: no retry decision.
     assert_eq!(decisions.take(), []);
     assert_eq!(limiter.in_flight(), 0);
-}
-
-#[tokio::test]
-async fn the_policy_does_not_retry_an_open_breaker_either() {
-    let server = Server::start(Script::failing(u32::MAX, 503));
-    let (decisions, limiter) = limiter_with(breaker(), five_attempts());
-    let service = ServiceBuilder::new()
-        .retry(RetryPolicy::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .layer(RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .service(client());
-    assert_eq!(status(service.clone().oneshot(server.get()).await), 503);
-    assert_eq!(server.hits(), 2);
-    assert_eq!(decisions.take(), [Sent, Rejected]);
-
-    match service.oneshot(server.get()).await {
-        Err(CallError::Rejected(r)) => assert_eq!(r.reason(), RejectReason::Open),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(server.hits(), 2);
-    // A call refused, not a retry: no retry decision.
-    assert_eq!(decisions.take(), []);
-}
-
-#[tokio::test]
-async fn towers_retry_with_the_policy_retries_idempotent_requests_through_the_limiter() {
-    let server = Server::start(Script::failing(2, 503));
-    let (decisions, limiter) = limiter_with(fixed(), quick());
-    let policy = RetryPolicy::new(Arc::clone(&limiter)).classify(HttpClassifier::new());
-    let service = ServiceBuilder::new()
-        .retry(policy.clone())
-        .layer(RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .service(client());
-    assert_eq!(status(service.clone().oneshot(server.get()).await), 200);
-    assert_eq!(server.hits(), 3);
-    assert_eq!(decisions.take(), [Sent, Sent]);
-    assert_eq!(limiter.in_flight(), 0);
-
-    // A POST is sent once (and its failure is not the policy's to judge).
-    let server = Server::start(Script::failing(1, 503));
-    assert_eq!(status(service.oneshot(server.post()).await), 503);
-    assert_eq!(server.hits(), 1);
-    assert_eq!(decisions.take(), []);
-
-    // Unless the policy says any method may be retried.
-    let server = Server::start(Script::failing(1, 503));
-    let service = ServiceBuilder::new()
-        .retry(policy.retry_any_method())
-        .layer(RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .service(client());
-    assert_eq!(status(service.oneshot(server.post()).await), 200);
-    assert_eq!(server.hits(), 2);
-    assert_eq!(decisions.take(), [Sent]);
-
-    // A 404 is an answer, not retried.
-    let server = Server::start(Script::failing(1, 404));
-    let service = ServiceBuilder::new()
-        .retry(RetryPolicy::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .layer(RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .service(client());
-    assert_eq!(status(service.oneshot(server.get()).await), 404);
-    assert_eq!(server.hits(), 1);
-    assert_eq!(decisions.take(), [NotRetryable]);
 }
 
 #[tokio::test]
@@ -840,17 +764,6 @@ async fn retrying_futures_over_a_dyn_limiter_can_be_spawned_in_an_async_block() 
         .wait()
         .retry()
         .layer(client());
-    let request = server.get();
-    let task = tokio::spawn(async move { service.oneshot(request).await.map(|r| r.status()) });
-    assert_eq!(task.await.unwrap().unwrap(), StatusCode::OK);
-    assert_eq!(server.hits(), 2);
-    assert_eq!(decisions.take(), [Sent]);
-
-    let server = Server::start(Script::failing(1, 503));
-    let service = ServiceBuilder::new()
-        .retry(RetryPolicy::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .layer(RheostatLayer::new(Arc::clone(&limiter)).classify(HttpClassifier::new()))
-        .service(client());
     let request = server.get();
     let task = tokio::spawn(async move { service.oneshot(request).await.map(|r| r.status()) });
     assert_eq!(task.await.unwrap().unwrap(), StatusCode::OK);

@@ -38,7 +38,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
 use rheostat::priority::{Class, Priorities, Priority};
-use rheostat::tower::{LowerOnly, ShedLayer};
+use rheostat::tower::{lower_only, ShedLayer};
 use rheostat::{limiter::QueueOrder, Limiter};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -805,7 +805,7 @@ async fn a_caller_asking_for_critical_plus_is_admitted_no_higher_than_its_truste
     };
     let shed = ShedLayer::new(Arc::clone(&limiter))
         .fail_fast()
-        .classify_request(LowerOnly::new(trusted, asked));
+        .classify_request(lower_only(trusted, asked));
     let addr = serve(
         hold_and_fast(&calls, &gate)
             .layer(shed)

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use rheostat::algorithms::breaker::{Breaker, BreakerConfig, Cooldown};
 use rheostat::algorithms::Fixed;
-use rheostat::tower::future::ResponseFuture;
 use rheostat::tower::{ClassifyFn, HttpClassifier, ResultClassifier, Rheostat, RheostatLayer};
 use rheostat::{clock::TokioClock, CallError, Limiter, Observer, Outcome, RejectReason};
 use tokio::sync::oneshot;
@@ -390,12 +389,7 @@ fn the_service_and_its_future_are_send_and_sync() {
     send_sync::<Rheostat<Inner, HttpClassifier>>();
     send_sync::<RheostatLayer<HttpClassifier>>();
     fn send<T: Send>() {}
-    send::<
-        ResponseFuture<
-            Pin<Box<dyn Future<Output = Result<(), Infallible>> + Send>>,
-            HttpClassifier,
-        >,
-    >();
+    send::<<Rheostat<Inner, ResultClassifier> as Service<()>>::Future>();
 }
 
 #[tokio::test(start_paused = true)]

@@ -151,7 +151,7 @@ impl GrpcConfig {
     }
 
     /// The classifier this table describes, for
-    /// `RheostatLayer::classify_at_end`.
+    /// `RheostatLayer::classify`.
     ///
     /// # Errors
     ///
@@ -162,7 +162,7 @@ impl GrpcConfig {
     /// ```
     /// use std::time::Duration;
     /// use rheostat::config::GrpcConfig;
-    /// use rheostat::tower::GrpcCode;
+    /// use rheostat::grpc::GrpcCode;
     /// use rheostat::Outcome;
     ///
     /// let config = GrpcConfig { overload: vec!["unavailable".into()], ..GrpcConfig::default() };

@@ -16,9 +16,7 @@ use crate::error::RejectReason;
 /// the limiter's gate is shut through what it is told with each event, and
 /// the front end that drives it does the waiting, the sending and the
 /// timing. [`Limiter::call`](crate::Limiter::call), the tower layer's
-/// retrying future (`RheostatLayer::retry`) and the simulator drive it;
-/// tower's own `Retry` (through `RetryPolicy`) tells it only how attempts
-/// ended, since tower sends them.
+/// retrying future (`RheostatLayer::retry`) and the simulator drive it.
 ///
 /// # Invariants
 ///

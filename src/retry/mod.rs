@@ -4,9 +4,8 @@
 //! A [`RetryConfig`] given to a limiter ([`Builder::retry`](crate::Builder::retry),
 //! or a `retry` table beside the `policy` table of a configuration file)
 //! makes [`Limiter::call`](crate::Limiter::call) retry a failed call (and,
-//! with the `tower` feature, the layer `RheostatLayer::retry` makes, and
-//! with `tower-retry`, tower's own `Retry` through `RetryPolicy`), within
-//! four bounds:
+//! with the `tower` feature, the layer `RheostatLayer::retry` makes),
+//! within four bounds:
 //!
 //! - **attempts**: at most `attempts` per call, the first included;
 //! - **deadline**: no retry starts after the call's deadline, and each

@@ -19,7 +19,7 @@ use crate::priority::Class;
 /// most critical class. On a server, take the class from what the server
 /// itself established (an identity an authentication layer put in the
 /// request's extensions, a route), and let the header only lower it:
-/// [`LowerOnly`].
+/// [`lower_only`].
 ///
 /// # Examples
 ///
@@ -124,10 +124,65 @@ impl<Req> ClassifyRequest<Req> for DefaultClass {
 #[derive(Clone, Copy, Default)]
 pub struct ByRequest<F>(pub(crate) F);
 
-impl<F> ByRequest<F> {
-    /// The class function.
-    pub fn get_ref(&self) -> &F {
-        &self.0
+/// How a client service admits each request: as [`DefaultClass`] does
+/// (the limiter's default class; waiting, a slot reserved in `poll_ready`,
+/// before the request is known) or as a [`ByRequest`] does (each request
+/// as its class; waiting, in the response future, which calls the inner
+/// service readied for it, so that service must be `Clone`). Implemented by
+/// these two alone, so that each client service has one `Service` impl.
+pub trait Admit<S, Req>: sealed::Sealed {
+    /// Whether a service that waits reserves the next call's slot in
+    /// `poll_ready`.
+    #[doc(hidden)]
+    const RESERVES: bool;
+
+    /// The class `request` is admitted as (`None`: the default class), and
+    /// whether it may be cut early.
+    #[doc(hidden)]
+    fn admit(&self, request: &Req) -> (Option<Class>, bool);
+
+    /// The inner service readied by `poll_ready`, for a response future
+    /// that waits for a slot to call later (a clone takes its place, as
+    /// tower advises); `None` if the slot is reserved in `poll_ready`.
+    #[doc(hidden)]
+    fn hand_over(service: &mut S) -> Option<S>;
+}
+
+mod sealed {
+    /// Only [`DefaultClass`](super::DefaultClass) and
+    /// [`ByRequest`](super::ByRequest) are an [`Admit`](super::Admit).
+    #[allow(
+        unreachable_pub,
+        reason = "the seal of a public trait, named nowhere else"
+    )]
+    pub trait Sealed {}
+
+    impl Sealed for super::DefaultClass {}
+    impl<F> Sealed for super::ByRequest<F> {}
+}
+
+impl<S, Req> Admit<S, Req> for DefaultClass {
+    const RESERVES: bool = true;
+
+    fn admit(&self, _request: &Req) -> (Option<Class>, bool) {
+        (None, true)
+    }
+
+    fn hand_over(_service: &mut S) -> Option<S> {
+        None
+    }
+}
+
+impl<S: Clone, Req, F: ClassifyRequest<Req>> Admit<S, Req> for ByRequest<F> {
+    const RESERVES: bool = false;
+
+    fn admit(&self, request: &Req) -> (Option<Class>, bool) {
+        (self.0.class(request), self.0.cut_early(request))
+    }
+
+    fn hand_over(service: &mut S) -> Option<S> {
+        let clone = service.clone();
+        Some(std::mem::replace(service, clone))
     }
 }
 
@@ -154,14 +209,14 @@ impl<F> fmt::Debug for ByRequest<F> {
 /// ```
 /// use http::Request;
 /// use rheostat::priority::{Class, Priority};
-/// use rheostat::tower::{ClassifyRequest, LowerOnly};
+/// use rheostat::tower::{lower_only, ClassifyRequest};
 ///
 /// /// Who is calling, put in the request's extensions by an
 /// /// authentication layer in front.
 /// #[derive(Clone)]
 /// struct Caller { class: Class }
 ///
-/// let classify = LowerOnly::new(
+/// let classify = lower_only(
 ///     |request: &Request<()>| request.extensions().get::<Caller>().map(|caller| caller.class),
 ///     |request: &Request<()>| Priority::parse(request.headers().get("x-priority")?).map(Class::from),
 /// );
@@ -182,17 +237,19 @@ impl<F> fmt::Debug for ByRequest<F> {
 /// // …and one nobody vouched for has no class.
 /// assert_eq!(classify.class(&request(None, "critical-plus")), None);
 /// ```
-#[derive(Clone, Copy, Default)]
-pub struct LowerOnly<T, A> {
-    trusted: T,
-    asked: A,
+pub fn lower_only<Req, T, A>(trusted: T, asked: A) -> impl ClassifyRequest<Req> + Clone + fmt::Debug
+where
+    T: ClassifyRequest<Req> + Clone,
+    A: ClassifyRequest<Req> + Clone,
+{
+    LowerOnly { trusted, asked }
 }
 
-impl<T, A> LowerOnly<T, A> {
-    /// Classifies by `trusted`, lowered by `asked`.
-    pub fn new(trusted: T, asked: A) -> Self {
-        LowerOnly { trusted, asked }
-    }
+/// What [`lower_only`] gives.
+#[derive(Clone, Copy)]
+struct LowerOnly<T, A> {
+    trusted: T,
+    asked: A,
 }
 
 impl<Req, T, A> ClassifyRequest<Req> for LowerOnly<T, A>

@@ -11,7 +11,9 @@ mod grpc;
 mod http_response;
 
 #[cfg(feature = "http")]
-pub use grpc::{GrpcClassifier, GrpcCode};
+pub use grpc::GrpcClassifier;
+#[cfg(feature = "http")]
+pub(crate) use grpc::GrpcCode;
 #[cfg(feature = "http")]
 pub(crate) use grpc::{GRPC_PUSHBACK, GRPC_STATUS};
 #[cfg(feature = "http")]
@@ -46,14 +48,22 @@ pub use http_response::HttpClassifier;
             or `.classify(ClassifyFn(|result, latency| ...))`"
 )]
 pub trait Classify<Res, E> {
+    /// When a call is over, and so when its permit is released and what a
+    /// layer's service answers: `()` for when the response comes (the inner
+    /// service's response is the answer), as for every classifier but
+    /// [`GrpcClassifier`] and for any of your own. A `GrpcClassifier`'s is
+    /// when the outcome is known, at the end of the response's body if its
+    /// headers do not say it (the answer's body then holds the permit: see
+    /// [`RheostatLayer::classify`](super::RheostatLayer::classify)).
+    type End: CallEnd;
+
     /// What `result`, which took `latency`, says about the dependency.
     fn classify(&self, result: &Result<Res, E>, latency: Duration) -> Outcome;
 
     /// What `result` says to a [retry](crate::retry): its outcome, whether
     /// another attempt could succeed, and how long the server asked to be
-    /// left alone. Only the retrying services
-    /// ([`RheostatLayer::retry`](super::RheostatLayer::retry),
-    /// and, with the `tower-retry` feature, `RetryPolicy`) ask for it.
+    /// left alone. Only the retrying service
+    /// ([`RheostatLayer::retry`](super::RheostatLayer::retry)) asks for it.
     ///
     /// By default, [`classify`](Self::classify)'s outcome, retryable if it
     /// is an overload. Override it to keep an overload from being retried
@@ -72,6 +82,7 @@ pub trait Classify<Res, E> {
     /// struct Permanent;
     ///
     /// impl Classify<(), &'static str> for Permanent {
+    ///     type End = ();
     ///     fn classify(&self, r: &Result<(), &'static str>, _: Duration) -> Outcome {
     ///         if r.is_ok() { Outcome::Success } else { Outcome::Overload }
     ///     }
@@ -91,49 +102,18 @@ pub trait Classify<Res, E> {
 
 /// Turns an HTTP response whose outcome may come after its headers — at
 /// the end of its body, in its trailers, as a gRPC call's status does —
-/// into what it says about the dependency: the classifier of a layer
-/// built with [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end)
-/// ([`GrpcClassifier`] for gRPC).
+/// into what it says about the dependency: what a classifier whose
+/// [`Classify::End`] is the body's end ([`GrpcClassifier`]) is asked.
 ///
 /// The layer asks [`head`](Self::head) when the response's headers come
 /// (or the inner service fails); if it answers `None`, the layer hands the
 /// call's permit to the response's body and asks [`end`](Self::end) when
 /// the body ends, with the latency to then.
-///
-/// # Examples
-///
-/// A classifier for an HTTP download whose body may break: the response's
-/// status if it is an error, otherwise whether the body arrived whole.
-///
-/// ```
-/// use std::time::Duration;
-/// use rheostat::tower::{BodyEnd, ClassifyEnd};
-/// use rheostat::Outcome;
-///
-/// struct Download;
-///
-/// impl ClassifyEnd for Download {
-///     fn head<B, E>(&self, result: &Result<http::Response<B>, E>, _: Duration) -> Option<Outcome> {
-///         match result {
-///             Ok(response) if response.status().is_server_error() => Some(Outcome::Overload),
-///             Ok(response) if !response.status().is_success() => Some(Outcome::Ignore),
-///             Ok(_) => None, // wait for the body
-///             Err(_) => Some(Outcome::Overload),
-///         }
-///     }
-///     fn end(&self, end: BodyEnd<'_>, _: Duration) -> Outcome {
-///         match end {
-///             BodyEnd::Failed => Outcome::Overload,
-///             BodyEnd::Finished | BodyEnd::Trailers(_) => Outcome::Success,
-///         }
-///     }
-/// }
-///
-/// let ok = Ok::<_, ()>(http::Response::new(()));
-/// assert_eq!(Download.head(&ok, Duration::ZERO), None);
-/// assert_eq!(Download.end(BodyEnd::Failed, Duration::ZERO), Outcome::Overload);
-/// ```
 #[cfg(feature = "http")]
+#[allow(
+    unreachable_pub,
+    reason = "named in the bounds of the public response body, not by its users"
+)]
 pub trait ClassifyEnd {
     /// What `result`, `latency` after admission, says about the dependency,
     /// if its headers say it (a gRPC status in a trailers-only response, an
@@ -155,6 +135,10 @@ pub trait ClassifyEnd {
 /// How a response's body ended, for [`ClassifyEnd::end`].
 #[cfg(feature = "http")]
 #[derive(Clone, Copy, Debug)]
+#[allow(
+    unreachable_pub,
+    reason = "named in a method of a sealed public trait, not by its users"
+)]
 pub enum BodyEnd<'a> {
     /// With these trailers (for gRPC, where its status is).
     Trailers(&'a http::HeaderMap),
@@ -164,6 +148,38 @@ pub enum BodyEnd<'a> {
     /// timeout run out.
     Failed,
 }
+
+/// When a call admitted by a [`Rheostat`](super::Rheostat) service is
+/// over, as its classifier's [`Classify::End`] says: `()` (when the inner
+/// service's response comes), or [`AtBodyEnd`] (when the response's body
+/// ends). Implemented by these two types and by no other.
+pub trait CallEnd: sealed::Sealed {}
+
+impl CallEnd for () {}
+#[cfg(feature = "http")]
+impl CallEnd for AtBodyEnd {}
+
+mod sealed {
+    /// Only `()` and [`AtBodyEnd`](super::AtBodyEnd) are a
+    /// [`CallEnd`](super::CallEnd).
+    #[allow(
+        unreachable_pub,
+        reason = "the seal of a public trait, named nowhere else"
+    )]
+    pub trait Sealed {}
+
+    impl Sealed for () {}
+    #[cfg(feature = "http")]
+    impl Sealed for super::AtBodyEnd {}
+}
+
+/// A call is over when the outcome is known: at the response's headers if
+/// they say it, otherwise when the response's body ends, its permit held
+/// by the body (a [`ResponseBody`](super::future::ResponseBody)) until
+/// then. The [`Classify::End`] of [`GrpcClassifier`].
+#[cfg(feature = "http")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtBodyEnd;
 
 /// A closure `Fn(&Result<Res, E>, Duration) -> Outcome` as a [`Classify`].
 ///
@@ -177,6 +193,8 @@ impl<F, Res, E> Classify<Res, E> for ClassifyFn<F>
 where
     F: Fn(&Result<Res, E>, Duration) -> Outcome,
 {
+    type End = ();
+
     fn classify(&self, result: &Result<Res, E>, latency: Duration) -> Outcome {
         (self.0)(result, latency)
     }
@@ -201,6 +219,8 @@ where
 pub struct ResultClassifier;
 
 impl<Res, E> Classify<Res, E> for ResultClassifier {
+    type End = ();
+
     fn classify(&self, result: &Result<Res, E>, _latency: Duration) -> Outcome {
         match result {
             Ok(_) => Outcome::Success,
@@ -209,9 +229,8 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
     }
 }
 
-/// No classifier yet: what [`RheostatLayer::new`](super::RheostatLayer::new),
-/// [`KeyedLayer::new`](super::KeyedLayer::new) and `RetryPolicy::new` (the
-/// `tower-retry` feature) start with.
+/// No classifier yet: what [`RheostatLayer::new`](super::RheostatLayer::new)
+/// and [`KeyedLayer::new`](super::KeyedLayer::new) start with.
 ///
 /// It classifies nothing (it implements no [`Classify`]), so a service made
 /// from a layer that still has it cannot be called: the layer must be told

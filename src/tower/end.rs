@@ -1,23 +1,22 @@
-//! When a call through the layer is over, and so when its permit is
-//! released: [`AtResponse`] (when the response comes) or, with the `http`
-//! feature, [`AtBodyEnd`] (when its body ends).
+//! How a call through the layer is finished once it is over, as the
+//! [`Classify::End`] of the layer's classifier says: `()` (when the
+//! response comes: here) or, with the `http` feature,
+//! [`AtBodyEnd`](super::classify::AtBodyEnd) (when its body ends, for gRPC:
+//! in `future/body.rs`).
 
 use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::time::Sleep;
 
-use super::classify::Classify;
+use super::classify::{CallEnd, Classify};
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::limiter::OwnedPermit;
 
-/// When a call admitted by a [`Rheostat`](super::Rheostat) service is over:
-/// [`AtResponse`] (the default), or [`AtBodyEnd`] for a layer built with
-/// [`classify_at_end`](super::RheostatLayer::classify_at_end). It decides
-/// what the service answers, and so is the last type parameter of the layer
-/// and its service; it is implemented by these two types and by no other.
-pub trait CallEnd<Res, E, K, A, C>: sealed::Sealed {
+/// How a call that ends as `Self` says is finished: what the service
+/// answers, and how the outcome is recorded.
+pub trait Finish<Res, E, K, A, C>: CallEnd {
     /// What the service answers: the inner service's response, or, at
     /// the body's end, that response with a body holding the permit.
     type Response;
@@ -26,7 +25,6 @@ pub trait CallEnd<Res, E, K, A, C>: sealed::Sealed {
     /// outcome as `classifier` says, or hands `permit` to the response to
     /// hold until the outcome is known (the layer's `timeout`, if any,
     /// still running, in `sleep` if it started).
-    #[doc(hidden)]
     fn finish(
         classifier: &K,
         result: Result<Res, E>,
@@ -36,35 +34,6 @@ pub trait CallEnd<Res, E, K, A, C>: sealed::Sealed {
     ) -> Result<Self::Response, E>;
 }
 
-mod sealed {
-    /// Only this crate's markers are a [`CallEnd`](super::CallEnd).
-    #[allow(
-        unreachable_pub,
-        reason = "the seal of a public trait, named nowhere else"
-    )]
-    pub trait Sealed {}
-
-    impl Sealed for super::AtResponse {}
-    #[cfg(feature = "http")]
-    impl Sealed for super::AtBodyEnd {}
-}
-
-/// A call is over when the inner service's response comes (or it fails):
-/// the permit is released and the outcome recorded then, as the layer's
-/// [`Classify`] says. The default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AtResponse;
-
-/// A call is over when the outcome is known: at the response's headers if
-/// they say it, otherwise when the response's body ends, its permit held
-/// by the body (a [`ResponseBody`](super::future::ResponseBody)) until
-/// then, as the layer's [`ClassifyEnd`](super::ClassifyEnd) says. Set by
-/// [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end),
-/// for gRPC.
-#[cfg(feature = "http")]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AtBodyEnd;
-
 /// The latency of the call admitted under `permit`, to now.
 pub(crate) fn latency<A: Algorithm, C: Clock>(permit: &OwnedPermit<A, C>) -> Duration {
     let now = permit.limiter().clock().now();
@@ -73,7 +42,10 @@ pub(crate) fn latency<A: Algorithm, C: Clock>(permit: &OwnedPermit<A, C>) -> Dur
         .map_or(Duration::ZERO, |start| now.saturating_duration_since(start))
 }
 
-impl<Res, E, K, A, C> CallEnd<Res, E, K, A, C> for AtResponse
+/// A call is over when the inner service's response comes (or it fails):
+/// the permit is released and the outcome recorded then, as the layer's
+/// [`Classify`] says.
+impl<Res, E, K, A, C> Finish<Res, E, K, A, C> for ()
 where
     K: Classify<Res, E>,
     A: Algorithm,
@@ -95,3 +67,8 @@ where
         result
     }
 }
+
+/// What a service whose classifier `K` ends its calls answers, for an
+/// inner service answering `Result<Res, E>`.
+pub(crate) type Answer<K, Res, E, A, C> =
+    <<K as Classify<Res, E>>::End as Finish<Res, E, K, A, C>>::Response;

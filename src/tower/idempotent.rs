@@ -5,12 +5,12 @@
 use super::class::ClassifyRequest;
 use crate::priority::Class;
 
-/// Which requests a retrying service ([`RheostatLayer::retry`](super::RheostatLayer::retry),
-/// and, with the `tower-retry` feature, `RetryPolicy`) may send more than
-/// once.
+/// Which requests a retrying service ([`RheostatLayer::retry`](super::RheostatLayer::retry))
+/// may send more than once.
 ///
 /// [`IdempotentOnly`] (the default) allows the requests that say they are
-/// [`Idempotent`]; [`AnyRequest`] allows every request. Implement it for a
+/// [`Idempotent`]; [`RheostatLayer::retry_any_method`](super::RheostatLayer::retry_any_method)
+/// allows every request. Implement it for a
 /// rule of your own (a `POST` carrying an `Idempotency-Key` header, a gRPC
 /// method known to be safe).
 ///
@@ -47,7 +47,7 @@ pub trait RetryRule<Req> {
 /// `TRACE` are idempotent (RFC 9110, section 9.2.2); `POST`, `PATCH`,
 /// `CONNECT` and extension methods are not. Implement it for a request type
 /// of your own, or retry every request with
-/// [`RheostatRetryLayer::retry_any_method`](super::RheostatRetryLayer::retry_any_method).
+/// [`RheostatLayer::retry_any_method`](super::RheostatLayer::retry_any_method).
 ///
 /// # Examples
 ///

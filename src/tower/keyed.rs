@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -11,8 +10,8 @@ use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::classify::Unclassified;
-use super::end::{AtResponse, CallEnd};
+use super::classify::{Classify, Unclassified};
+use super::end::{Answer, Finish};
 use super::future::ResponseFuture;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -68,12 +67,11 @@ use crate::limiter::Admission;
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedLayer<F, K, Key = String, C = DefaultClock, M = AtResponse> {
+pub struct KeyedLayer<F, K, Key = String, C = DefaultClock> {
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,
     classifier: K,
     timeout: Option<Duration>,
-    end: PhantomData<fn() -> M>,
 }
 
 impl<F, Key, C> KeyedLayer<F, Unclassified, Key, C> {
@@ -88,40 +86,23 @@ impl<F, Key, C> KeyedLayer<F, Unclassified, Key, C> {
             key,
             classifier: Unclassified,
             timeout: None,
-            end: PhantomData,
         }
     }
 }
 
-impl<F, K, Key, C, M> KeyedLayer<F, K, Key, C, M> {
+impl<F, K, Key, C> KeyedLayer<F, K, Key, C> {
     /// Classify results with `classifier`, as
-    /// [`RheostatLayer::classify`](super::RheostatLayer::classify).
-    pub fn classify<K2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C, M> {
-        self.with_classifier(classifier)
-    }
-
-    /// The same layer with `classifier`, its calls over at `M2`.
-    fn with_classifier<K2, M2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C, M2> {
+    /// [`RheostatLayer::classify`](super::RheostatLayer::classify): for
+    /// gRPC, a [`GrpcClassifier`](crate::tower::GrpcClassifier) classifies
+    /// each call when its outcome is known, holding its permit in the
+    /// response's body until then.
+    pub fn classify<K2>(self, classifier: K2) -> KeyedLayer<F, K2, Key, C> {
         KeyedLayer {
             limiters: self.limiters,
             key: self.key,
             classifier,
             timeout: self.timeout,
-            end: PhantomData,
         }
-    }
-
-    /// Classify each call when its outcome is known, holding its permit in
-    /// the response's body until then: for gRPC, with a
-    /// [`GrpcClassifier`](crate::tower::GrpcClassifier), as
-    /// [`RheostatLayer::classify_at_end`](crate::tower::RheostatLayer::classify_at_end)
-    /// does.
-    #[cfg(feature = "http")]
-    pub fn classify_at_end<K2>(
-        self,
-        classifier: K2,
-    ) -> KeyedLayer<F, K2, Key, C, super::end::AtBodyEnd> {
-        self.with_classifier(classifier)
     }
 
     /// Give each call at most `timeout`, as
@@ -141,8 +122,8 @@ impl<F, K, Key, C, M> KeyedLayer<F, K, Key, C, M> {
     }
 }
 
-impl<S, F: Clone, K: Clone, Key, C, M> Layer<S> for KeyedLayer<F, K, Key, C, M> {
-    type Service = KeyedRheostat<S, F, K, Key, C, M>;
+impl<S, F: Clone, K: Clone, Key, C> Layer<S> for KeyedLayer<F, K, Key, C> {
+    type Service = KeyedRheostat<S, F, K, Key, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedRheostat {
@@ -151,24 +132,22 @@ impl<S, F: Clone, K: Clone, Key, C, M> Layer<S> for KeyedLayer<F, K, Key, C, M> 
             key: self.key.clone(),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
-            end: PhantomData,
         }
     }
 }
 
-impl<F: Clone, K: Clone, Key, C, M> Clone for KeyedLayer<F, K, Key, C, M> {
+impl<F: Clone, K: Clone, Key, C> Clone for KeyedLayer<F, K, Key, C> {
     fn clone(&self) -> Self {
         KeyedLayer {
             limiters: Arc::clone(&self.limiters),
             key: self.key.clone(),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
-            end: PhantomData,
         }
     }
 }
 
-impl<F, K: fmt::Debug, Key, C, M> fmt::Debug for KeyedLayer<F, K, Key, C, M> {
+impl<F, K: fmt::Debug, Key, C> fmt::Debug for KeyedLayer<F, K, Key, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLayer")
             .field("classifier", &self.classifier)
@@ -179,16 +158,15 @@ impl<F, K: fmt::Debug, Key, C, M> fmt::Debug for KeyedLayer<F, K, Key, C, M> {
 
 /// A service that admits each request through the limiter of its key. Made
 /// by [`KeyedLayer`].
-pub struct KeyedRheostat<S, F, K, Key = String, C = DefaultClock, M = AtResponse> {
+pub struct KeyedRheostat<S, F, K, Key = String, C = DefaultClock> {
     inner: S,
     limiters: Arc<KeyedLimiters<Key, C>>,
     key: F,
     classifier: K,
     timeout: Option<Duration>,
-    end: PhantomData<fn() -> M>,
 }
 
-impl<S, F, K, Key, C, M> KeyedRheostat<S, F, K, Key, C, M> {
+impl<S, F, K, Key, C> KeyedRheostat<S, F, K, Key, C> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -205,18 +183,18 @@ impl<S, F, K, Key, C, M> KeyedRheostat<S, F, K, Key, C, M> {
     }
 }
 
-impl<S, Req, F, K, Key, C, M> Service<Req> for KeyedRheostat<S, F, K, Key, C, M>
+impl<S, Req, F, K, Key, C> Service<Req> for KeyedRheostat<S, F, K, Key, C>
 where
     S: Service<Req>,
     F: Fn(&Req) -> Key,
-    K: Clone,
-    M: CallEnd<S::Response, S::Error, K, Box<dyn Algorithm>, C>,
+    K: Classify<S::Response, S::Error> + Clone,
+    K::End: Finish<S::Response, S::Error, K, Box<dyn Algorithm>, C>,
     Key: Eq + Hash + Clone,
     C: Clock + Clone,
 {
-    type Response = M::Response;
+    type Response = Answer<K, S::Response, S::Error, Box<dyn Algorithm>, C>;
     type Error = crate::CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K, Box<dyn Algorithm>, C, M>;
+    type Future = ResponseFuture<S, Req, K, Box<dyn Algorithm>, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(crate::CallError::Failed)
@@ -234,8 +212,9 @@ where
                 return ResponseFuture::rejected(rejection, self.classifier.clone());
             }
         };
-        ResponseFuture::new(
-            self.inner.call(request),
+        ResponseFuture::called(
+            &mut self.inner,
+            request,
             permit,
             self.classifier.clone(),
             self.timeout.or(limiter.timeout_ceiling()),
@@ -243,7 +222,7 @@ where
     }
 }
 
-impl<S: Clone, F: Clone, K: Clone, Key, C, M> Clone for KeyedRheostat<S, F, K, Key, C, M> {
+impl<S: Clone, F: Clone, K: Clone, Key, C> Clone for KeyedRheostat<S, F, K, Key, C> {
     fn clone(&self) -> Self {
         KeyedRheostat {
             inner: self.inner.clone(),
@@ -251,12 +230,11 @@ impl<S: Clone, F: Clone, K: Clone, Key, C, M> Clone for KeyedRheostat<S, F, K, K
             key: self.key.clone(),
             classifier: self.classifier.clone(),
             timeout: self.timeout,
-            end: PhantomData,
         }
     }
 }
 
-impl<S: fmt::Debug, F, K: fmt::Debug, Key, C, M> fmt::Debug for KeyedRheostat<S, F, K, Key, C, M> {
+impl<S: fmt::Debug, F, K: fmt::Debug, Key, C> fmt::Debug for KeyedRheostat<S, F, K, Key, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRheostat")
             .field("inner", &self.inner)

@@ -1,7 +1,6 @@
 //! The layer.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,9 +8,6 @@ use tower_layer::Layer;
 
 use super::class::{ByRequest, DefaultClass};
 use super::classify::Unclassified;
-#[cfg(feature = "http")]
-use super::end::AtBodyEnd;
-use super::end::AtResponse;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
 use crate::clock::{Clock, DefaultClock};
@@ -22,7 +18,9 @@ use crate::limiter::Limiter;
 ///
 /// It must be told how to classify results ([`classify`](Self::classify)):
 /// until then its classifier is [`Unclassified`](super::Unclassified), and
-/// a service made from it cannot be called.
+/// a service made from it cannot be called. After [`retry`](Self::retry),
+/// it wraps a service in a [`RheostatRetry`](super::RheostatRetry)
+/// instead, which retries failed requests.
 ///
 /// # Examples
 ///
@@ -39,19 +37,15 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<
-    K,
-    A = Box<dyn Algorithm>,
-    C = DefaultClock,
-    P = DefaultClass,
-    M = AtResponse,
-> {
+pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass, R = ()> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
     wait: bool,
     classify: P,
-    end: PhantomData<fn() -> M>,
+    /// `()`, or, after [`retry`](Self::retry), which requests may be sent
+    /// again.
+    retry: R,
 }
 
 impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
@@ -66,42 +60,28 @@ impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
             timeout: None,
             wait: false,
             classify: DefaultClass,
-            end: PhantomData,
+            retry: (),
         }
     }
 }
 
-impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
+impl<K, A: Algorithm, C: Clock, P, R> RheostatLayer<K, A, C, P, R> {
     /// Classify results with `classifier` (an [`HttpClassifier`](super::HttpClassifier)
-    /// for HTTP, a [`ResultClassifier`](super::ResultClassifier) if every
-    /// response is a success and every error an overload, a closure in a
+    /// for HTTP, a [`GrpcClassifier`](super::GrpcClassifier) for gRPC, a
+    /// [`ResultClassifier`](super::ResultClassifier) if every response is a
+    /// success and every error an overload, a closure in a
     /// [`ClassifyFn`](super::ClassifyFn), any [`Classify`](super::Classify)).
-    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M> {
-        self.with_classifier(classifier)
-    }
-
-    /// The same layer with `classifier`, its calls over at `M2`.
-    fn with_classifier<K2, M2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, M2> {
-        RheostatLayer {
-            limiter: self.limiter,
-            classifier,
-            timeout: self.timeout,
-            wait: self.wait,
-            classify: self.classify,
-            end: PhantomData,
-        }
-    }
-
-    /// Classify each call when its outcome is known — at the response's
-    /// headers if they say it, otherwise when the response's body ends —
-    /// with `classifier`, a [`ClassifyEnd`](super::ClassifyEnd): a
-    /// [`GrpcClassifier`](super::GrpcClassifier) for gRPC, whose status
-    /// comes in the trailers after the body unless the server failed at
-    /// once.
     ///
-    /// The call's permit is then held past the response future: the
-    /// service answers `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`,
-    /// whose body holds the permit until it ends, and records the outcome
+    /// The classifier also says when a call is over
+    /// ([`Classify::End`](super::Classify::End)): for every classifier but
+    /// a [`GrpcClassifier`](super::GrpcClassifier), when the response comes.
+    /// A gRPC call's status comes in the trailers after the body unless the
+    /// server failed at once, so a `GrpcClassifier` classifies each call
+    /// when its outcome is known — at the response's headers if they say
+    /// it, otherwise when the response's body ends. The call's permit is
+    /// then held past the response future: the service answers an
+    /// `http::Response` whose body (an `http_body::Body` wrapping the inner
+    /// one) holds the permit until it ends, and records the outcome
     /// with the latency to then. The layer's [timeout](Self::timeout) runs
     /// on into the body. A body dropped before it ends releases the permit
     /// as the limiter's drop outcome, as a dropped response future does.
@@ -123,7 +103,7 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     ///
     /// let limiter = Arc::new(Limiter::new(Fixed::new(8)?));
     /// let client = RheostatLayer::new(Arc::clone(&limiter))
-    ///     .classify_at_end(GrpcClassifier::new())
+    ///     .classify(GrpcClassifier::new())
     ///     .layer(service_fn(|_: http::Request<()>| async {
     ///         // A gRPC answer whose status comes in the trailers.
     ///         let mut trailers = http::HeaderMap::new();
@@ -140,9 +120,15 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg(feature = "http")]
-    pub fn classify_at_end<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, AtBodyEnd> {
-        self.with_classifier(classifier)
+    pub fn classify<K2>(self, classifier: K2) -> RheostatLayer<K2, A, C, P, R> {
+        RheostatLayer {
+            limiter: self.limiter,
+            classifier,
+            timeout: self.timeout,
+            wait: self.wait,
+            classify: self.classify,
+            retry: self.retry,
+        }
     }
 
     /// Give each call at most `timeout`; one that runs out ends with
@@ -245,14 +231,14 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>, M> {
+    pub fn classify_request<F>(self, classify: F) -> RheostatLayer<K, A, C, ByRequest<F>, R> {
         RheostatLayer {
             limiter: self.limiter,
             classifier: self.classifier,
             timeout: self.timeout,
             wait: self.wait,
             classify: ByRequest(classify),
-            end: PhantomData,
+            retry: self.retry,
         }
     }
 
@@ -260,14 +246,31 @@ impl<K, A: Algorithm, C: Clock, P, M> RheostatLayer<K, A, C, P, M> {
     pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
         &self.limiter
     }
-}
 
-impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone, M> Layer<S>
-    for RheostatLayer<K, A, C, P, M>
-{
-    type Service = Rheostat<S, K, A, C, P, M>;
+    /// The same layer, retrying as `retry` says.
+    pub(crate) fn with_retry<R2>(self, retry: R2) -> RheostatLayer<K, A, C, P, R2> {
+        RheostatLayer {
+            limiter: self.limiter,
+            classifier: self.classifier,
+            timeout: self.timeout,
+            wait: self.wait,
+            classify: self.classify,
+            retry,
+        }
+    }
 
-    fn layer(&self, inner: S) -> Self::Service {
+    /// Which requests may be sent again.
+    pub(crate) fn retry_rule(&self) -> &R {
+        &self.retry
+    }
+
+    /// The plain service over `inner`, which a retrying one wraps.
+    pub(crate) fn rheostat<S>(&self, inner: S) -> Rheostat<S, K, A, C, P>
+    where
+        K: Clone,
+        A: 'static,
+        P: Clone,
+    {
         Rheostat::new(
             inner,
             Arc::clone(&self.limiter),
@@ -279,7 +282,17 @@ impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone, M> Layer<S>
     }
 }
 
-impl<K: Clone, A, C, P: Clone, M> Clone for RheostatLayer<K, A, C, P, M> {
+impl<S, K: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
+    for RheostatLayer<K, A, C, P>
+{
+    type Service = Rheostat<S, K, A, C, P>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        self.rheostat(inner)
+    }
+}
+
+impl<K: Clone, A, C, P: Clone, R: Clone> Clone for RheostatLayer<K, A, C, P, R> {
     fn clone(&self) -> Self {
         RheostatLayer {
             limiter: Arc::clone(&self.limiter),
@@ -287,13 +300,13 @@ impl<K: Clone, A, C, P: Clone, M> Clone for RheostatLayer<K, A, C, P, M> {
             timeout: self.timeout,
             wait: self.wait,
             classify: self.classify.clone(),
-            end: PhantomData,
+            retry: self.retry.clone(),
         }
     }
 }
 
-impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
-    for RheostatLayer<K, A, C, P, M>
+impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, R: fmt::Debug> fmt::Debug
+    for RheostatLayer<K, A, C, P, R>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RheostatLayer")
@@ -302,6 +315,7 @@ impl<K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
             .field("timeout", &self.timeout)
             .field("wait", &self.wait)
             .field("classify", &self.classify)
+            .field("retry", &self.retry)
             .finish()
     }
 }

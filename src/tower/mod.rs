@@ -1,9 +1,8 @@
 //! A tower middleware that puts a [`Limiter`](crate::Limiter) in front of a
 //! client service, so hyper, tonic or axum clients use it without glue.
 //!
-//! [`RheostatLayer`] wraps a service in a [`Rheostat`], whose calls return a
-//! [`future::ResponseFuture`] (or, [retrying](#retries), in a
-//! [`RheostatRetry`]). ([`KeyedLayer`] picks the limiter per request
+//! [`RheostatLayer`] wraps a service in a [`Rheostat`] (or, [retrying](#retries),
+//! in a [`RheostatRetry`]). ([`KeyedLayer`] picks the limiter per request
 //! instead, by a key taken from the request, from
 //! [`KeyedLimiters`](crate::keyed::KeyedLimiters).) For each request
 //! the service:
@@ -42,18 +41,19 @@
 //! A gRPC call answers HTTP 200 and puts its status in `grpc-status`: in
 //! the headers of a *trailers-only* response when the server fails at once,
 //! otherwise in the trailers after the body. So a gRPC layer is built with
-//! [`RheostatLayer::classify_at_end`] and a [`GrpcClassifier`] (the `http`
+//! [`RheostatLayer::classify`] and a [`GrpcClassifier`] (the `http`
 //! feature): the status is read from the headers where it is there, and
-//! otherwise the response's body ([`future::ResponseBody`]) holds the
+//! otherwise the response's body holds the
 //! call's permit until its trailers arrive; the call is recorded then, with
 //! the latency to its status. A body dropped early releases the permit as
 //! the limiter's drop outcome; the layer's timeout runs on into the body.
-//! The service answers `http::Response<ResponseBody<..>>`, which a tonic
-//! client takes as it takes a channel:
+//! The service answers an `http::Response` whose body is an
+//! `http_body::Body` wrapping the inner one, which a tonic client takes as
+//! it takes a channel:
 //!
 //! ```ignore
 //! let channel = ServiceBuilder::new()
-//!     .layer(RheostatLayer::new(limiter).classify_at_end(GrpcClassifier::new()))
+//!     .layer(RheostatLayer::new(limiter).classify(GrpcClassifier::new()))
 //!     .service(tonic::transport::Endpoint::from_static("http://search:50051").connect().await?);
 //! let mut client = SearchClient::new(channel);
 //! ```
@@ -93,14 +93,13 @@
 //! [`ClassifyRequest`] (a closure `Fn(&Req) -> Option<Class>`) gives it:
 //! under load the less critical requests are refused first, and the queue
 //! serves the most critical waiter first. A request given no class, or
-//! sent through a layer without a class function ([`DefaultClass`]), is
-//! of the limiter's default class.
+//! sent through a layer without a class function, is of the limiter's
+//! default class.
 //!
 //! Failing fast, nothing else changes: the request is admitted as its class
 //! in `call`. Waiting, the slot cannot be reserved in `poll_ready`, before
 //! the request is known: `poll_ready` is then the inner service's
-//! readiness, and the response future ([`future::ClassResponseFuture`])
-//! waits in the queue for a slot for the request's class, then calls the
+//! readiness, and the response future waits in the queue for a slot for the request's class, then calls the
 //! inner service readied for it (a clone takes its place, as tower
 //! advises; so the inner service must be `Clone`, which a layer without a
 //! class function does not ask). The layer's timeout runs from admission.
@@ -186,10 +185,20 @@
 //! `()`); a streaming body cannot be sent twice, so collect it into one
 //! first. A limiter without a retry policy sends every request once.
 //! Dropping the response future releases the permit of the attempt in
-//! flight (see [`future::RetryResponseFuture`]).
+//! flight (see [`RheostatLayer::retry`]).
 //!
-//! A stack that already uses tower's `Retry` middleware can spend the same
-//! budget with `RetryPolicy` (the `tower-retry` feature) instead.
+//! This is the one way to retry through the layer, rather than tower's
+//! own `Retry` middleware with a policy: a policy hears how an attempt
+//! ended only after tower sent it, so it cannot give an attempt a timeout
+//! of its own (a [learned](crate::timeout) one, the retry policy's
+//! `timeout`, what is left of the deadline; under tower's `Retry` the last
+//! attempt ran past the deadline), nor wait once in the queue when the
+//! limit is reached, and it needs the limiter and the classifier given
+//! twice, in the right order around the layer. The layer drives the same
+//! sans-I/O [`Attempts`](crate::retry::Attempts) as
+//! [`Limiter::call`](crate::Limiter::call), within the same bounds: the
+//! budget spent once per call, no slot held across a backoff, the
+//! server's `Retry-After` a floor on it.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -270,32 +279,25 @@ mod acquire;
 mod class;
 mod classify;
 mod end;
-pub mod future;
+mod future;
 mod idempotent;
 mod keyed;
 mod layer;
-#[cfg(feature = "tower-retry")]
-mod policy;
 mod retry;
 #[cfg(feature = "http")]
 mod server;
 mod service;
 
-pub use class::{ByRequest, ClassifyRequest, DefaultClass, LowerOnly};
-#[cfg(feature = "http")]
-pub use classify::{BodyEnd, ClassifyEnd, GrpcClassifier, GrpcCode, HttpClassifier};
+pub use class::{lower_only, ClassifyRequest};
 pub use classify::{Classify, ClassifyFn, ResultClassifier, Unclassified};
 #[cfg(feature = "http")]
-pub use end::AtBodyEnd;
-pub use end::{AtResponse, CallEnd};
+pub use classify::{GrpcClassifier, HttpClassifier};
 #[cfg(feature = "http")]
 pub use idempotent::NotIdempotent;
-pub use idempotent::{AnyRequest, Idempotent, IdempotentOnly, RetryRule};
+pub use idempotent::{Idempotent, IdempotentOnly, RetryRule};
 pub use keyed::{KeyedLayer, KeyedRheostat};
 pub use layer::RheostatLayer;
-#[cfg(feature = "tower-retry")]
-pub use policy::RetryPolicy;
-pub use retry::{RheostatRetry, RheostatRetryLayer};
+pub use retry::RheostatRetry;
 #[cfg(feature = "http")]
-pub use server::{server_outcome, Shed, ShedFuture, ShedLayer};
+pub use server::{server_outcome, Shed, ShedLayer};
 pub use service::Rheostat;

@@ -10,7 +10,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::acquire::{start_acquire, StartAcquire};
-use super::class::{ByRequest, ClassifyRequest, DefaultClass};
+use super::class::{Admit, DefaultClass};
 use super::classify::Classify;
 use super::future::{finite, single_timeout, First, Plan, RetryResponseFuture};
 use super::idempotent::{AnyRequest, IdempotentOnly, RetryRule};
@@ -25,28 +25,38 @@ use crate::retry::{Action, Attempts};
 
 impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// Retry failed requests as the limiter's [retry policy](crate::retry)
-    /// says: the same layer, whose service clones each request it may
-    /// retry (so it needs `Req: Clone`, which the plain layer does not) and
-    /// sends it again after a retryable failure.
+    /// says: the same layer, whose service, a [`RheostatRetry`], clones
+    /// each request it may retry (so it needs `Req: Clone`, which the plain
+    /// layer does not) and sends it again after a retryable failure.
+    ///
+    /// An `http::Request<B>` is `Clone` only if its body `B` is: a
+    /// buffered body such as `http_body_util::Full<Bytes>`, `String`,
+    /// `Vec<u8>` or `()` can be retried; a streaming body (hyper's
+    /// `Incoming`, a `BoxBody`) cannot be sent twice, so buffer it first
+    /// (`http_body_util::BodyExt::collect`, then
+    /// `Full::new(collected.to_bytes())`).
     ///
     /// Only [`Idempotent`](super::Idempotent) requests are retried (for
     /// HTTP: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`, unless
     /// marked `NotIdempotent`); see
-    /// [`RheostatRetryLayer::retry_any_method`] and
-    /// [`RheostatRetryLayer::retry_when`] to say otherwise. A limiter
-    /// without a retry policy ([`Builder::retry`](crate::Builder::retry)
+    /// [`retry_any_method`](RheostatLayer::retry_any_method) and
+    /// [`retry_when`](RheostatLayer::retry_when) to say otherwise. A
+    /// limiter without a retry policy ([`Builder::retry`](crate::Builder::retry)
     /// not called) sends every request once, as the plain layer does,
-    /// without cloning it: the same as [`Limiter::call`]. See the [module
-    /// documentation](super#retries) for the bounds a retry keeps to.
+    /// without cloning it: the same as [`Limiter::call`]. Given a class
+    /// function ([`classify_request`](RheostatLayer::classify_request),
+    /// before or after `retry`), every attempt of a request is admitted as
+    /// its class. See the [module documentation](super#retries) for the
+    /// bounds a retry keeps to.
     ///
     /// # Cancel safety
     ///
-    /// Dropping a response future ([`RetryResponseFuture`]) drops the
-    /// attempt in flight and releases its permit, recorded as the limiter's
-    /// drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore) unless
-    /// configured otherwise); dropped during a backoff, it holds nothing;
-    /// dropped while waiting in the limiter's queue, it leaves the queue.
-    /// No further attempt is sent.
+    /// Dropping a response future drops the attempt in flight and releases
+    /// its permit, recorded as the limiter's drop outcome
+    /// ([`Outcome::Ignore`](crate::Outcome::Ignore) unless configured
+    /// otherwise); dropped during a backoff, it holds nothing; dropped
+    /// while waiting in the limiter's queue, it leaves the queue. No
+    /// further attempt is sent.
     ///
     /// # Examples
     ///
@@ -65,105 +75,48 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// # drop(layer);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn retry(self) -> RheostatRetryLayer<K, IdempotentOnly, A, C, P> {
-        RheostatRetryLayer {
-            layer: self,
-            rule: IdempotentOnly,
-        }
+    pub fn retry(self) -> RheostatLayer<K, A, C, P, Retrying<IdempotentOnly>> {
+        self.with_retry(Retrying(IdempotentOnly))
     }
 }
 
-/// A [`RheostatLayer`] that retries: made by [`RheostatLayer::retry`];
-/// wraps a service in a [`RheostatRetry`].
-///
-/// Its service needs `Req: Clone`. An `http::Request<B>`
-/// is `Clone` only if its body `B` is: a buffered body such as
-/// `http_body_util::Full<Bytes>`, `String`, `Vec<u8>` or `()` can be retried;
-/// a streaming body (hyper's `Incoming`, a `BoxBody`) cannot be sent twice,
-/// so buffer it first (`http_body_util::BodyExt::collect`, then
-/// `Full::new(collected.to_bytes())`).
-///
-/// Given a class function ([`RheostatLayer::classify_request`], before or
-/// after `retry`), every attempt of a request is admitted as its class.
-pub struct RheostatRetryLayer<
-    K,
-    R = IdempotentOnly,
-    A = Box<dyn Algorithm>,
-    C = DefaultClock,
-    P = DefaultClass,
-> {
-    layer: RheostatLayer<K, A, C, P>,
-    rule: R,
-}
+/// The retry rule of a [`RheostatLayer`] that [retries](RheostatLayer::retry):
+/// which requests may be sent again.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Retrying<R>(R);
 
-impl<K, R, A: Algorithm, C: Clock, P> RheostatRetryLayer<K, R, A, C, P> {
+impl<K, R, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P, Retrying<R>> {
     /// Retry every request, whatever its method (or whether it has one):
     /// for a dependency that deduplicates requests, or a request type that
     /// does not implement [`Idempotent`](super::Idempotent).
-    pub fn retry_any_method(self) -> RheostatRetryLayer<K, AnyRequest, A, C, P> {
+    pub fn retry_any_method(self) -> RheostatLayer<K, A, C, P, Retrying<AnyRequest>> {
         self.retry_when(AnyRequest)
     }
 
     /// Retry the requests `rule` allows.
-    pub fn retry_when<R2>(self, rule: R2) -> RheostatRetryLayer<K, R2, A, C, P> {
-        RheostatRetryLayer {
-            layer: self.layer,
-            rule,
-        }
-    }
-
-    /// Admit every attempt of each request as the class `classify` gives
-    /// the request: [`RheostatLayer::classify_request`], which says how.
-    pub fn classify_request<F>(self, classify: F) -> RheostatRetryLayer<K, R, A, C, ByRequest<F>> {
-        RheostatRetryLayer {
-            layer: self.layer.classify_request(classify),
-            rule: self.rule,
-        }
-    }
-
-    /// The limiter.
-    pub fn limiter(&self) -> &Arc<Limiter<A, C>> {
-        self.layer.limiter()
+    pub fn retry_when<R2>(self, rule: R2) -> RheostatLayer<K, A, C, P, Retrying<R2>> {
+        self.with_retry(Retrying(rule))
     }
 }
 
 impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
-    for RheostatRetryLayer<K, R, A, C, P>
+    for RheostatLayer<K, A, C, P, Retrying<R>>
 {
     type Service = RheostatRetry<S, K, R, A, C, P>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RheostatRetry {
-            rheostat: self.layer.layer(inner),
-            rule: self.rule.clone(),
+            rheostat: self.rheostat(inner),
+            rule: self.retry_rule().0.clone(),
             start_queue: start_acquire::<A, C>,
         }
     }
 }
 
-impl<K: Clone, R: Clone, A, C, P: Clone> Clone for RheostatRetryLayer<K, R, A, C, P> {
-    fn clone(&self) -> Self {
-        RheostatRetryLayer {
-            layer: self.layer.clone(),
-            rule: self.rule.clone(),
-        }
-    }
-}
-
-impl<K: fmt::Debug, R: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
-    for RheostatRetryLayer<K, R, A, C, P>
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RheostatRetryLayer")
-            .field("layer", &self.layer)
-            .field("rule", &self.rule)
-            .finish()
-    }
-}
-
 /// A [`Rheostat`] that retries failed requests within the limiter's
-/// [retry policy](crate::retry). Made by [`RheostatLayer::retry`]; see the
-/// [module documentation](super#retries).
+/// [retry policy](crate::retry). Made by a [`RheostatLayer`] after
+/// [`retry`](RheostatLayer::retry); see the [module
+/// documentation](super#retries).
 ///
 /// Readiness is the plain service's: failing fast, the inner service's;
 /// waiting ([`RheostatLayer::wait`]), a slot for the first attempt is
@@ -213,77 +166,54 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
     }
 }
 
-impl<S, Req, K, R, A, C> Service<Req> for RheostatRetry<S, K, R, A, C, DefaultClass>
+/// Admission is as `P` says, for every attempt: readiness is the plain
+/// service's (see [`Rheostat`]). Each call is over when its response comes
+/// (a classifier whose [`Classify::End`] is `()`): a call whose outcome
+/// comes at the end of its body (gRPC) is not retried through the layer.
+impl<S, Req, K, R, A, C, P> Service<Req> for RheostatRetry<S, K, R, A, C, P>
 where
     S: Service<Req> + Clone,
     Req: Clone,
-    K: Classify<S::Response, S::Error> + Clone,
+    K: Classify<S::Response, S::Error, End = ()> + Clone,
     R: RetryRule<Req>,
     A: Algorithm,
     C: Clock,
+    P: Admit<S, Req>,
 {
     type Response = S::Response;
     type Error = CallError<S::Error>;
     type Future = RetryResponseFuture<S, Req, K, A, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Service::<Req>::poll_ready(&mut self.rheostat, cx)
+        self.rheostat.poll_admission(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        self.start(request, None, true, false)
-    }
-}
-
-/// With a class function: every attempt admitted as the request's class;
-/// readiness is the inner service's.
-impl<S, Req, K, R, A, C, F> Service<Req> for RheostatRetry<S, K, R, A, C, ByRequest<F>>
-where
-    S: Service<Req> + Clone,
-    Req: Clone,
-    K: Classify<S::Response, S::Error> + Clone,
-    R: RetryRule<Req>,
-    A: Algorithm,
-    C: Clock,
-    F: ClassifyRequest<Req>,
-{
-    type Response = S::Response;
-    type Error = CallError<S::Error>;
-    type Future = RetryResponseFuture<S, Req, K, A, C>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.rheostat
-            .get_mut()
-            .poll_ready(cx)
-            .map_err(CallError::Failed)
-    }
-
-    fn call(&mut self, request: Req) -> Self::Future {
-        let classify = self.rheostat.classify().get_ref();
-        let (class, cut_early) = (classify.class(&request), classify.cut_early(&request));
-        let wait = self.rheostat.waits();
-        self.start(request, class, cut_early, wait)
+        let (class, cut_early) = self.rheostat.classify().admit(&request);
+        self.start(request, class, cut_early)
     }
 }
 
 impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
     /// Starts a call of `request`, every attempt admitted as `class`, cut
     /// early or not as `cut_early` says; the first waiting in the
-    /// limiter's queue in the response future if `wait` (a layer that
-    /// waits, given a class function), otherwise admitted here.
+    /// limiter's queue in the response future if the plain service hands
+    /// its inner service over for that (a layer that waits, given a class
+    /// function), otherwise admitted here.
     fn start<Req>(
         &mut self,
         request: Req,
         class: Option<Class>,
         cut_early: bool,
-        wait: bool,
     ) -> RetryResponseFuture<S, Req, K, A, C>
     where
         S: Service<Req> + Clone,
         Req: Clone,
         K: Clone,
         R: RetryRule<Req>,
+        P: Admit<S, Req>,
     {
+        let handed = self.rheostat.hand_over::<Req>();
         let limiter = Arc::clone(self.rheostat.limiter());
         let layer_timeout = self.rheostat.timeout();
         let mut plan = Plan {
@@ -299,8 +229,8 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
         };
         let Some(retry) = limiter.retry() else {
             // No retry policy: one attempt, as the plain service makes.
-            if wait {
-                plan.service = Some(self.rheostat.take_ready());
+            if let Some(service) = handed {
+                plan.service = Some(service);
                 plan.request = Some(request);
                 let acquire = (self.start_queue)(Arc::clone(&limiter), None, class, cut_early);
                 return RetryResponseFuture::new(plan, First::Waiting(acquire));
@@ -325,11 +255,11 @@ impl<S, K, R, A: Algorithm, C: Clock, P> RheostatRetry<S, K, R, A, C, P> {
         if !self.rule.may_retry(&request) {
             attempts = attempts.no_resend();
         }
-        if wait {
+        if let Some(service) = handed {
             // The first attempt waits for its slot in the response future,
             // within the deadline, and is sent by the service readied for
             // it.
-            plan.service = Some(self.rheostat.take_ready());
+            plan.service = Some(service);
             plan.request = Some(request);
             let left = retry.left(attempts.call(), limiter.clock().now());
             let acquire = (self.start_queue)(Arc::clone(&limiter), left, class, cut_early);

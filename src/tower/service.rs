@@ -1,7 +1,6 @@
 //! The service.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -9,9 +8,10 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::acquire::{start_acquire, Acquire, StartAcquire};
-use super::class::{ByRequest, ClassifyRequest, DefaultClass};
-use super::end::{AtResponse, CallEnd};
-use super::future::{ClassResponseFuture, ResponseFuture};
+use super::class::{Admit, DefaultClass};
+use super::classify::Classify;
+use super::end::{Answer, Finish};
+use super::future::ResponseFuture;
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::{CallError, Rejection};
@@ -23,26 +23,20 @@ use crate::priority::Class;
 /// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
 /// documentation](super) for readiness.
 ///
-/// `P` is [`DefaultClass`] for a layer without a class function (every
-/// request of the limiter's default class, a waiting slot reserved in
-/// `poll_ready`), a [`ByRequest`] after
-/// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request)
-/// (each request admitted as its class; waiting, in the response future, a
-/// [`ClassResponseFuture`], so the inner service must be `Clone`).
+/// `P` is how requests are admitted: for a layer without a class function,
+/// every request of the limiter's default class, a waiting slot reserved
+/// in `poll_ready`; after
+/// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request),
+/// each request as its class (waiting, in the response future, so the
+/// inner service must be `Clone`).
 ///
-/// `M` is when a call is over: [`AtResponse`] (the default: when the inner
-/// service's response comes), or [`AtBodyEnd`](super::AtBodyEnd) after
-/// [`RheostatLayer::classify_at_end`](super::RheostatLayer::classify_at_end)
-/// (when the response's body ends, for gRPC: the service then answers
-/// `http::Response<`[`ResponseBody`](super::future::ResponseBody)`<B, ..>>`).
-pub struct Rheostat<
-    S,
-    K,
-    A = Box<dyn Algorithm>,
-    C = crate::clock::DefaultClock,
-    P = DefaultClass,
-    M = AtResponse,
-> {
+/// When a call is over is the classifier's [`Classify::End`]: when the
+/// inner service's response comes, or, with a
+/// [`GrpcClassifier`](super::GrpcClassifier), when the response's body
+/// ends (the service then answers an `http::Response` whose body holds
+/// the permit).
+pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::clock::DefaultClock, P = DefaultClass>
+{
     inner: S,
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
@@ -54,10 +48,9 @@ pub struct Rheostat<
     acquiring: Option<Acquire<A, C>>,
     /// The slot (or refusal) `poll_ready` got for the next `call`.
     reserved: Option<Result<OwnedPermit<A, C>, Rejection>>,
-    end: PhantomData<fn() -> M>,
 }
 
-impl<S, K, A: Algorithm + 'static, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
+impl<S, K, A: Algorithm + 'static, C: Clock, P> Rheostat<S, K, A, C, P> {
     pub(crate) fn new(
         inner: S,
         limiter: Arc<Limiter<A, C>>,
@@ -76,12 +69,11 @@ impl<S, K, A: Algorithm + 'static, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
             start_acquire: start_acquire::<A, C>,
             acquiring: None,
             reserved: None,
-            end: PhantomData,
         }
     }
 }
 
-impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
+impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -111,11 +103,6 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     /// The layer's timeout.
     pub(crate) fn timeout(&self) -> Option<Duration> {
         self.timeout
-    }
-
-    /// Whether the layer waits in the limiter's queue.
-    pub(crate) fn waits(&self) -> bool {
-        self.wait
     }
 
     /// The class function.
@@ -150,29 +137,20 @@ impl<S, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
     }
 }
 
-impl<S: Clone, K, A: Algorithm, C: Clock, P, M> Rheostat<S, K, A, C, P, M> {
-    /// The inner service readied by `poll_ready`, for a response future to
-    /// call later; a clone takes its place (as tower advises).
-    pub(crate) fn take_ready(&mut self) -> S {
-        let clone = self.inner.clone();
-        std::mem::replace(&mut self.inner, clone)
-    }
-}
-
-impl<S, Req, K, A, C, M> Service<Req> for Rheostat<S, K, A, C, DefaultClass, M>
-where
-    S: Service<Req>,
-    K: Clone,
-    M: CallEnd<S::Response, S::Error, K, A, C>,
-    A: Algorithm,
-    C: Clock,
-{
-    type Response = M::Response;
-    type Error = CallError<S::Error>;
-    type Future = ResponseFuture<S::Future, K, A, C, M>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if self.wait && self.reserved.is_none() {
+impl<S, K, A: Algorithm, C: Clock, P> Rheostat<S, K, A, C, P> {
+    /// Readiness for a request admitted as `P` says: waiting, a slot for
+    /// the next call reserved first if `P` reserves one (a refusal is the
+    /// next call's answer, and the inner service is not asked), then the
+    /// inner service's readiness.
+    pub(crate) fn poll_admission<Req>(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), CallError<S::Error>>>
+    where
+        S: Service<Req>,
+        P: Admit<S, Req>,
+    {
+        if self.wait && P::RESERVES && self.reserved.is_none() {
             let (limiter, start) = (&self.limiter, self.start_acquire);
             let acquiring = self
                 .acquiring
@@ -189,68 +167,61 @@ where
         self.inner.poll_ready(cx).map_err(CallError::Failed)
     }
 
-    fn call(&mut self, request: Req) -> Self::Future {
-        let permit = match self.take_slot(None, true) {
-            Ok(permit) => permit,
-            Err(rejection) => return ResponseFuture::rejected(rejection, self.classifier.clone()),
-        };
-        ResponseFuture::new(
-            self.inner.call(request),
-            permit,
-            self.classifier.clone(),
-            self.timeout,
-        )
+    /// The inner service readied by `poll_ready`, for a response future to
+    /// call later, if `P` admits requests there (a clone takes its place);
+    /// `None` if the service does not wait, or `P` reserves its slots in
+    /// `poll_ready`.
+    pub(crate) fn hand_over<Req>(&mut self) -> Option<S>
+    where
+        P: Admit<S, Req>,
+    {
+        if self.wait {
+            P::hand_over(&mut self.inner)
+        } else {
+            None
+        }
     }
 }
 
-/// With a class function: admission is for the request's class, so it is
-/// decided per request — in `call` failing fast, in the response future
-/// waiting — and `poll_ready` is the inner service's readiness.
-impl<S, Req, K, A, C, F, M> Service<Req> for Rheostat<S, K, A, C, ByRequest<F>, M>
+/// Admission is as `P` says: without a class function, every request of
+/// the limiter's default class, a waiting slot reserved in `poll_ready`;
+/// with one, for the request's class, so it is decided per request — in
+/// `call` failing fast, in the response future waiting — and `poll_ready`
+/// is the inner service's readiness.
+impl<S, Req, K, A, C, P> Service<Req> for Rheostat<S, K, A, C, P>
 where
-    S: Service<Req> + Clone,
-    K: Clone,
-    M: CallEnd<S::Response, S::Error, K, A, C>,
+    S: Service<Req>,
+    K: Classify<S::Response, S::Error> + Clone,
+    K::End: Finish<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
-    F: ClassifyRequest<Req>,
+    P: Admit<S, Req>,
 {
-    type Response = M::Response;
+    type Response = Answer<K, S::Response, S::Error, A, C>;
     type Error = CallError<S::Error>;
-    type Future = ClassResponseFuture<S, Req, K, A, C, M>;
+    type Future = ResponseFuture<S, Req, K, A, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(CallError::Failed)
+        self.poll_admission(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let class = self.classify.0.class(&request);
-        let cut_early = self.classify.0.cut_early(&request);
-        if self.wait {
+        let (class, cut_early) = self.classify.admit(&request);
+        let classifier = self.classifier.clone();
+        if let Some(service) = self.hand_over() {
             let acquire = self.start_acquire(class, cut_early);
-            let service = self.take_ready();
-            return ClassResponseFuture::waiting(
-                acquire,
-                service,
-                request,
-                self.classifier.clone(),
-                self.timeout,
-            );
+            return ResponseFuture::waiting(acquire, service, request, classifier, self.timeout);
         }
-        let future = match self.take_slot(class, cut_early) {
-            Ok(permit) => ResponseFuture::new(
-                self.inner.call(request),
-                permit,
-                self.classifier.clone(),
-                self.timeout,
-            ),
-            Err(rejection) => ResponseFuture::rejected(rejection, self.classifier.clone()),
-        };
-        ClassResponseFuture::admitted(future)
+        match self.take_slot(class, cut_early) {
+            Ok(permit) => {
+                ResponseFuture::called(&mut self.inner, request, permit, classifier, self.timeout)
+            }
+            Err(rejection) => ResponseFuture::rejected(rejection, classifier),
+        }
     }
 }
 
-impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone, M> Clone for Rheostat<S, K, A, C, P, M> {
+impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone> Clone for Rheostat<S, K, A, C, P> {
     /// A clone shares the limiter but not a slot reserved by `poll_ready`.
     fn clone(&self) -> Self {
         Rheostat {
@@ -263,13 +234,12 @@ impl<S: Clone, K: Clone, A: Algorithm, C: Clock, P: Clone, M> Clone for Rheostat
             start_acquire: self.start_acquire,
             acquiring: None,
             reserved: None,
-            end: PhantomData,
         }
     }
 }
 
-impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug, M> fmt::Debug
-    for Rheostat<S, K, A, C, P, M>
+impl<S: fmt::Debug, K: fmt::Debug, A: Algorithm, C: Clock, P: fmt::Debug> fmt::Debug
+    for Rheostat<S, K, A, C, P>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rheostat")

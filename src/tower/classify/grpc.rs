@@ -4,11 +4,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::{BodyEnd, ClassifyEnd};
+use super::{AtBodyEnd, BodyEnd, Classify, ClassifyEnd};
 use crate::algorithms::{check, ConfigError, Outcome};
 use crate::retry::Verdict;
 
-pub use crate::grpc::GrpcCode;
+pub(crate) use crate::grpc::GrpcCode;
 
 /// The header of a gRPC status, in a trailers-only response's headers or
 /// in the trailers.
@@ -23,11 +23,13 @@ pub(crate) const GRPC_PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// A gRPC call answers HTTP 200 and puts its status in `grpc-status`: in
 /// the response's headers when the server fails before sending a message
 /// (a *trailers-only* response), otherwise in the trailers after the body.
-/// Given to [`RheostatLayer::classify_at_end`](crate::tower::RheostatLayer::classify_at_end),
+/// Given to [`RheostatLayer::classify`](crate::tower::RheostatLayer::classify),
 /// it reads the status from the headers where it is there, and otherwise
 /// has the layer hold the call's permit until the body ends, to read it
 /// from the trailers: the latency the limiter learns is the time to the
-/// status.
+/// status. (Its [`Classify::End`] is the body's end; its
+/// [`Classify::classify`], asked about a response alone, says what the
+/// headers say, and [`Outcome::Ignore`] for a status still to come.)
 ///
 /// Each of the 17 codes counts as this by default:
 ///
@@ -81,7 +83,8 @@ pub(crate) const GRPC_PUSHBACK: &str = "grpc-retry-pushback-ms";
 ///
 /// ```
 /// use std::time::Duration;
-/// use rheostat::tower::{GrpcClassifier, GrpcCode};
+/// use rheostat::grpc::GrpcCode;
+/// use rheostat::tower::GrpcClassifier;
 /// use rheostat::Outcome;
 ///
 /// let classify = GrpcClassifier::new()
@@ -297,6 +300,16 @@ impl GrpcClassifier {
             }
             None => None,
         }
+    }
+}
+
+/// A response's outcome as far as its headers say it: the layer asks the
+/// rest of it at the end of the body.
+impl<B, E> Classify<http::Response<B>, E> for GrpcClassifier {
+    type End = AtBodyEnd;
+
+    fn classify(&self, result: &Result<http::Response<B>, E>, latency: Duration) -> Outcome {
+        self.head(result, latency).unwrap_or(Outcome::Ignore)
     }
 }
 

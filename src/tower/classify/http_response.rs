@@ -194,6 +194,8 @@ impl HttpClassifier {
 }
 
 impl<B, E> Classify<http::Response<B>, E> for HttpClassifier {
+    type End = ();
+
     fn classify(&self, result: &Result<http::Response<B>, E>, latency: Duration) -> Outcome {
         match result {
             Ok(response) => self.status(response.status(), latency),

@@ -15,12 +15,12 @@ use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::CallError;
 use crate::limiter::OwnedPermit;
-use crate::tower::classify::{BodyEnd, ClassifyEnd};
-use crate::tower::end::{latency, AtBodyEnd, CallEnd};
+use crate::tower::classify::{AtBodyEnd, BodyEnd, ClassifyEnd};
+use crate::tower::end::{latency, Finish};
 
 pin_project! {
-    /// The body of a response from a layer built with
-    /// [`RheostatLayer::classify_at_end`](crate::tower::RheostatLayer::classify_at_end):
+    /// The body of a response from a layer whose classifier reads the
+    /// outcome at the end of the body ([`GrpcClassifier`](crate::tower::GrpcClassifier)):
     /// the inner service's body, holding the call's permit until the call's
     /// outcome is known.
     ///
@@ -216,7 +216,7 @@ where
     }
 }
 
-impl<B, E, K, A, C> CallEnd<http::Response<B>, E, K, A, C> for AtBodyEnd
+impl<B, E, K, A, C> Finish<http::Response<B>, E, K, A, C> for AtBodyEnd
 where
     B: Body,
     K: ClassifyEnd + Clone,

@@ -1,23 +1,23 @@
-//! The response futures: [`ResponseFuture`] (one call under its permit),
-//! [`ClassResponseFuture`] (a request admitted as its class first) and
+//! The response futures: [`ResponseFuture`] (a request admitted, waiting
+//! for a slot first if it must, then one call under its permit) and
 //! [`RetryResponseFuture`] (a call's attempts, as
-//! [`Attempts`](crate::retry::Attempts) decides), one file each; and, with
-//! the `http` feature, `ResponseBody` (a response's body holding its
-//! call's permit until the call's status comes, for gRPC).
+//! [`Attempts`](crate::retry::Attempts) decides), one file each, with the
+//! one call a `ResponseFuture` makes in `call.rs`; and, with the `http`
+//! feature, `ResponseBody` (a response's body holding its call's permit
+//! until the call's status comes, for gRPC).
+//!
+//! None is named by the crate's public API: each is its service's
+//! `Service::Future` (or, the body, in its `Service::Response`), and is
+//! named, where a type must be written out, as
+//! `<Rheostat<..> as Service<Req>>::Future`.
 
 #[cfg(feature = "http")]
 mod body;
-mod class;
+mod call;
 mod response;
 mod retry;
 
-#[cfg(feature = "http")]
-pub use body::ResponseBody;
-pub use class::ClassResponseFuture;
-pub use response::ResponseFuture;
-pub(crate) use response::{finite, single_timeout};
-pub use retry::RetryResponseFuture;
+pub(crate) use call::{finite, single_timeout};
+pub(crate) use response::ResponseFuture;
+pub(crate) use retry::RetryResponseFuture;
 pub(crate) use retry::{First, Plan};
-
-#[cfg(feature = "tower-retry")]
-pub use super::policy::RetryBackoff;

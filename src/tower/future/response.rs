@@ -1,191 +1,197 @@
-//! [`ResponseFuture`]: one call under its permit, or why there is none.
+//! [`ResponseFuture`]: a request admitted (waiting in the limiter's queue
+//! first, if it must), then one [`Call`] under its permit.
 
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
+use tower_service::Service;
 
+use super::call::Call;
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::OwnedPermit;
-use crate::tower::end::{AtResponse, CallEnd};
+use crate::tower::acquire::Acquire;
+use crate::tower::classify::Classify;
+use crate::tower::end::{Answer, Finish};
 
 pin_project! {
-    /// The response of a [`Rheostat`](crate::tower::Rheostat) service: the inner
+    /// The response of a [`Rheostat`](crate::tower::Rheostat) or
+    /// [`KeyedRheostat`](crate::tower::KeyedRheostat) service: the inner
     /// service's response, or why there is none.
     ///
     /// It holds the call's permit until it completes; the outcome is then
     /// recorded as the classifier says (or as an overload if the timeout ran
-    /// out). With [`AtBodyEnd`](crate::tower::AtBodyEnd) (a layer built
-    /// with [`classify_at_end`](crate::tower::RheostatLayer::classify_at_end)),
-    /// a response whose headers do not say the outcome takes the permit on
-    /// in its body, a [`ResponseBody`](super::ResponseBody), with what is
-    /// left of the timeout.
+    /// out). With a classifier that reads the outcome at the end of the
+    /// body ([`GrpcClassifier`](crate::tower::GrpcClassifier)), a response
+    /// whose headers do not say the outcome takes the permit on in its
+    /// body, a [`ResponseBody`](super::ResponseBody), with what is left of
+    /// the timeout.
+    ///
+    /// A request admitted as its class by a layer that waits
+    /// ([`RheostatLayer::classify_request`](crate::tower::RheostatLayer::classify_request)
+    /// and [`wait`](crate::tower::RheostatLayer::wait)) first waits in the
+    /// limiter's queue for a slot for its class, holding the request and the
+    /// inner service readied for it, then calls that service; the layer's
+    /// timeout runs from then. Otherwise the request was admitted (or
+    /// refused) in `call`.
     ///
     /// # Cancel safety
     ///
-    /// Dropped before it completes, it drops the inner call and releases the
-    /// permit as the limiter's drop outcome
-    /// ([`Outcome::Ignore`](crate::Outcome::Ignore) unless configured
-    /// otherwise).
+    /// Dropped while waiting, it leaves the limiter's queue (a slot handed
+    /// to it goes to the next waiter), and the request is never sent.
+    /// Dropped after, it drops the inner call and releases the permit as
+    /// the limiter's drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore)
+    /// unless configured otherwise).
     ///
     /// # Panics
     ///
-    /// If polled after it completed, or, with a timeout, polled outside a
-    /// Tokio runtime with the time driver enabled.
-    pub struct ResponseFuture<F, K, A = Box<dyn Algorithm>, C = DefaultClock, M = AtResponse> {
+    /// If polled after it completed, or, with a timeout or while waiting for
+    /// a slot under a limiter with a `max_wait`, polled outside a Tokio
+    /// runtime with the time driver enabled.
+    pub struct ResponseFuture<S, Req, K, A = Box<dyn Algorithm>, C = DefaultClock>
+    where
+        S: Service<Req>,
+    {
         #[pin]
-        kind: Kind<F>,
-        permit: Option<OwnedPermit<A, C>>,
-        classifier: K,
-        timeout: Option<Duration>,
-        sleep: Option<Pin<Box<Sleep>>>,
-        end: PhantomData<fn() -> M>,
+        state: State<S, Req, S::Future, K, A, C>,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind<F> {
-        Called {
-            #[pin]
-            future: F,
+    #[project = StateProj]
+    enum State<S, Req, F, K, A, C> {
+        /// Waiting for a slot, with the service readied for the request.
+        Waiting {
+            acquire: Acquire<A, C>,
+            service: Option<S>,
+            request: Option<Req>,
+            classifier: Option<K>,
+            timeout: Option<Duration>,
         },
-        Refused {
-            refusal: Option<Refusal>,
+        /// Admitted (or refused).
+        Admitted {
+            #[pin]
+            call: Call<F, K, A, C>,
         },
     }
 }
 
-/// Why a request was not sent.
-#[derive(Debug)]
-enum Refusal {
-    Rejected(Rejection),
-    NoLimiter(crate::keyed::KeyedError),
-}
+impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> ResponseFuture<S, Req, K, A, C> {
+    /// Waits for `acquire`, then sends `request` with `service`.
+    pub(crate) fn waiting(
+        acquire: Acquire<A, C>,
+        service: S,
+        request: Req,
+        classifier: K,
+        timeout: Option<Duration>,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Waiting {
+                acquire,
+                service: Some(service),
+                request: Some(request),
+                classifier: Some(classifier),
+                timeout,
+            },
+        }
+    }
 
-impl<F, K, A: Algorithm, C: Clock, M> ResponseFuture<F, K, A, C, M> {
-    /// The call admitted under `permit`, given at most the layer's
-    /// `timeout`, or, if it is a probe, the limiter's probe timeout (with or
-    /// without a timeout of the layer's own).
-    pub(crate) fn new(
-        future: F,
+    /// `request` sent with `service` under `permit` (see [`Call::new`]).
+    pub(crate) fn called(
+        service: &mut S,
+        request: Req,
         permit: OwnedPermit<A, C>,
         classifier: K,
         timeout: Option<Duration>,
     ) -> Self {
-        let timeout = single_timeout(&permit, timeout);
-        ResponseFuture {
-            kind: Kind::Called { future },
-            permit: Some(permit),
+        Self::admitted(Call::new(
+            service.call(request),
+            permit,
             classifier,
             timeout,
-            sleep: None,
-            end: PhantomData,
-        }
+        ))
     }
 
+    /// Refused by the limiter.
     pub(crate) fn rejected(rejection: Rejection, classifier: K) -> Self {
-        Self::refused(Refusal::Rejected(rejection), classifier)
+        Self::admitted(Call::rejected(rejection, classifier))
     }
 
     /// No limiter could be had for the request's key.
     pub(crate) fn no_limiter(error: crate::keyed::KeyedError, classifier: K) -> Self {
-        Self::refused(Refusal::NoLimiter(error), classifier)
+        Self::admitted(Call::no_limiter(error, classifier))
     }
 
-    fn refused(refusal: Refusal, classifier: K) -> Self {
+    fn admitted(call: Call<S::Future, K, A, C>) -> Self {
         ResponseFuture {
-            kind: Kind::Refused {
-                refusal: Some(refusal),
-            },
-            permit: None,
-            classifier,
-            timeout: None,
-            sleep: None,
-            end: PhantomData,
+            state: State::Admitted { call },
         }
     }
 }
 
-impl<F, K, Res, E, A, C, M> Future for ResponseFuture<F, K, A, C, M>
+impl<S, Req, K, A, C> Future for ResponseFuture<S, Req, K, A, C>
 where
-    F: Future<Output = Result<Res, E>>,
-    M: CallEnd<Res, E, K, A, C>,
+    S: Service<Req>,
+    K: Classify<S::Response, S::Error>,
+    K::End: Finish<S::Response, S::Error, K, A, C>,
     A: Algorithm,
     C: Clock,
 {
-    type Output = Result<M::Response, CallError<E>>;
+    type Output = Result<Answer<K, S::Response, S::Error, A, C>, CallError<S::Error>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let future = match this.kind.project() {
-            KindProj::Called { future } => future,
-            KindProj::Refused { refusal } => {
-                return Poll::Ready(Err(
-                    match refusal.take().expect("polled after completion") {
-                        Refusal::Rejected(rejection) => CallError::Rejected(rejection),
-                        Refusal::NoLimiter(error) => CallError::NoLimiter(error),
-                    },
-                ));
-            }
-        };
-        if let Poll::Ready(result) = future.poll(cx) {
-            let finished = M::finish(
-                this.classifier,
-                result,
-                this.permit.take(),
-                *this.timeout,
-                this.sleep.take(),
-            );
-            return Poll::Ready(finished.map_err(CallError::Failed));
-        }
-        if let Some(after) = *this.timeout {
-            let sleep = this
-                .sleep
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
-            if sleep.as_mut().poll(cx).is_ready() {
-                if let Some(permit) = this.permit.take() {
-                    permit.overload();
+        let mut state = self.project().state;
+        loop {
+            let call = match state.as_mut().project() {
+                StateProj::Admitted { call } => return call.poll(cx),
+                StateProj::Waiting {
+                    acquire,
+                    service,
+                    request,
+                    classifier,
+                    timeout,
+                } => {
+                    let slot = ready!(acquire.as_mut().poll(cx));
+                    let Some(classifier) = classifier.take() else {
+                        unreachable!("a waiting request keeps its classifier")
+                    };
+                    match slot {
+                        Ok(permit) => {
+                            let (Some(mut service), Some(request)) =
+                                (service.take(), request.take())
+                            else {
+                                unreachable!("a waiting request keeps its service and itself")
+                            };
+                            Call::new(service.call(request), permit, classifier, *timeout)
+                        }
+                        Err(rejection) => Call::rejected(rejection, classifier),
+                    }
                 }
-                return Poll::Ready(Err(CallError::TimedOut(after)));
-            }
+            };
+            state.set(State::Admitted { call });
         }
-        Poll::Pending
     }
 }
 
-impl<F, K, A: Algorithm, C: Clock, M> fmt::Debug for ResponseFuture<F, K, A, C, M> {
+impl<S: Service<Req>, Req, K, A: Algorithm, C: Clock> fmt::Debug
+    for ResponseFuture<S, Req, K, A, C>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
-            .field("permit", &self.permit)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
+        match &self.state {
+            State::Waiting { .. } => f
+                .debug_struct("ResponseFuture")
+                .field("state", &"waiting")
+                .finish_non_exhaustive(),
+            State::Admitted { call } => f
+                .debug_struct("ResponseFuture")
+                .field("state", &"admitted")
+                .field("call", call)
+                .finish_non_exhaustive(),
+        }
     }
-}
-
-/// `timeout`, unless it stands for no timeout at all.
-pub(crate) fn finite(timeout: Duration) -> Option<Duration> {
-    (timeout != Duration::MAX).then_some(timeout)
-}
-
-/// The timeout of the one attempt of a call without retries (the plain
-/// layer's, or a retrying layer's under a limiter with no retry policy),
-/// admitted under `permit`: what the permit gives it within `timeout`
-/// ([`Permit::timeout`](crate::Permit::timeout): a probe's own, or a learned
-/// one below `timeout`, unless it is not to be cut early), or a probe's own
-/// if there is no `timeout` (none, if it is not to be cut early); `None`
-/// for none.
-pub(crate) fn single_timeout<A: Algorithm, C: Clock>(
-    permit: &OwnedPermit<A, C>,
-    timeout: Option<Duration>,
-) -> Option<Duration> {
-    // `Duration::MAX`: no timeout but a probe's.
-    finite(permit.timeout(timeout.unwrap_or(Duration::MAX)))
 }

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::response::{finite, single_timeout};
+use super::call::{finite, single_timeout};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
@@ -170,7 +170,7 @@ impl<S, Req, K, A, C> Future for RetryResponseFuture<S, Req, K, A, C>
 where
     S: Service<Req>,
     Req: Clone,
-    K: Classify<S::Response, S::Error>,
+    K: Classify<S::Response, S::Error, End = ()>,
     A: Algorithm,
     C: Clock,
 {

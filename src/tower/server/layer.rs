@@ -134,7 +134,7 @@ const SERVER_MAX_WAITERS: usize = 1024;
 /// everybody. So classify from what the server itself established about
 /// the caller — an identity an authentication layer in front put in the
 /// request's extensions, a route — and let the caller's header only
-/// lower that class, with [`LowerOnly`](crate::tower::LowerOnly), as the last
+/// lower that class, with [`lower_only`](crate::tower::lower_only), as the last
 /// example below does. (A client layer keeps the limiter's default: its
 /// requests are its own, and so is their class.) To admit the unclassified
 /// as some other class, say so in the class function
@@ -240,7 +240,7 @@ const SERVER_MAX_WAITERS: usize = 1024;
 /// use http::{Request, StatusCode};
 /// use rheostat::algorithms::Fixed;
 /// use rheostat::priority::{Class, Priorities, Priority};
-/// use rheostat::tower::{LowerOnly, ShedLayer};
+/// use rheostat::tower::{lower_only, ShedLayer};
 /// use tower::util::MapRequestLayer;
 /// use tower::ServiceExt;
 ///
@@ -268,7 +268,7 @@ const SERVER_MAX_WAITERS: usize = 1024;
 ///         .priorities(Priorities::default())
 ///         .build()?,
 /// );
-/// let shed = ShedLayer::new(Arc::clone(&limiter)).classify_request(LowerOnly::new(
+/// let shed = ShedLayer::new(Arc::clone(&limiter)).classify_request(lower_only(
 ///     |request: &Request<Body>| request.extensions().get::<Caller>().map(|caller| caller.class),
 ///     |request: &Request<Body>| Priority::parse(request.headers().get("x-priority")?).map(Class::from),
 /// ));
@@ -406,7 +406,7 @@ impl<A: Algorithm, C: Clock, P> ShedLayer<A, C, P> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use rheostat::{algorithms::Fixed, tower::{GrpcCode, ShedLayer}, Limiter};
+    /// use rheostat::{algorithms::Fixed, grpc::GrpcCode, tower::ShedLayer, Limiter};
     ///
     /// let layer = ShedLayer::new(Arc::new(Limiter::new(Fixed::new(8)?)));
     /// assert!(layer.clone().grpc_status(GrpcCode::Ok).is_err());

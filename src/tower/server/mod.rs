@@ -10,7 +10,6 @@ mod layer;
 mod service;
 mod settings;
 
-pub use future::ShedFuture;
 pub use layer::ShedLayer;
 pub use service::Shed;
 pub use settings::server_outcome;

@@ -159,7 +159,7 @@ where
             attempts = attempts.no_resend();
         }
         let now = || limiter.clock().now();
-        let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
+        let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
         // The permit of the attempt admitted, and the last attempt's result.
         let mut permit = None;
         let mut last = None;

@@ -74,7 +74,9 @@ impl<A: Algorithm, C: Clock> Overrides<'_, A, C> {
 
     /// End the override in force, if any: the policy decides again.
     pub fn clear(&self) {
-        self.limiter.clear_override();
+        let limiter = self.limiter;
+        let now = limiter.clock.now();
+        limiter.with_held(now, |held| limiter.end_override(held, now, false));
     }
 
     /// The override in force and when it ends, by the limiter's clock;
@@ -83,7 +85,7 @@ impl<A: Algorithm, C: Clock> Overrides<'_, A, C> {
     /// [`Snapshot::overridden`](crate::algorithms::Snapshot::overridden),
     /// without handing the policy what is held for it.
     pub fn in_force(&self) -> Option<(Override, Instant)> {
-        self.limiter.override_in_force()
+        self.limiter.lock().overriding
     }
 
     /// Grant `count` probe tokens, replacing any left, usable until `until`
@@ -92,13 +94,15 @@ impl<A: Algorithm, C: Clock> Overrides<'_, A, C> {
     /// admitted only with one. A fleet's shared allowance, claimed by a task
     /// beside the limiter, reaches it here.
     pub fn grant_probes(&self, count: u32, until: Option<Instant>) {
-        self.limiter.grant_probes(count, until);
+        let now = self.limiter.clock.now();
+        self.limiter
+            .with_held(now, |held| held.probe_tokens = (count, until));
     }
 
     /// The probe tokens left and when they lapse (see
     /// [`grant_probes`](Overrides::grant_probes)).
     pub fn probe_tokens(&self) -> (u32, Option<Instant>) {
-        self.limiter.probe_tokens()
+        self.limiter.lock().probe_tokens
     }
 }
 

@@ -252,7 +252,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
 
     /// [`Overrides::set`](super::Overrides::set): the override checked, then
     /// put in force under the lock.
-    pub(crate) fn set_override(
+    pub(super) fn set_override(
         &self,
         overriding: Override,
         lasting: Duration,
@@ -280,17 +280,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.with_held(now, |held| {
             self.start_override(held, now, overriding, until, lasting)
         })
-    }
-
-    /// [`Overrides::clear`](super::Overrides::clear).
-    pub(crate) fn clear_override(&self) {
-        let now = self.clock.now();
-        self.with_held(now, |held| self.end_override(held, now, false));
-    }
-
-    /// [`Overrides::in_force`](super::Overrides::in_force).
-    pub(crate) fn override_in_force(&self) -> Option<(Override, Instant)> {
-        self.lock().overriding
     }
 
     fn start_override(
@@ -341,16 +330,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// [`Overrides::grant_probes`](super::Overrides::grant_probes).
-    pub(crate) fn grant_probes(&self, count: u32, until: Option<Instant>) {
-        self.with_held(self.clock.now(), |held| held.probe_tokens = (count, until));
-    }
-
-    /// [`Overrides::probe_tokens`](super::Overrides::probe_tokens).
-    pub(crate) fn probe_tokens(&self) -> (u32, Option<Instant>) {
-        self.lock().probe_tokens
-    }
-
     /// Run `f` on the policy and what is kept beside it (an override, probe
     /// tokens) under the lock at `now`, after catching the policy up; then
     /// publish, report its transitions and wake any waiter it lets through.
@@ -392,7 +371,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// [`Ready::now`](super::Ready::now).
-    pub(crate) fn readiness(&self) -> Readiness {
+    pub(super) fn readiness(&self) -> Readiness {
         let now = self.clock().now();
         self.refresh_if_due(now);
         let gate = self.gate();
@@ -408,7 +387,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// [`Ready::wait`](super::Ready::wait).
-    pub(crate) async fn wait_ready(&self) {
+    pub(super) async fn wait_ready(&self) {
         self.ready_waiters.fetch_add(1, Ordering::SeqCst);
         let _leave = ReadyWaiter(self);
         loop {
@@ -446,7 +425,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// [`Ready::drive`](super::Ready::drive).
-    pub(crate) async fn drive(&self) {
+    pub(super) async fn drive(&self) {
         loop {
             self.wait_ready().await;
             // Ready (or probing with no active probe): wait for the gate to

@@ -231,7 +231,7 @@ impl ProbeClaims {
         let gate = limiter.gate();
         let at = match gate.until {
             Some(end) if gate.is_shut() && end.saturating_duration_since(now) <= CLAIM_LEAD => end,
-            _ if gate.probe && limiter.probe_tokens().0 == 0 => now,
+            _ if gate.probe && limiter.overrides().probe_tokens().0 == 0 => now,
             _ => return None,
         };
         let on_fleet_clock = since.saturating_add(at.saturating_duration_since(now));

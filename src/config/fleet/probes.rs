@@ -143,7 +143,7 @@ impl RedisProbes {
                         self.allowance.fallback
                     }
                 };
-                limiter.grant_probes(granted, Some(claim.lapse));
+                limiter.overrides().grant_probes(granted, Some(claim.lapse));
             }
         }
     }

@@ -186,9 +186,9 @@ impl LiveLimiters {
             match want.and_then(|&(o, until)| Some((o, until.duration_since(now).ok()?))) {
                 Some((overriding, lasting)) => {
                     // Checked: a kind the policy takes, a lasting in range.
-                    let _ = limiter.set_override(overriding, lasting);
+                    let _ = limiter.overrides().set(overriding, lasting);
                 }
-                None => limiter.clear_override(),
+                None => limiter.overrides().clear(),
             }
         }
         state.overridden = wanted;

@@ -182,7 +182,7 @@ where
             let limiter: &Limiter<A, C> = this.limiter;
             let retry = limiter.retry();
             let now = || limiter.clock().now();
-            let shut = || matches!(limiter.readiness(), Readiness::Shut { .. });
+            let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
             // Each arm waits for its I/O, then tells the call's attempts
             // what happened (or, for a call without retries, answers
             // itself), and hands over their answer with the attempt's

@@ -109,9 +109,10 @@ use std::time::Duration;
 
 use ::metrics::{Counter, Gauge, Histogram, SharedString};
 
-use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Snapshot, Transition, MAX_LIMIT};
+use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Transition, MAX_LIMIT};
 use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
+use crate::limiter::Snapshot;
 use crate::limiter::{Builder, Named};
 use crate::observe::Observer;
 use crate::overrides::Override;

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use crate::algorithms::{Gate, Outcome, Snapshot, Transition};
+use crate::algorithms::{Gate, Outcome, Transition};
 use crate::error::Rejection;
+use crate::limiter::Snapshot;
 use crate::overrides::Override;
 use crate::priority::Class;
 use crate::retry::RetryOutcome;
@@ -100,7 +101,7 @@ pub trait Observer: Send + Sync + 'static {
     /// every call: on a limiter whose timeout is [learned](crate::timeout),
     /// calls have ended at the ceiling for a window with none answering
     /// within it, or one has answered within it since
-    /// ([`Snapshot::ceiling_cutting_since`](crate::algorithms::Snapshot::ceiling_cutting_since)).
+    /// ([`Snapshot::ceiling_cutting_since`]).
     /// Told once on entering that state and once on leaving it; see the
     /// [`timeout` module](crate::timeout#when-the-ceiling-cuts-every-call)
     /// for what to do.

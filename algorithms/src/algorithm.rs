@@ -140,13 +140,15 @@ pub trait Algorithm: Send {
         None
     }
 
-    /// An operator holds the policy's breaker closed (`hold`), or lets it
-    /// go back to judging for itself (`!hold`), at `now`: whether the
-    /// policy has a breaker to hold (default `false`, none). A breaker
-    /// held closed admits every call it would and never opens; let go, it
-    /// starts closed with a fresh window. The runtime's override
-    /// `force_closed` calls it, and refuses itself for a policy that
-    /// answers `false`.
+    /// Hold the policy's breaker closed (`hold`), or let it go back to
+    /// judging for itself (`!hold`), at `now`: whether the policy has a
+    /// breaker to hold (default `false`, none). A breaker held closed
+    /// admits every call it would and never opens; let go, it starts
+    /// closed with a fresh window.
+    ///
+    /// It is the one breaker operation on this trait, because a breaker
+    /// may sit among the boxed members of a [`Stack`](crate::Stack),
+    /// where nothing else reaches it; a stack forwards it to every member.
     ///
     /// # Examples
     ///

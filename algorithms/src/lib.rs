@@ -50,7 +50,6 @@ pub mod fixed;
 mod gate;
 pub mod gradient;
 pub mod latency;
-pub mod overrides;
 mod published;
 mod rng;
 mod sample;

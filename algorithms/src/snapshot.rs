@@ -1,8 +1,5 @@
 //! A point-in-time view of a policy, for metrics and logs.
 
-use std::time::{Duration, Instant};
-
-use crate::overrides::Override;
 use crate::{BreakerState, Gate};
 
 /// A point-in-time view of a policy, for metrics and logs.
@@ -17,17 +14,6 @@ pub struct Snapshot {
     pub raw_limit: Option<f64>,
     /// The breaker state, for policies that have one.
     pub state: Option<BreakerState>,
-    /// The attempt timeout in force, where the limiter holding the policy
-    /// has one (a policy's own snapshot has none: the limiter fills it in,
-    /// learned or typed).
-    pub timeout: Option<Duration>,
-    /// The operator's override in force, and when it ends (a policy's own
-    /// snapshot has none: the limiter fills it in).
-    pub overridden: Option<(Override, Instant)>,
-    /// Since when the learned timeout's ceiling has ended every call that
-    /// ended, with none answering within it, for a window (a policy's own
-    /// snapshot has none: the limiter fills it in).
-    pub ceiling_cutting_since: Option<Instant>,
 }
 
 impl Snapshot {
@@ -38,9 +24,6 @@ impl Snapshot {
             gate,
             raw_limit: None,
             state: None,
-            timeout: None,
-            overridden: None,
-            ceiling_cutting_since: None,
         }
     }
 
@@ -55,28 +38,6 @@ impl Snapshot {
     #[must_use]
     pub fn with_raw_limit(mut self, raw: f64) -> Self {
         self.raw_limit = Some(raw);
-        self
-    }
-
-    /// The same snapshot with the attempt timeout in force.
-    #[must_use]
-    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The same snapshot with the override in force and when it ends.
-    #[must_use]
-    pub fn with_override(mut self, overridden: Option<(Override, Instant)>) -> Self {
-        self.overridden = overridden;
-        self
-    }
-
-    /// The same snapshot with since when the learned timeout's ceiling has
-    /// cut every call.
-    #[must_use]
-    pub fn with_ceiling_cutting_since(mut self, since: Option<Instant>) -> Self {
-        self.ceiling_cutting_since = since;
         self
     }
 }

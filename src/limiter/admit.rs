@@ -179,16 +179,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         };
         let probe = gate.probe();
         self.catch_up(&mut policy, now);
-        let shared = self.options.shared_probes();
-        if shared && !policy.take_probe_token(now) {
-            self.slots.give_back();
-            drop(policy);
-            return Err(self.reject(RejectReason::Open, Refusal::Probe, now));
-        }
-        if !policy.on_admit(now) {
-            if shared {
-                policy.probe_tokens.0 += 1;
-            }
+        if !policy.admit_probe(now, self.options.shared_probes()) {
             self.slots.give_back();
             let transitions = self.drain(&mut policy);
             self.publish(&mut policy);

@@ -82,7 +82,7 @@ impl<A: Algorithm, C: Clock> Overrides<'_, A, C> {
     /// The override in force and when it ends, by the limiter's clock;
     /// `None` without one. An override whose end has passed shows until
     /// the limiter next looks at its policy (any call). The same as
-    /// [`Snapshot::overridden`](crate::algorithms::Snapshot::overridden),
+    /// [`Snapshot::overridden`](crate::limiter::Snapshot::overridden),
     /// without handing the policy what is held for it.
     pub fn in_force(&self) -> Option<(Override, Instant)> {
         self.limiter.lock().overriding

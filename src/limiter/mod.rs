@@ -87,12 +87,13 @@ mod ready;
 mod shards;
 mod shared_probes;
 mod slots;
+mod snapshot;
 
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::algorithms::{Algorithm, Gate, Snapshot};
+use crate::algorithms::{Algorithm, Gate};
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::observe::Observer;
@@ -122,6 +123,7 @@ pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 pub use shared_probes::{Claim, ProbeAllowance, ProbeClaims, CLAIM_LEAD};
 use slots::Slots;
+pub use snapshot::Snapshot;
 
 use crate::timeout::Timeouts;
 
@@ -340,8 +342,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn snapshot(&self) -> Snapshot {
-        self.with_held(self.clock.now(), |held| held.view())
-            .with_timeout(self.timeout_in_force())
+        Snapshot {
+            timeout: self.timeout_in_force(),
+            ..self.with_held(self.clock.now(), |held| held.view())
+        }
     }
 
     /// Run `f` on the policy — to change a fixed limit, force a breaker
@@ -379,7 +383,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             (result, changed)
         });
         if let (Some(observer), Some(snapshot)) = (observer, changed) {
-            observer.policy_changed(&snapshot.with_timeout(self.timeout_in_force()));
+            observer.policy_changed(&Snapshot {
+                timeout: self.timeout_in_force(),
+                ..snapshot
+            });
         }
         result
     }

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::board::Last;
 use super::ready::{ActiveProbe, Probing, Readiness, ReadyWaiter};
-use super::Limiter;
+use super::{Limiter, Snapshot};
 use crate::algorithms::{
-    Algorithm, ConfigError, Outcome, Published, Sample, Snapshot, Transition, MAX_LIMIT,
+    Algorithm, ConfigError, Outcome, Published, Sample, Transition, MAX_LIMIT,
 };
 use crate::clock::Clock;
 use crate::observe::Observer;
@@ -70,10 +70,11 @@ impl<A: Algorithm> Held<A> {
     /// The policy's snapshot with what is kept beside it: the override in
     /// force, and since when the learned timeout's ceiling cuts every call.
     pub(super) fn view(&self) -> Snapshot {
-        self.policy
-            .snapshot()
-            .with_override(self.overriding)
-            .with_ceiling_cutting_since(self.ceiling_cutting_since())
+        Snapshot {
+            overridden: self.overriding,
+            ceiling_cutting_since: self.ceiling_cutting_since(),
+            ..Snapshot::of_policy(self.policy.snapshot())
+        }
     }
 
     /// The policy's answer, under the override while one lasts: what the

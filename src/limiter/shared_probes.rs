@@ -9,16 +9,26 @@ use super::Limiter;
 use crate::algorithms::{Algorithm, ConfigError, MAX_DURATION};
 use crate::clock::Clock;
 
-impl<A> Held<A> {
-    /// Spend a probe token granted from outside, if one is left and has not
-    /// lapsed at `now`.
-    pub(super) fn take_probe_token(&mut self, now: Instant) -> bool {
+impl<A: Algorithm> Held<A> {
+    /// Ask to admit one call under a probe gate at `now`: with `shared`
+    /// probes, only by spending a token granted from outside (one left and
+    /// not lapsed), and then only as the policy allows
+    /// ([`Algorithm::on_admit`]); a token the policy's refusal left unspent
+    /// is kept.
+    pub(super) fn admit_probe(&mut self, now: Instant, shared: bool) -> bool {
+        if !shared {
+            return self.policy.on_admit(now);
+        }
         let (left, until) = &mut self.probe_tokens;
         if *left == 0 || until.is_some_and(|until| now >= until) {
             return false;
         }
         *left -= 1;
-        true
+        if self.policy.on_admit(now) {
+            return true;
+        }
+        self.probe_tokens.0 += 1;
+        false
     }
 }
 

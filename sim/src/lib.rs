@@ -66,6 +66,7 @@ mod row;
 pub mod rows;
 mod scenario;
 pub mod sweep;
+mod values;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -82,9 +83,10 @@ pub use report::{
 };
 pub use row::{BuildPolicy, LimiterSetup, Row, SharedProbes};
 pub use scenario::{
-    Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
-    Scenario, Span, Traffic, TrafficClass, Wait,
+    Bulk, Cold, Dependency, Flap, Healthy, Outage, Phase, RatePhase, Scenario, Traffic,
+    TrafficClass, Wait,
 };
+pub use values::{Count, Fraction, Rate, Span};
 
 use engine::RunResult;
 use rheostat::algorithms::ConfigError;

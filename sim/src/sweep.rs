@@ -30,7 +30,8 @@ use super::error::Checks;
 use super::model::mean_seconds;
 use super::report::{PolicyReport, ScenarioReport};
 use super::rows;
-use super::scenario::{Count, Fraction, Latency, Phase, Scenario, Span};
+use super::scenario::{Phase, Scenario};
+use super::values::{Count, Fraction, Latency, Span};
 
 /// A way a dependency degrades.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -58,6 +58,7 @@ mod budget;
 mod engine;
 mod error;
 pub mod families;
+mod load;
 mod model;
 mod overrides;
 mod plot;

@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::Checks;
 use super::model::mean_seconds;
 use super::report::{PolicyReport, ScenarioReport};
 use super::rows;
@@ -128,51 +127,6 @@ pub struct Cell {
     pub severity: f64,
     /// The scenario, named `family/kind@severity`.
     pub scenario: Scenario,
-}
-
-impl Sweep {
-    pub(crate) fn validate(&self, scenario: &Scenario, c: &mut Checks<'_>) {
-        if self.at >= scenario.duration {
-            c.fail(
-                "sweep.at",
-                format!(
-                    "found {:?}, expected before the end of the run ({:?})",
-                    self.at, scenario.duration
-                ),
-            );
-        }
-        if scenario.traffic.is_none() {
-            c.fail("sweep", "a sweep needs `[traffic]`");
-        }
-        if !scenario.dependency.phase.is_empty() {
-            c.fail(
-                "dependency.phase",
-                "a sweep's workload is healthy: its cells add the phases",
-            );
-        }
-        if self.kinds.is_empty() {
-            c.fail("sweep.kinds", "found [], expected at least one kind");
-        }
-        for (i, k) in self.kinds.iter().enumerate() {
-            let field = format!("sweep.kinds[{i}].severities");
-            if k.severities.is_empty() {
-                c.fail(&field, "found [], expected at least one severity");
-            }
-            for (j, &s) in k.severities.iter().enumerate() {
-                if !(0.0..1.0).contains(&s) {
-                    c.fail(&field, format!("found {s}, expected a severity in [0, 1)"));
-                } else if j > 0 && s <= k.severities[j - 1] {
-                    c.fail(
-                        &field,
-                        format!(
-                            "found {s} after {}, expected rising severities",
-                            k.severities[j - 1]
-                        ),
-                    );
-                }
-            }
-        }
-    }
 }
 
 fn scaled(latency: &Latency, factor: f64) -> Latency {

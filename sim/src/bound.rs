@@ -40,7 +40,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::scenario::{Flap, Latency, Outage, Scenario};
+use super::scenario::{Flap, Outage, Scenario};
+use super::values::Latency;
 
 /// Nanoseconds per step of the bound (and of the arrival counts it reads).
 pub(crate) const STEP: u64 = 100_000_000;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::scenario::{Fraction, Latency};
+use super::values::{Fraction, Latency};
 use rheostat::config::ConfigFileError;
 
 const WEEK: Duration = Duration::from_secs(7 * 86_400);

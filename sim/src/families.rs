@@ -42,7 +42,8 @@ use rand_pcg::Pcg64Mcg;
 
 use super::error::ScenarioError;
 use super::model::mean_seconds;
-use super::scenario::{Latency, Scenario};
+use super::scenario::Scenario;
+use super::values::Latency;
 
 /// How families are drawn: how many, from which seed, how long each may
 /// run.

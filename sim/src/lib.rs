@@ -58,6 +58,7 @@ mod budget;
 mod engine;
 mod error;
 pub mod families;
+mod load;
 mod model;
 mod overrides;
 mod plot;
@@ -66,6 +67,7 @@ mod row;
 pub mod rows;
 mod scenario;
 pub mod sweep;
+mod values;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -82,9 +84,10 @@ pub use report::{
 };
 pub use row::{BuildPolicy, LimiterSetup, Row, SharedProbes};
 pub use scenario::{
-    Bulk, Cold, Count, Dependency, Flap, Fraction, Healthy, Outage, Phase, Rate, RatePhase,
-    Scenario, Span, Traffic, TrafficClass, Wait,
+    Bulk, Cold, Dependency, Flap, Healthy, Outage, Phase, RatePhase, Scenario, Traffic,
+    TrafficClass, Wait,
 };
+pub use values::{Count, Fraction, Rate, Span};
 
 use engine::RunResult;
 use rheostat::algorithms::ConfigError;

@@ -8,7 +8,8 @@ use rand::Rng;
 use rand_distr::{Distribution, LogNormal};
 use rand_pcg::Pcg64Mcg;
 
-use super::scenario::{Cold, Dependency, Flap, Latency, Outage, Phase};
+use super::scenario::{Cold, Dependency, Flap, Outage, Phase};
+use super::values::Latency;
 use rheostat::algorithms::Outcome;
 
 /// What happens to a request that reaches the dependency.

@@ -9,17 +9,18 @@
 //! policy = "aimd"           # exactly what a configuration file takes
 //! max = 50
 //! ```
+//!
+//! Its keys are the shipped rows' names, so it is read (`Deserialize`) in
+//! `load`, above the rows: the rows are built from a scenario, and this is
+//! part of one.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::error::Checks;
-use super::rows;
 use rheostat::config::PolicyConfig;
 
 /// How the compared policies are set up for a scenario.
@@ -60,56 +61,6 @@ impl PolicyParams {
                 );
             }
         }
-    }
-}
-
-/// The keys `[policies]` takes.
-fn expected() -> Vec<String> {
-    let mut keys = vec!["slow_call".to_owned()];
-    keys.extend(
-        rows::all()
-            .iter()
-            .filter(|row| row.takes_override())
-            .map(|row| row.name().to_owned()),
-    );
-    keys
-}
-
-impl<'de> Deserialize<'de> for PolicyParams {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = PolicyParams;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a table of `slow_call` and policy tables named after rows")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PolicyParams, A::Error> {
-                let mut params = PolicyParams::default();
-                while let Some(key) = map.next_key::<String>()? {
-                    if key == "slow_call" {
-                        let d: humantime_serde::Serde<Duration> = map.next_value()?;
-                        params.slow_call = Some(d.into_inner());
-                        continue;
-                    }
-                    match rows::named(&key).filter(|row| row.takes_override()) {
-                        Some(_) => {
-                            let config: PolicyConfig = map.next_value()?;
-                            params.overrides.insert(key, config);
-                        }
-                        None => {
-                            let keys: Vec<String> =
-                                expected().iter().map(|k| format!("`{k}`")).collect();
-                            return Err(de::Error::custom(format_args!(
-                                "unknown field `{key}`, expected one of {}",
-                                keys.join(", ")
-                            )));
-                        }
-                    }
-                }
-                Ok(params)
-            }
-        }
-        d.deserialize_map(V)
     }
 }
 

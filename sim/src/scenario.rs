@@ -1,15 +1,15 @@
 //! Scenarios as data: what the dependency does over time, what the callers
-//! send it, and the callers' own worker pools.
+//! send it, and the callers' own worker pools. Reading one from a file,
+//! and the checks over what was read, are `load`'s.
 
 use std::time::Duration;
 
-use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use super::budget::RetryBudget;
-use super::error::{Checks, ScenarioError};
 use super::overrides::PolicyParams;
 use super::sweep::Sweep;
+use super::values::{Count, Fraction, Latency, Rate, Span};
 use rheostat::limiter::QueueOrder;
 use rheostat::priority::Priority;
 
@@ -64,18 +64,6 @@ pub struct Scenario {
     pub sweep: Option<Sweep>,
 }
 
-/// A stretch of simulated time.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Span {
-    /// Start.
-    #[serde(with = "humantime_serde")]
-    pub from: Duration,
-    /// End.
-    #[serde(with = "humantime_serde")]
-    pub to: Duration,
-}
-
 /// The modelled dependency.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,18 +101,6 @@ pub struct Dependency {
 
 fn default_refuse_latency() -> Duration {
     Duration::from_millis(2)
-}
-
-/// A latency distribution: log-normal with this median and 99th percentile.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Latency {
-    /// The median.
-    #[serde(with = "humantime_serde")]
-    pub median: Duration,
-    /// The 99th percentile, at least the median.
-    #[serde(with = "humantime_serde")]
-    pub p99: Duration,
 }
 
 /// How a cold dependency warms: answers take `latency` (uniform between the
@@ -412,167 +388,7 @@ mod duration_list {
     }
 }
 
-/// A whole number of at least 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Count(pub u32);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = i64::deserialize(d)?;
-        match u32::try_from(n) {
-            Ok(n) if n >= 1 => Ok(Count(n)),
-            _ => Err(de::Error::custom(format_args!(
-                "found {n}, expected a whole number in [1, {}]",
-                u32::MAX
-            ))),
-        }
-    }
-}
-
-/// A rate per second: finite, at least 0.
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize)]
-pub struct Rate(pub f64);
-
-impl<'de> Deserialize<'de> for Rate {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let r = f64::deserialize(d)?;
-        if !r.is_finite() || r < 0.0 {
-            return Err(de::Error::custom(format_args!(
-                "found {r}, expected a rate per second of at least 0"
-            )));
-        }
-        Ok(Rate(r))
-    }
-}
-
-/// A share in `[0, 1]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd, Serialize)]
-pub struct Fraction(pub f64);
-
-impl<'de> Deserialize<'de> for Fraction {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let f = f64::deserialize(d)?;
-        if !(0.0..=1.0).contains(&f) {
-            return Err(de::Error::custom(format_args!(
-                "found {f}, expected a share in [0, 1]"
-            )));
-        }
-        Ok(Fraction(f))
-    }
-}
-
-/// The scenarios shipped in `scenarios/`, in the order they are compared.
-const BUILTIN: [(&str, &str); 14] = [
-    ("brownout.toml", include_str!("../scenarios/brownout.toml")),
-    ("pileup.toml", include_str!("../scenarios/pileup.toml")),
-    (
-        "retry-storm.toml",
-        include_str!("../scenarios/retry-storm.toml"),
-    ),
-    (
-        "plain-retry.toml",
-        include_str!("../scenarios/plain-retry.toml"),
-    ),
-    (
-        "cold-start.toml",
-        include_str!("../scenarios/cold-start.toml"),
-    ),
-    ("fleet.toml", include_str!("../scenarios/fleet.toml")),
-    (
-        "low-traffic.toml",
-        include_str!("../scenarios/low-traffic.toml"),
-    ),
-    (
-        "transient.toml",
-        include_str!("../scenarios/transient.toml"),
-    ),
-    (
-        "client-errors.toml",
-        include_str!("../scenarios/client-errors.toml"),
-    ),
-    (
-        "slow-success.toml",
-        include_str!("../scenarios/slow-success.toml"),
-    ),
-    ("flapping.toml", include_str!("../scenarios/flapping.toml")),
-    ("bulk.toml", include_str!("../scenarios/bulk.toml")),
-    (
-        "mixed-criticality.toml",
-        include_str!("../scenarios/mixed-criticality.toml"),
-    ),
-    ("server.toml", include_str!("../scenarios/server.toml")),
-];
-
-/// The sweeps shipped in `sweeps/`.
-const SWEEPS: [(&str, &str); 1] = [(
-    "degradation.toml",
-    include_str!("../sweeps/degradation.toml"),
-)];
-
-/// The longest run a scenario may ask for.
-const MAX_DURATION: Duration = Duration::from_secs(7 * 86_400);
-
 impl Scenario {
-    /// Read a scenario from TOML text; `origin` names it in errors (a file
-    /// path).
-    ///
-    /// # Errors
-    ///
-    /// A [`ScenarioError`] naming the key at fault as a path in the file
-    /// (`traffic.phase[1].until`), the reason, and the line: an unknown
-    /// key, a missing one, a value out of range (a negative rate, a zero
-    /// duration, a share outside `[0, 1]`), phases out of order or past the
-    /// end of the run, a ramp that ends before it starts, or a policy
-    /// override with a bad value.
-    pub fn from_toml(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = rheostat::config::parse_toml(text)
-            .map_err(|e| ScenarioError::from_config(origin, &e))?;
-        let mut checks = Checks::new(origin, text);
-        scenario.validate(&mut checks);
-        scenario.policies.validate(&mut checks);
-        if let Some(sweep) = &scenario.sweep {
-            sweep.validate(&scenario, &mut checks);
-        }
-        checks.finish()?;
-        Ok(scenario)
-    }
-
-    /// Read a scenario from a TOML file.
-    ///
-    /// # Errors
-    ///
-    /// The file cannot be read, or see [`Scenario::from_toml`].
-    pub fn from_file(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::io(&path.display().to_string(), &e))?;
-        Scenario::from_toml(&path.display().to_string(), &text)
-    }
-
-    /// The shipped scenarios.
-    ///
-    /// # Errors
-    ///
-    /// Only if a shipped file is broken, which the tests rule out.
-    pub fn builtin() -> Result<Vec<Scenario>, ScenarioError> {
-        BUILTIN
-            .iter()
-            .map(|(file, text)| Scenario::from_toml(&format!("scenarios/{file}"), text))
-            .collect()
-    }
-
-    /// The shipped sweeps: families of cells, each a degradation of one
-    /// healthy workload ([`crate::sweep`]).
-    ///
-    /// # Errors
-    ///
-    /// Only if a shipped file is broken, which the tests rule out.
-    pub fn builtin_sweeps() -> Result<Vec<Scenario>, ScenarioError> {
-        SWEEPS
-            .iter()
-            .map(|(file, text)| Scenario::from_toml(&format!("sweeps/{file}"), text))
-            .collect()
-    }
-
     /// Whether its interactive requests have classes.
     pub(crate) fn has_classes(&self) -> bool {
         self.traffic.as_ref().is_some_and(|t| !t.classes.is_empty())
@@ -589,160 +405,5 @@ impl Scenario {
             .map_or((0.0, self.duration.as_secs_f64()), |m| {
                 (m.from.as_secs_f64(), m.to.as_secs_f64())
             })
-    }
-
-    /// Checks that span fields: phases in order and inside the run, a
-    /// median under its p99, durations above zero, something to send.
-    fn validate(&self, c: &mut Checks<'_>) {
-        if self.duration.is_zero() || self.duration > MAX_DURATION {
-            c.fail(
-                "duration",
-                format!(
-                    "found {:?}, expected above 0 and at most 7 days",
-                    self.duration
-                ),
-            );
-            return;
-        }
-        let end = self.duration;
-        if self.traffic.is_none() && self.bulk.is_none() {
-            c.fail("", "a scenario needs `[traffic]` or `[bulk]` (or both)");
-        }
-        if let Some(at) = self.recovers_at {
-            c.within("recovers_at", at, end);
-        }
-        for (key, span) in [
-            ("measure", self.measure),
-            ("latency_reference", self.latency_reference),
-        ] {
-            let Some(span) = span else { continue };
-            c.within(&format!("{key}.to"), span.to, end);
-            if span.from >= span.to {
-                c.fail(
-                    &format!("{key}.from"),
-                    format!(
-                        "found {:?}, expected before `{key}.to` ({:?})",
-                        span.from, span.to
-                    ),
-                );
-            }
-        }
-        let dep = &self.dependency;
-        c.latency("dependency.service", &dep.service);
-        c.shares("dependency", dep.overload_errors, dep.client_errors);
-        let mut last = Duration::ZERO;
-        for (i, phase) in dep.phase.iter().enumerate() {
-            let at = format!("dependency.phase[{i}].at");
-            c.within(&at, phase.at, end);
-            c.ordered(&at, phase.at, last);
-            last = phase.at;
-            if let Some(service) = &phase.service {
-                c.latency(&format!("dependency.phase[{i}].service"), service);
-            }
-            if phase.cold && dep.cold.is_none() {
-                c.fail(
-                    &format!("dependency.phase[{i}].cold"),
-                    "found true, but there is no `[dependency.cold]` table",
-                );
-            }
-            if let Some(flap) = &phase.flap {
-                let path = format!("dependency.phase[{i}].flap");
-                c.positive(&format!("{path}.down"), flap.down);
-                match (flap.serve, flap.up) {
-                    (Some(_), Some(_)) => c.fail(
-                        &format!("{path}.up"),
-                        "give `serve` (requests) or `up` (a duration), not both",
-                    ),
-                    (None, None) => c.fail(&path, "needs `serve` (requests) or `up` (a duration)"),
-                    (None, Some(up)) => c.positive(&format!("{path}.up"), up),
-                    (Some(_), None) => {}
-                }
-            }
-        }
-        let mut shares = (dep.overload_errors, dep.client_errors);
-        for (i, phase) in dep.phase.iter().enumerate() {
-            shares = (
-                phase.overload_errors.unwrap_or(shares.0),
-                phase.client_errors.unwrap_or(shares.1),
-            );
-            if phase.overload_errors.is_some() || phase.client_errors.is_some() {
-                c.shares(&format!("dependency.phase[{i}]"), shares.0, shares.1);
-            }
-        }
-        if let Some(cold) = &dep.cold {
-            if cold.fastest > cold.slowest {
-                c.fail(
-                    "dependency.cold.fastest",
-                    format!(
-                        "found {:?}, expected at most `slowest` ({:?})",
-                        cold.fastest, cold.slowest
-                    ),
-                );
-            }
-            c.positive("dependency.cold.cool_half_life", cold.cool_half_life);
-        }
-        if let Some(traffic) = &self.traffic {
-            c.positive("traffic.timeout", traffic.timeout);
-            c.positive("traffic.deadline", traffic.deadline);
-            c.positive("traffic.healthy.latency", traffic.healthy.latency);
-            traffic.retry_budget.validate("traffic.retry_budget", c);
-            if let Some(max_wait) = traffic.wait.and_then(|w| w.max_wait) {
-                c.positive("traffic.wait.max_wait", max_wait);
-            }
-            if !traffic.classes.is_empty() {
-                for (i, class) in traffic.classes.iter().enumerate() {
-                    if traffic.classes[..i]
-                        .iter()
-                        .any(|other| other.priority == class.priority)
-                    {
-                        c.fail(
-                            &format!("traffic.classes[{i}].priority"),
-                            format!(
-                                "found {:?} again, expected each priority once",
-                                class.priority.as_str()
-                            ),
-                        );
-                    }
-                }
-                let sum: f64 = traffic.classes.iter().map(|class| class.share.0).sum();
-                if (sum - 1.0).abs() > 1e-9 {
-                    c.fail(
-                        "traffic.classes",
-                        format!("found shares summing to {sum}, expected 1"),
-                    );
-                }
-            }
-            let mut last = Duration::ZERO;
-            for (i, phase) in traffic.phase.iter().enumerate() {
-                let at = format!("traffic.phase[{i}].at");
-                c.within(&at, phase.at, end);
-                c.ordered(&at, phase.at, last);
-                last = phase.at;
-                if let Some(until) = phase.until {
-                    let path = format!("traffic.phase[{i}].until");
-                    if until <= phase.at {
-                        c.fail(
-                            &path,
-                            format!(
-                                "found {until:?}, expected after the ramp's start `at` ({:?})",
-                                phase.at
-                            ),
-                        );
-                    }
-                    c.within(&path, until, end);
-                    last = last.max(until);
-                }
-            }
-        }
-        if let Some(slow) = self.policies.slow_call {
-            c.positive("policies.slow_call", slow);
-        }
-        if let Some(bulk) = &self.bulk {
-            if bulk.backoff.is_empty() {
-                c.fail("bulk.backoff", "found [], expected at least one wait");
-            }
-            c.positive("bulk.timeout", bulk.timeout);
-            c.positive("bulk.pause", bulk.pause);
-        }
     }
 }

@@ -100,18 +100,16 @@ where
     }
 }
 
-/// Classifies no request: what a layer does until it is given a
-/// [`ClassifyRequest`]. A client layer then admits every request as the
-/// limiter's default class; a server layer as the least critical class.
+/// No class function: classifies no request. A layer holds `()` until it
+/// is given a [`ClassifyRequest`]; a client layer then admits every
+/// request as the limiter's default class, a server layer as the least
+/// critical class.
 ///
 /// For a client ([`RheostatLayer`](super::RheostatLayer)) it also keeps
 /// the layer as it was without classes: waiting, a slot is reserved in
 /// `poll_ready`, before the request is known (see the [module
 /// documentation](super#readiness)).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DefaultClass;
-
-impl<Req> ClassifyRequest<Req> for DefaultClass {
+impl<Req> ClassifyRequest<Req> for () {
     fn class(&self, _request: &Req) -> Option<Class> {
         None
     }
@@ -124,8 +122,8 @@ impl<Req> ClassifyRequest<Req> for DefaultClass {
 #[derive(Clone, Copy, Default)]
 pub struct ByRequest<F>(pub(crate) F);
 
-/// How a client service admits each request: as [`DefaultClass`] does
-/// (the limiter's default class; waiting, a slot reserved in `poll_ready`,
+/// How a client service admits each request: as `()` does, without a
+/// class function (the limiter's default class; waiting, a slot reserved in `poll_ready`,
 /// before the request is known) or as a [`ByRequest`] does (each request
 /// as its class; waiting, in the response future, which calls the inner
 /// service readied for it, so that service must be `Clone`). Implemented by
@@ -149,19 +147,19 @@ pub trait Admit<S, Req>: sealed::Sealed {
 }
 
 mod sealed {
-    /// Only [`DefaultClass`](super::DefaultClass) and
-    /// [`ByRequest`](super::ByRequest) are an [`Admit`](super::Admit).
+    /// Only `()` and [`ByRequest`](super::ByRequest) are an
+    /// [`Admit`](super::Admit).
     #[allow(
         unreachable_pub,
         reason = "the seal of a public trait, named nowhere else"
     )]
     pub trait Sealed {}
 
-    impl Sealed for super::DefaultClass {}
+    impl Sealed for () {}
     impl<F> Sealed for super::ByRequest<F> {}
 }
 
-impl<S, Req> Admit<S, Req> for DefaultClass {
+impl<S, Req> Admit<S, Req> for () {
     const RESERVES: bool = true;
 
     fn admit(&self, _request: &Req) -> (Option<Class>, bool) {

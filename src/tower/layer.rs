@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::class::{ByRequest, DefaultClass};
+use super::class::ByRequest;
 use super::classify::Unclassified;
 use super::service::Rheostat;
 use crate::algorithms::{check, Algorithm, ConfigError};
@@ -21,6 +21,12 @@ use crate::limiter::Limiter;
 /// a service made from it cannot be called. After [`retry`](Self::retry),
 /// it wraps a service in a [`RheostatRetry`](super::RheostatRetry)
 /// instead, which retries failed requests.
+///
+/// `P` and `R` record what the layer was given: each is `()` until
+/// [`classify_request`](Self::classify_request) gives it a class function
+/// and [`retry`](Self::retry) a retry rule, then a wrapper of the layer's
+/// own (`ByRequest`, `Retrying`), not exported: no code needs to write
+/// either (`RheostatLayer<HttpClassifier>` is a layer given neither).
 ///
 /// # Examples
 ///
@@ -37,7 +43,7 @@ use crate::limiter::Limiter;
 /// # drop(layer);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass, R = ()> {
+pub struct RheostatLayer<K, A = Box<dyn Algorithm>, C = DefaultClock, P = (), R = ()> {
     limiter: Arc<Limiter<A, C>>,
     classifier: K,
     timeout: Option<Duration>,
@@ -59,7 +65,7 @@ impl<A: Algorithm, C: Clock> RheostatLayer<Unclassified, A, C> {
             classifier: Unclassified,
             timeout: None,
             wait: false,
-            classify: DefaultClass,
+            classify: (),
             retry: (),
         }
     }

@@ -10,7 +10,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::acquire::{start_acquire, StartAcquire};
-use super::class::{Admit, DefaultClass};
+use super::class::Admit;
 use super::classify::Classify;
 use super::future::{finite, single_timeout, First, Plan, RetryResponseFuture};
 use super::idempotent::{AnyRequest, IdempotentOnly, RetryRule};
@@ -130,14 +130,8 @@ impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
 /// request's class, and readiness is the inner service's: waiting, the
 /// response future waits for the first attempt's slot, within the retry
 /// policy's deadline, which then runs from `call`.
-pub struct RheostatRetry<
-    S,
-    K,
-    R = IdempotentOnly,
-    A = Box<dyn Algorithm>,
-    C = DefaultClock,
-    P = DefaultClass,
-> {
+pub struct RheostatRetry<S, K, R = IdempotentOnly, A = Box<dyn Algorithm>, C = DefaultClock, P = ()>
+{
     rheostat: Rheostat<S, K, A, C, P>,
     rule: R,
     start_queue: StartAcquire<A, C>,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::acquire::{start_acquire, Acquire, StartAcquire};
-use super::class::{Admit, DefaultClass};
+use super::class::Admit;
 use super::classify::Classify;
 use super::end::{Answer, Finish};
 use super::future::ResponseFuture;
@@ -23,9 +23,9 @@ use crate::priority::Class;
 /// outcome. Made by [`RheostatLayer`](super::RheostatLayer); see the [module
 /// documentation](super) for readiness.
 ///
-/// `P` is how requests are admitted: for a layer without a class function,
-/// every request of the limiter's default class, a waiting slot reserved
-/// in `poll_ready`; after
+/// `P` is how requests are admitted: for a layer without a class function
+/// (`()`), every request of the limiter's default class, a waiting slot
+/// reserved in `poll_ready`; after
 /// [`RheostatLayer::classify_request`](super::RheostatLayer::classify_request),
 /// each request as its class (waiting, in the response future, so the
 /// inner service must be `Clone`).
@@ -35,8 +35,7 @@ use crate::priority::Class;
 /// [`GrpcClassifier`](super::GrpcClassifier), when the response's body
 /// ends (the service then answers an `http::Response` whose body holds
 /// the permit).
-pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::clock::DefaultClock, P = DefaultClass>
-{
+pub struct Rheostat<S, K, A = Box<dyn Algorithm>, C = crate::clock::DefaultClock, P = ()> {
     inner: S,
     limiter: Arc<Limiter<A, C>>,
     classifier: K,

@@ -15,7 +15,6 @@ use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Builder, Limiter, QueueOrder};
 use crate::priority::Class;
 use crate::tower::acquire::start_acquire;
-use crate::tower::class::DefaultClass;
 use crate::tower::classify::GrpcCode;
 
 /// The longest a request waits in the queue of a limiter started by
@@ -290,7 +289,7 @@ const SERVER_MAX_WAITERS: usize = 1024;
 /// # Ok(())
 /// # }
 /// ```
-pub struct ShedLayer<A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
+pub struct ShedLayer<A = Box<dyn Algorithm>, C = DefaultClock, P = ()> {
     limiter: Arc<Limiter<A, C>>,
     settings: Settings,
     classify: P,
@@ -328,7 +327,7 @@ impl ShedLayer {
     }
 }
 
-impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
+impl<A: Algorithm, C: Clock> ShedLayer<A, C> {
     /// Admit a server's requests through `limiter`, waiting in its queue
     /// when the limit is reached, refusing with a 503 and a `Retry-After`
     /// of the rejection's (1 s where it knows none), every request of the
@@ -342,7 +341,7 @@ impl<A: Algorithm, C: Clock> ShedLayer<A, C, DefaultClass> {
         ShedLayer {
             limiter,
             settings: Settings::new(unclassified),
-            classify: DefaultClass,
+            classify: (),
         }
     }
 }

@@ -13,11 +13,11 @@ use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::limiter::{Admission, Limiter};
 use crate::tower::acquire::StartAcquire;
-use crate::tower::class::{ClassifyRequest, DefaultClass};
+use crate::tower::class::ClassifyRequest;
 
 /// A server service behind a [`Limiter`]: made by [`ShedLayer`](super::ShedLayer), whose
 /// documentation says what it does with each request.
-pub struct Shed<S, A = Box<dyn Algorithm>, C = DefaultClock, P = DefaultClass> {
+pub struct Shed<S, A = Box<dyn Algorithm>, C = DefaultClock, P = ()> {
     pub(super) inner: S,
     pub(super) limiter: Arc<Limiter<A, C>>,
     pub(super) settings: Settings,

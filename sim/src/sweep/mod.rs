@@ -21,98 +21,17 @@
 //! log-normal the scenario gives): `capacity-*` keep `round((1 − s) ·
 //! need)` workers, at least one.
 
-use std::fmt;
-use std::time::Duration;
+use serde::Serialize;
 
-use serde::{Deserialize, Serialize};
-
-use super::error::Checks;
 use super::model::mean_seconds;
 use super::report::{PolicyReport, ScenarioReport};
 use super::rows;
-use super::scenario::{Count, Fraction, Latency, Phase, Scenario, Span};
+use super::scenario::{Phase, Scenario};
+use super::values::{Count, Fraction, Latency, Span};
 
-/// A way a dependency degrades.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum Kind {
-    /// Errors at random, unrelated to load.
-    Errors,
-    /// Capacity lost behind a queue.
-    CapacityQueue,
-    /// Capacity lost with no queue: 503 at once above it.
-    CapacityRefuse,
-    /// Calls that never answer, while the others stay fast.
-    Hangs,
-    /// Every call slower, capacity ample.
-    Slowdown,
-    /// A slowdown with errors.
-    SlowdownErrors,
-}
+mod kinds;
 
-impl Kind {
-    /// Every kind, in the order the matrix shows them.
-    pub const ALL: [Kind; 6] = [
-        Kind::Errors,
-        Kind::CapacityQueue,
-        Kind::CapacityRefuse,
-        Kind::Hangs,
-        Kind::Slowdown,
-        Kind::SlowdownErrors,
-    ];
-
-    /// Its name in files and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Errors => "errors",
-            Kind::CapacityQueue => "capacity-queue",
-            Kind::CapacityRefuse => "capacity-refuse",
-            Kind::Hangs => "hangs",
-            Kind::Slowdown => "slowdown",
-            Kind::SlowdownErrors => "slowdown-errors",
-        }
-    }
-
-    /// What a severity means, for the axis of its picture.
-    pub fn severity_label(self) -> &'static str {
-        match self {
-            Kind::Errors => "share of calls answered with a 5xx",
-            Kind::CapacityQueue | Kind::CapacityRefuse => "share of the needed capacity lost",
-            Kind::Hangs => "share of calls that hang",
-            Kind::Slowdown => "speed lost: every call 1/(1-s) times as slow",
-            Kind::SlowdownErrors => "speed lost s, and s/2 of calls a 5xx",
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A scenario's `[sweep]` table: the kinds and severities of its cells.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Sweep {
-    /// When each cell's dependency degrades; the figures cover the rest of
-    /// the run.
-    #[serde(with = "humantime_serde")]
-    pub at: Duration,
-    /// The kinds, each with its severities.
-    pub kinds: Vec<SweepKind>,
-}
-
-/// One kind of degradation and the severities it is run at.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SweepKind {
-    /// The kind.
-    pub kind: Kind,
-    /// Its severities, each in `[0, 1)`, in rising order.
-    pub severities: Vec<f64>,
-}
+pub use kinds::{Kind, Sweep, SweepKind};
 
 /// One cell of a sweep: its kind, its severity, and the scenario that runs
 /// it.
@@ -127,51 +46,6 @@ pub struct Cell {
     pub severity: f64,
     /// The scenario, named `family/kind@severity`.
     pub scenario: Scenario,
-}
-
-impl Sweep {
-    pub(crate) fn validate(&self, scenario: &Scenario, c: &mut Checks<'_>) {
-        if self.at >= scenario.duration {
-            c.fail(
-                "sweep.at",
-                format!(
-                    "found {:?}, expected before the end of the run ({:?})",
-                    self.at, scenario.duration
-                ),
-            );
-        }
-        if scenario.traffic.is_none() {
-            c.fail("sweep", "a sweep needs `[traffic]`");
-        }
-        if !scenario.dependency.phase.is_empty() {
-            c.fail(
-                "dependency.phase",
-                "a sweep's workload is healthy: its cells add the phases",
-            );
-        }
-        if self.kinds.is_empty() {
-            c.fail("sweep.kinds", "found [], expected at least one kind");
-        }
-        for (i, k) in self.kinds.iter().enumerate() {
-            let field = format!("sweep.kinds[{i}].severities");
-            if k.severities.is_empty() {
-                c.fail(&field, "found [], expected at least one severity");
-            }
-            for (j, &s) in k.severities.iter().enumerate() {
-                if !(0.0..1.0).contains(&s) {
-                    c.fail(&field, format!("found {s}, expected a severity in [0, 1)"));
-                } else if j > 0 && s <= k.severities[j - 1] {
-                    c.fail(
-                        &field,
-                        format!(
-                            "found {s} after {}, expected rising severities",
-                            k.severities[j - 1]
-                        ),
-                    );
-                }
-            }
-        }
-    }
 }
 
 fn scaled(latency: &Latency, factor: f64) -> Latency {

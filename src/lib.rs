@@ -69,6 +69,7 @@ pub mod priority;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry;
+mod snapshot;
 mod sync;
 pub mod timeout;
 #[cfg(feature = "tower")]

@@ -112,12 +112,12 @@ use ::metrics::{Counter, Gauge, Histogram, SharedString};
 use crate::algorithms::{Algorithm, BreakerState, Gate, Outcome, Transition, MAX_LIMIT};
 use crate::clock::Clock;
 use crate::error::{RejectReason, Rejection};
-use crate::limiter::Snapshot;
 use crate::limiter::{Builder, Named};
 use crate::observe::Observer;
 use crate::overrides::Override;
 use crate::priority::Class;
 use crate::retry::RetryOutcome;
+use crate::snapshot::Snapshot;
 use describe::describe;
 
 mod describe;

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use crate::algorithms::{Gate, Outcome, Transition};
 use crate::error::Rejection;
-use crate::limiter::Snapshot;
 use crate::overrides::Override;
 use crate::priority::Class;
 use crate::retry::RetryOutcome;
+use crate::snapshot::Snapshot;
 
 /// Told what a [`Limiter`](crate::Limiter) does, call by call.
 ///

@@ -87,7 +87,6 @@ mod ready;
 mod shards;
 mod shared_probes;
 mod slots;
-mod snapshot;
 
 use std::fmt;
 use std::future::Future;
@@ -106,6 +105,7 @@ use queue::WaitQueue;
 
 // At the crate root; hidden here so that the module's page shows what is
 // only here.
+pub use crate::snapshot::Snapshot;
 #[doc(hidden)]
 pub use admission::Admission;
 #[doc(hidden)]
@@ -123,7 +123,6 @@ pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 pub use shared_probes::{Claim, ProbeAllowance, ProbeClaims, CLAIM_LEAD};
 use slots::Slots;
-pub use snapshot::Snapshot;
 
 use crate::timeout::Timeouts;
 

@@ -55,7 +55,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The policy's view, with nothing kept beside it yet.
-    pub(super) fn of_policy(policy: algorithms::Snapshot) -> Self {
+    pub(crate) fn of_policy(policy: algorithms::Snapshot) -> Self {
         Snapshot {
             policy: policy.policy,
             gate: policy.gate,

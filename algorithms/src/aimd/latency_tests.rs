@@ -608,3 +608,42 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     assert_eq!(a.baseline(), Some(ms(20)));
     assert!(a.raw_limit() <= 25.0, "{}", a.raw_limit());
 }
+
+#[test]
+fn a_rise_within_the_baselines_own_noise_is_not_queueing() {
+    let limit_after = |low: u64, high: u64| {
+        let mut t = Instant::now();
+        let mut a = Aimd::new(AimdConfig {
+            initial: 20,
+            min: 1,
+            window: WindowConfig {
+                min_duration: ms(10),
+                max_duration: ms(10),
+                min_samples: 10,
+                ..WindowConfig::default()
+            },
+            slow_start: false,
+            ..AimdConfig::default()
+        })
+        .expect("valid");
+        let spread = |low: u64, high: u64| -> Vec<(Outcome, Duration)> {
+            (0..10)
+                .map(|i| (Outcome::Success, ms(if i % 2 == 0 { low } else { high })))
+                .collect()
+        };
+        round_trip(&mut a, &mut t, &successes(ms(20), 1), 15);
+        t += Duration::from_secs(1);
+        // The baseline, from ten calls of 15 and 25 ms: 20 ms uncertain by
+        // 8%, its band's upper end 23.3 ms. Known to 8%, so a window must
+        // stand 16% above that (2 of its standard errors) to read queueing.
+        round_trip(&mut a, &mut t, &spread(15, 25), 15);
+        assert_eq!(a.raw_limit(), 21.0);
+        round_trip(&mut a, &mut t, &spread(low, high), 15);
+        a.raw_limit()
+    };
+    // A window of 28 and 34 ms: beyond the baseline by more than its own
+    // band, within the baseline's noise. The limit, in use, grows.
+    assert_eq!(limit_after(28, 34), 23.0);
+    // 30 and 36 ms: beyond both. It backs off.
+    assert!((limit_after(30, 36) - 21.0 * 0.9).abs() < 1e-9);
+}

@@ -40,13 +40,8 @@ use crate::{
 ///   the band lifts back to about the mean — and the caller's own standing
 ///   queue is not absorbed into it, where Vector's moving average of the
 ///   round-trip time takes it in a window at a time.
-/// - **queueing** is a window whose band lies wholly above the baseline's
-///   own, `x · (1 − noise · e) > baseline · (1 + noise · e₀)`, where `e₀`
-///   is the relative standard error of the latency the baseline was
-///   learned from: `L × backoff`. Two estimates, each with its noise, are
-///   compared beyond both; a baseline learned from one window of ten calls
-///   is known to 8% or worse, and a window that reads above it by less
-///   than that says nothing of a queue. This is the
+/// - **queueing** is a window whose band lies wholly above the baseline,
+///   `x · (1 − noise · e) > baseline`: `L × backoff`. This is the
 ///   noise-aware form of Vector's `mean + 2.5 · deviation` threshold: the
 ///   band narrows as a window holds more calls and widens for a dependency
 ///   whose latency spreads, so noise is not taken for load. A caller using

@@ -198,8 +198,9 @@ proptest! {
     }
 
     /// The same once the slow start has had the time its own rules need
-    /// (`start_bound`): in the steady state. It holds (500 cases by hand,
-    /// `docs/results.md`, "After the start"), and CI runs 24.
+    /// (`start_bound`): in the steady state. Not met yet either: a first
+    /// baseline read low from a window of few calls holds the limit down
+    /// (`docs/results.md`, "After the start").
     #[test]
     #[ignore = "simulates; use --release"]
     fn do_no_harm_after_the_start_the_recommendation_serves_as_no_limiter_does(

@@ -60,11 +60,6 @@ pub(super) struct Rounds {
     recent: Recent,
     /// The round-trip time without queueing, in seconds.
     pub(super) baseline: Option<f64>,
-    /// The baseline's own relative standard error: that of the recent
-    /// latency it was learned from. It is kept, not narrowed by the windows
-    /// that agree with it: a window of finished calls can read a slice of
-    /// a cohort, further from the mean than its own error says.
-    baseline_err: f64,
     /// When the limit last changed.
     changed_at: Option<Instant>,
     /// The successes of the open window admitted since the limit last
@@ -147,7 +142,6 @@ impl Rounds {
             window: Window::new(config.window.clone()).map_err(|e| e.within("aimd"))?,
             recent: Recent::new(config.window.min_samples),
             baseline: None,
-            baseline_err: 0.0,
             changed_at: None,
             fresh: 0,
             slow_drops: 0,
@@ -231,7 +225,6 @@ impl Rounds {
         };
         let peak = f64::from(open.peak);
         self.baseline = Some(upper.max(before));
-        self.baseline_err = self.recent.relative_error();
         self.provisional = false;
         self.episode = Episode::default();
         core.set_limit((2.0 * peak).max(f64::from(core.config.initial)));
@@ -487,7 +480,6 @@ impl Rounds {
             // decides nothing.
             if self.baseline.is_none() || self.provisional {
                 self.baseline = Some(upper);
-                self.baseline_err = self.recent.relative_error();
                 self.provisional = true;
             }
             return;
@@ -501,7 +493,6 @@ impl Rounds {
             // its upper end far above the latency: it stands in only until a
             // full window, which then replaces it.
             self.baseline = Some(upper);
-            self.baseline_err = self.recent.relative_error();
             self.provisional = summary.successes() < core.config.window.min_samples;
             if !congested {
                 self.grow(core, now, summary, current);
@@ -512,11 +503,8 @@ impl Rounds {
             // The window that found the dependency slower is one sample of
             // its new latency, and may have been a fast one.
             baseline = baseline.max(upper);
-            self.baseline_err = self.recent.relative_error();
         }
-        // Queueing only beyond both noises: the recent latency's (its band)
-        // and the baseline's own, that of the windows it was learned from.
-        let mut queueing = lower > baseline * (1.0 + core.config.noise * self.baseline_err);
+        let mut queueing = lower > baseline;
         if queueing {
             let in_flight = summary.max_in_flight;
             let at_floor = core.limit <= f64::from(core.config.min);
@@ -532,7 +520,6 @@ impl Rounds {
                         // law: as many more as they are slower), until the
                         // first sign of queueing.
                         baseline = upper.max(baseline);
-                        self.baseline_err = self.recent.relative_error();
                         queueing = false;
                         self.relearn = true;
                         self.regrow = Some(f64::from(core.config.max));
@@ -581,7 +568,6 @@ impl Rounds {
                                 >= secs_to_duration(f64::from(SETTLE) * x) =>
                     {
                         self.baseline = Some(upper.max(baseline));
-                        self.baseline_err = self.recent.relative_error();
                         self.rise = None;
                         self.unbound_rise = None;
                     }

@@ -134,20 +134,12 @@ impl Override {
                 ..Gate::unlimited()
             },
             Override::ForceClosed => Gate {
-                until: earlier(published.gate.until, Some(until)),
+                until: Some(published.gate.until.map_or(until, |t| t.min(until))),
                 ..published.gate
             },
         };
-        out.wake_at = earlier(published.wake_at, Some(until));
+        out.wake_at = Some(published.wake_at.map_or(until, |t| t.min(until)));
         out
-    }
-}
-
-/// The sooner of two instants, where either may be absent.
-fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

@@ -105,7 +105,6 @@ use queue::WaitQueue;
 
 // At the crate root; hidden here so that the module's page shows what is
 // only here.
-pub use crate::snapshot::Snapshot;
 #[doc(hidden)]
 pub use admission::Admission;
 #[doc(hidden)]
@@ -122,6 +121,8 @@ pub use queue::QueueOrder;
 pub use ready::Readiness;
 pub use shards::{Sharding, PARK_PER_SHARD};
 pub use shared_probes::{Claim, ProbeAllowance, ProbeClaims, CLAIM_LEAD};
+// Its own module, so that the observers reading it do not import the limiter.
+pub use crate::snapshot::Snapshot;
 use slots::Slots;
 
 use crate::timeout::Timeouts;

@@ -13,22 +13,18 @@ impl<A: Algorithm> Held<A> {
     /// Ask to admit one call under a probe gate at `now`: with `shared`
     /// probes, only by spending a token granted from outside (one left and
     /// not lapsed), and then only as the policy allows
-    /// ([`Algorithm::on_admit`]); a token the policy's refusal left unspent
-    /// is kept.
+    /// ([`Algorithm::on_admit`]), which the token is spent on only if it
+    /// admits.
     pub(super) fn admit_probe(&mut self, now: Instant, shared: bool) -> bool {
         if !shared {
             return self.policy.on_admit(now);
         }
-        let (left, until) = &mut self.probe_tokens;
-        if *left == 0 || until.is_some_and(|until| now >= until) {
+        let (left, until) = self.probe_tokens;
+        if left == 0 || until.is_some_and(|until| now >= until) || !self.policy.on_admit(now) {
             return false;
         }
-        *left -= 1;
-        if self.policy.on_admit(now) {
-            return true;
-        }
-        self.probe_tokens.0 += 1;
-        false
+        self.probe_tokens.0 -= 1;
+        true
     }
 }
 

@@ -123,11 +123,12 @@ impl<Req> ClassifyRequest<Req> for () {
 pub struct ByRequest<F>(pub(crate) F);
 
 /// How a client service admits each request: as `()` does, without a
-/// class function (the limiter's default class; waiting, a slot reserved in `poll_ready`,
-/// before the request is known) or as a [`ByRequest`] does (each request
-/// as its class; waiting, in the response future, which calls the inner
-/// service readied for it, so that service must be `Clone`). Implemented by
-/// these two alone, so that each client service has one `Service` impl.
+/// class function (the limiter's default class; waiting, a slot reserved
+/// in `poll_ready`, before the request is known) or as a [`ByRequest`]
+/// does (each request as its class; waiting, in the response future,
+/// which calls the inner service readied for it, so that service must be
+/// `Clone`). Implemented by these two alone, so that each client service
+/// has one `Service` impl.
 pub trait Admit<S, Req>: sealed::Sealed {
     /// Whether a service that waits reserves the next call's slot in
     /// `poll_ready`.

@@ -12,7 +12,7 @@ use crate::algorithms::{check, Algorithm};
 use crate::clock::Clock;
 use crate::error::CallError;
 use crate::limiter::{Admission, Limiter, Readiness};
-use crate::retry::{Action, Attempts, Ended, Verdict};
+use crate::retry::{Action, Attempts, Ended, HedgeOutcome, Hedging, Verdict};
 
 impl<L, A, C> Admission<L>
 where
@@ -187,20 +187,37 @@ where
                         let Some(permit) = permit.take() else {
                             unreachable!("an attempt is sent once admitted")
                         };
-                        let ended = match tokio::time::timeout(timeout, make()).await {
-                            Err(_elapsed) => {
-                                permit.overload();
-                                last = Some(Err(CallError::TimedOut(timeout)));
-                                Ended::TimedOut
-                            }
-                            Ok(result) => {
-                                let verdict: Verdict = classify(&result).into();
-                                permit.record(verdict.outcome);
-                                last = Some(result.map_err(CallError::Failed));
-                                Ended::Ran(verdict)
-                            }
-                        };
-                        attempts.ended(retry, ended, now, shut)
+                        if let Some(delay) = attempts.hedge_delay(retry, limiter.hedge_delay()) {
+                            let (action, result) = hedged(
+                                &admission,
+                                &mut attempts,
+                                delay,
+                                (permit, timeout),
+                                &mut make,
+                                &mut classify,
+                            )
+                            .await;
+                            last = Some(result);
+                            action
+                        } else {
+                            let ended = match tokio::time::timeout(timeout, make()).await {
+                                Err(_elapsed) => {
+                                    permit.overload();
+                                    last = Some(Err(CallError::TimedOut(timeout)));
+                                    Ended::TimedOut
+                                }
+                                Ok(result) => {
+                                    let verdict: Verdict = classify(&result).into();
+                                    permit.record(verdict.outcome);
+                                    last = Some(result.map_err(CallError::Failed));
+                                    Ended::Ran(verdict)
+                                }
+                            };
+                            attempts.ended(retry, ended, now, shut)
+                        }
+                    }
+                    Action::Await => {
+                        unreachable!("an attempt alone is never awaited beside another")
                     }
                     Action::Sleep { wait, decided } => {
                         limiter.observe_retry(decided);
@@ -227,6 +244,120 @@ where
                     }
                 };
             };
+        }
+    }
+}
+
+/// Run the attempt admitted (`first`: its permit and timeout) and, each
+/// time the attempts out have run for `delay` without an answer, weigh a
+/// hedge ([`Attempts::hedge`]) and send it beside them if a slot is free;
+/// until one answers for the call. Answers the machine's next action
+/// (never [`Action::Await`]) and the result of the attempt that ended
+/// last. The attempts still out when the call is answered are dropped and
+/// their permits released as [`Outcome::Ignore`](crate::Outcome::Ignore).
+async fn hedged<A, C, M, F, T, E, K, V>(
+    admission: &Admission<&Limiter<A, C>>,
+    attempts: &mut Attempts,
+    delay: Duration,
+    first: (crate::limiter::Permit<&Limiter<A, C>>, Duration),
+    make: &mut M,
+    classify: &mut K,
+) -> (Action, Result<T, CallError<E>>)
+where
+    A: Algorithm,
+    C: Clock,
+    M: FnMut() -> F,
+    F: Future<Output = Result<T, E>>,
+    K: FnMut(&Result<T, E>) -> V,
+    V: Into<Verdict>,
+{
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+
+    let limiter: &Limiter<A, C> = admission.limiter();
+    let Some(retry) = limiter.retry() else {
+        unreachable!("a hedge is weighed only under a retry policy")
+    };
+    let now = || limiter.clock().now();
+    let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
+    let send = |n: usize, timeout: Duration, attempt: F| async move {
+        (n, tokio::time::timeout(timeout, attempt).await.ok())
+    };
+    let (permit, timeout) = first;
+    // The permits of the attempts out, by attempt; the first is not a hedge.
+    let mut permits = vec![Some((permit, timeout))];
+    let mut running = FuturesUnordered::new();
+    running.push(send(0, timeout, make()));
+    let mut hedge_in = Some(delay);
+    loop {
+        let sleep = async {
+            match hedge_in {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            Some((n, result)) = running.next() => {
+                let Some((permit, timeout)) = permits.get_mut(n).and_then(Option::take) else {
+                    unreachable!("each attempt ends once")
+                };
+                let (ended, result) = match result {
+                    None => {
+                        permit.overload();
+                        (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
+                    }
+                    Some(result) => {
+                        let verdict: Verdict = classify(&result).into();
+                        permit.record(verdict.outcome);
+                        (Ended::Ran(verdict), result.map_err(CallError::Failed))
+                    }
+                };
+                let action = attempts.ended(retry, ended, now, shut);
+                if action == Action::Await {
+                    continue;
+                }
+                // Answered (or to be retried): the attempts still out lose,
+                // and teach the policy nothing.
+                let won = matches!(action, Action::Answer { decided: None }) && n > 0;
+                for (m, out) in permits.iter_mut().enumerate() {
+                    if let Some((permit, _)) = out.take() {
+                        permit.ignore();
+                    }
+                    if m > 0 {
+                        limiter.observe_hedge(if won && m == n {
+                            HedgeOutcome::Won
+                        } else {
+                            HedgeOutcome::Lost
+                        });
+                    }
+                }
+                return (action, result);
+            }
+            () = sleep => {
+                hedge_in = None;
+                let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
+                    Hedging::Not(why) => why,
+                    Hedging::Acquire => match admission.try_acquire() {
+                        Err(_) => attempts.hedge_refused(),
+                        Ok(permit) => {
+                            let timeout = permit.timeout(attempts.next_timeout());
+                            match attempts.hedge_admitted(retry, now, timeout) {
+                                Action::Send { timeout } => {
+                                    running.push(send(permits.len(), timeout, make()));
+                                    permits.push(Some((permit, timeout)));
+                                    hedge_in = attempts.hedge_delay(retry, limiter.hedge_delay());
+                                    HedgeOutcome::Sent
+                                }
+                                _ => {
+                                    permit.ignore();
+                                    HedgeOutcome::Deadline
+                                }
+                            }
+                        }
+                    },
+                };
+                limiter.observe_hedge(outcome);
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::algorithms::{Gate, Outcome, Transition};
 use crate::error::Rejection;
 use crate::overrides::Override;
 use crate::priority::Class;
-use crate::retry::RetryOutcome;
+use crate::retry::{HedgeOutcome, RetryOutcome};
 use crate::snapshot::Snapshot;
 
 /// Told what a [`Limiter`](crate::Limiter) does, call by call.
@@ -121,6 +121,19 @@ pub trait Observer: Send + Sync + 'static {
     /// one it granted (or since the limiter was built).
     fn retry_budget_exhausted(&self) {}
 
+    /// A [hedge](crate::retry::Hedge) was sent, won or lost, or why none
+    /// was sent when an attempt had run for the hedge delay.
+    fn hedge(&self, outcome: HedgeOutcome) {
+        let _ = outcome;
+    }
+
+    /// The learned hedge delay changed (a [hedge](crate::retry::Hedge)
+    /// with a learned delay); told under the policy's lock, as
+    /// [`Observer::timeout_changed`] is.
+    fn hedge_delay_changed(&self, delay: Duration) {
+        let _ = delay;
+    }
+
     /// An operator's [override](crate::overrides) took effect, for
     /// `lasting`.
     fn override_applied(&self, overriding: Override, lasting: Duration) {
@@ -208,6 +221,14 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.retry_budget_exhausted();
         self.1.retry_budget_exhausted();
     }
+    fn hedge(&self, outcome: HedgeOutcome) {
+        self.0.hedge(outcome);
+        self.1.hedge(outcome);
+    }
+    fn hedge_delay_changed(&self, delay: Duration) {
+        self.0.hedge_delay_changed(delay);
+        self.1.hedge_delay_changed(delay);
+    }
     fn override_applied(&self, overriding: Override, lasting: Duration) {
         self.0.override_applied(overriding, lasting);
         self.1.override_applied(overriding, lasting);
@@ -254,6 +275,12 @@ macro_rules! forward {
             }
             fn retry_budget_exhausted(&self) {
                 (**self).retry_budget_exhausted();
+            }
+            fn hedge(&self, outcome: HedgeOutcome) {
+                (**self).hedge(outcome);
+            }
+            fn hedge_delay_changed(&self, delay: Duration) {
+                (**self).hedge_delay_changed(delay);
             }
             fn override_applied(&self, overriding: Override, lasting: Duration) {
                 (**self).override_applied(overriding, lasting);

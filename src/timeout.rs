@@ -509,6 +509,12 @@ pub struct Timeouts {
     /// back slowly is not shut out by a probe held to the ordinary short
     /// timeout.
     pub probe: Option<Duration>,
+    /// How long an attempt runs before a [hedge](crate::retry::Hedge) is
+    /// sent beside it: the typed delay, or the one learned (the hedge's
+    /// quantile of the same window as the learned timeout); `None` if the
+    /// limiter does not hedge, or until a delay is learned. What the
+    /// metrics show as `rheostat_hedge_delay_seconds`.
+    pub hedge: Option<Duration>,
 }
 
 #[cfg(test)]

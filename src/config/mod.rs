@@ -126,6 +126,7 @@ mod file;
 pub mod fleet;
 mod gather;
 mod grpc;
+pub(crate) mod hedge;
 mod keyed;
 mod limiter;
 mod live;

@@ -179,14 +179,11 @@ where
         self
     }
 
-    /// May be sent once only: [`call`](Admission::call) makes no retry
-    /// after its first attempt is sent.
-    #[cfg_attr(
-        not(feature = "reqwest"),
-        allow(dead_code, reason = "used by the reqwest middleware")
-    )]
+    /// May be sent once only (it is not idempotent: a payment, a `POST`):
+    /// [`call`](Admission::call) makes no retry after its first attempt is
+    /// sent, and sends no [hedge](crate::retry::Hedge) beside it.
     #[inline]
-    pub(crate) fn send_once(mut self) -> Self {
+    pub fn send_once(mut self) -> Self {
         self.resend = false;
         self
     }

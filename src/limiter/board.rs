@@ -53,7 +53,7 @@ use crossbeam_utils::atomic::AtomicCell;
 
 use super::gate::{AtomicGate, Packed};
 use crate::algorithms::{Deferral, Feedback, Gate, Hints, Published, Refusal, Refusers};
-use crate::sync::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The policy's answer, where the hot path reads it without a lock.
 pub(super) struct Board {
@@ -97,6 +97,12 @@ pub(super) struct Board {
     /// Calls in flight given the ceiling of a learned timeout
     /// ([`Board::start_uncut`]).
     uncut: AtomicU32,
+    /// The learned hedge delay in nanoseconds, 0 while none is; stored
+    /// with the learned timeout.
+    hedge: AtomicU64,
+    /// Whether the gate's limit last moved down (stored with the gate): a
+    /// policy that is cutting sees congestion, and nothing is hedged.
+    falling: AtomicBool,
 }
 
 /// What the answer last stored held (its instants, `u64::MAX` on the board
@@ -165,6 +171,8 @@ impl Board {
             timed,
             learned: AtomicU64::new(0),
             uncut: AtomicU32::new(0),
+            hedge: AtomicU64::new(0),
+            falling: AtomicBool::new(false),
         }
     }
 
@@ -184,6 +192,29 @@ impl Board {
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
         });
         self.learned.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The learned hedge delay, if one has been learned.
+    #[inline]
+    pub(super) fn hedge(&self) -> Option<Duration> {
+        match self.hedge.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// Show `hedge` as the learned hedge delay (under the policy's lock).
+    pub(super) fn set_hedge(&self, hedge: Option<Duration>) {
+        let nanos = hedge.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
+        self.hedge.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Whether the gate's limit last moved down.
+    #[inline]
+    pub(super) fn falling(&self) -> bool {
+        self.falling.load(Ordering::Relaxed)
     }
 
     /// Count one more call given the ceiling of a learned timeout, unless
@@ -355,7 +386,11 @@ impl Board {
             self.defer_until.store(until, Ordering::SeqCst);
         }
         let gate = published.gate;
+        let before = self.gate.load().limit();
         let changed = self.gate.store(Packed::new(&gate));
+        if changed && gate.limit != before {
+            self.falling.store(gate.limit < before, Ordering::Relaxed);
+        }
         if last.expires != gate.until {
             last.expires = gate.until;
             let expires = gate.until.map_or(u64::MAX, |t| self.nanos(t));

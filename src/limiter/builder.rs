@@ -440,6 +440,16 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if let Some(config) = &self.retry {
             config.validate()?;
+            if let Some(hedge) = config.hedge.filter(|h| h.delay.is_none()) {
+                if self.options.learned().is_none() {
+                    return Err(ConfigError::new(
+                        "retry.hedge.delay",
+                        format_args!("learned (quantile {})", hedge.quantile),
+                        "a typed delay: a limiter whose timeout is not learned has no \
+                         latencies to learn it from (or learn the timeout: `timeout = \"auto\"`)",
+                    ));
+                }
+            }
         }
         if let Some(priorities) = &self.priorities {
             priorities.validate()?;
@@ -480,6 +490,12 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             });
         }
         let epoch = self.clock.now();
+        let hedge_quantile = self
+            .retry
+            .as_ref()
+            .and_then(|r| r.hedge)
+            .filter(|h| h.delay.is_none())
+            .map(|h| h.quantile);
         if let Some(config) = self.retry.take() {
             self.options.rare_mut().retry =
                 Some(crate::retry::Retry::new(config, self.seed, epoch)?);
@@ -504,7 +520,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
                 self.policy,
                 self.options
                     .learned()
-                    .map(|learned| Box::new(Learner::new(*learned, epoch))),
+                    .map(|learned| Box::new(Learner::new(*learned, epoch, hedge_quantile))),
             ))),
             clock: self.clock,
             options: self.options,

@@ -224,7 +224,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             learned: self.board.learned(),
             in_force: self.timeout_in_force(),
             probe: self.probe_timeout(),
+            hedge: self.hedge_delay(),
         }
+    }
+
+    /// [`Timeouts::hedge`]: the typed hedge delay, else the learned one.
+    #[inline]
+    pub(crate) fn hedge_delay(&self) -> Option<Duration> {
+        let hedge = self.retry()?.config().hedge.as_ref()?;
+        hedge.delay.or_else(|| self.board.hedge())
     }
 
     /// [`Timeouts::ceiling`]: the builder's or the file's timeout.
@@ -508,6 +516,23 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Tell the observer, if any, what was `decided` after a failed
     /// attempt (nothing of a first attempt refused, which is a call
     /// refused, not a retry).
+    /// Whether the policy sees congestion, so that no hedge is sent: its
+    /// limit last moved down, its gate is shut or probing (a breaker not
+    /// closed), or it admits only a share of calls (a throttle refusing).
+    /// Read from the board, without the policy's lock.
+    #[doc(hidden)]
+    pub fn congested(&self) -> bool {
+        let gate = self.board.gate();
+        gate.limit() == 0 || gate.probe() || gate.admit_probability() < 1.0 || self.board.falling()
+    }
+
+    /// Tell the observer what became of a hedge.
+    pub(crate) fn observe_hedge(&self, outcome: crate::retry::HedgeOutcome) {
+        if let Some(observer) = self.observer() {
+            observer.hedge(outcome);
+        }
+    }
+
     pub(crate) fn observe_retry(&self, decided: Decided) {
         let Some(observer) = self.observer() else {
             return;

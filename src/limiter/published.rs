@@ -191,6 +191,13 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
         if learner.tell(at, sample.outcome, sample.latency, given) {
             self.board.set_learned(learner.value());
+            let hedge = learner.hedge();
+            if hedge != self.board.hedge() {
+                self.board.set_hedge(hedge);
+                if let (Some(observer), Some(hedge)) = (&self.observer, hedge) {
+                    observer.hedge_delay_changed(hedge);
+                }
+            }
             if let (Some(observer), Some(in_force), true) =
                 (&self.observer, self.timeout_in_force(), self.cuts_early())
             {

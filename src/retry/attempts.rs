@@ -6,7 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Call, Decision, Ended, Retry, RetryOutcome};
+use super::budget::Withdrawal;
+use super::{Call, Decision, Ended, HedgeOutcome, Retry, RetryOutcome};
 use crate::algorithms::Outcome;
 use crate::error::RejectReason;
 
@@ -42,6 +43,13 @@ use crate::error::RejectReason;
 /// - A request the front end may not send twice
 ///   ([`Attempts::no_resend`]) stops at its first retryable failure as not
 ///   retryable, without asking the budget or the gate.
+/// - A hedge ([`RetryConfig::hedge`](super::RetryConfig::hedge)) is an
+///   attempt: hedges and retries together never exceed `attempts`. It is
+///   sent only for a request that may be sent twice, while the policy sees
+///   no congestion, and only once withdrawn from the budget
+///   ([`Attempts::hedge`]); it never waits in the queue. While attempts are
+///   out, a failure of one is not decided: the call waits for the others
+///   ([`Action::Await`]), and only the last failure is weighed for a retry.
 /// - The time is asked only when a deadline or a decision needs it (a clock
 ///   read is a twentieth of a call that needs no retry, which a retry
 ///   policy is to leave within 5%: `docs/results.md`), and whether the
@@ -81,6 +89,10 @@ pub struct Attempts {
     waited: bool,
     /// Whether the request may be sent again.
     resend: bool,
+    /// Hedges sent.
+    hedges: u32,
+    /// Attempts sent and not yet ended.
+    out: u32,
 }
 
 /// What the front end driving [`Attempts`] does next.
@@ -118,11 +130,28 @@ pub enum Action {
     /// its permit unrecorded ([`Outcome::Ignore`]) and answer that the call
     /// timed out, with a timeout of zero.
     Expire,
-    /// The last attempt's result is the call's: answer it.
+    /// The last attempt's result is the call's: answer it. Attempts still
+    /// out (hedges, or the attempt a hedge raced) are cancelled: release
+    /// their permits as [`Outcome::Ignore`].
     Answer {
         /// The decision after a failure, to report; `None` after a success.
         decided: Option<Decided>,
     },
+    /// The attempt that ended failed while others are still out: forget
+    /// nothing yet, and wait for the next of them to end.
+    Await,
+}
+
+/// What [`Attempts::hedge`] answers when an attempt has run for the hedge
+/// delay without an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "the front end acquires the hedge's slot or reports why not"]
+pub enum Hedging {
+    /// Take a free slot for the hedge, failing fast (never queue); then
+    /// tell [`Attempts::hedge_admitted`] or [`Attempts::hedge_refused`].
+    Acquire,
+    /// No hedge, for this reason: report it.
+    Not(HedgeOutcome),
 }
 
 /// What was decided after a failed attempt, for the observer (and the
@@ -155,6 +184,8 @@ impl Attempts {
             call,
             waited: false,
             resend: true,
+            hedges: 0,
+            out: 0,
         }
     }
 
@@ -211,6 +242,7 @@ impl Attempts {
         if timeout.is_zero() {
             Action::Expire
         } else {
+            self.out += 1;
             Action::Send { timeout }
         }
     }
@@ -248,10 +280,15 @@ impl Attempts {
         now: impl FnOnce() -> Instant,
         shut: impl FnOnce() -> bool,
     ) -> Action {
+        if !matches!(ended, Ended::Refused(_)) {
+            self.out = self.out.saturating_sub(1);
+        }
         match ended {
             Ended::Ran(verdict) if verdict.outcome == Outcome::Success => {
                 Action::Answer { decided: None }
             }
+            // Another attempt is still out: it may yet answer.
+            _ if self.out > 0 => Action::Await,
             _ => self.failed(retry, ended, now, shut),
         }
     }
@@ -303,6 +340,73 @@ impl Attempts {
     pub fn backoff_elapsed(&mut self) -> Action {
         self.call.attempts += 1;
         Action::Acquire
+    }
+
+    /// How long the attempt just sent may run before a hedge is weighed:
+    /// `None` if no hedge may follow it (none configured, the request may
+    /// not be sent twice, its hedges or attempts spent, or, for a learned
+    /// delay, none learned yet: `learned`, the limiter's). A front end
+    /// asks after each [`Action::Send`] and, if the attempts sent are all
+    /// still out when the delay has passed, calls [`Attempts::hedge`].
+    #[inline]
+    pub fn hedge_delay(&self, retry: &Retry, learned: Option<Duration>) -> Option<Duration> {
+        let hedge = retry.config().hedge.as_ref()?;
+        if !self.may_follow(retry) || self.hedges >= hedge.max {
+            return None;
+        }
+        hedge.delay.or(learned).filter(|delay| !delay.is_zero())
+    }
+
+    /// The attempts out have run for the hedge delay at `now` without an
+    /// answer; `congested` says whether the policy sees congestion (the
+    /// limit last moved down, a breaker not closed, a throttle refusing).
+    /// Answers [`Hedging::Acquire`], the hedge withdrawn from the budget
+    /// and counted as an attempt, or why no hedge is sent.
+    pub fn hedge(&mut self, retry: &Retry, now: Instant, congested: bool) -> Hedging {
+        if !self.may_follow(retry) {
+            return Hedging::Not(HedgeOutcome::Exhausted);
+        }
+        if congested {
+            return Hedging::Not(HedgeOutcome::Congested);
+        }
+        if retry
+            .left(&self.call, now)
+            .is_some_and(|left| left <= super::LEAST_ATTEMPT)
+        {
+            return Hedging::Not(HedgeOutcome::Deadline);
+        }
+        match retry.withdraw(now) {
+            Withdrawal::Granted => {
+                self.hedges += 1;
+                self.call.attempts += 1;
+                Hedging::Acquire
+            }
+            Withdrawal::Refused { .. } => Hedging::Not(HedgeOutcome::BudgetExhausted),
+        }
+    }
+
+    /// The hedge was admitted at `now` (asked only with a deadline), its
+    /// permit giving it `timeout`: as [`Attempts::admitted`].
+    #[inline]
+    pub fn hedge_admitted(
+        &mut self,
+        retry: &Retry,
+        now: impl FnOnce() -> Instant,
+        timeout: Duration,
+    ) -> Action {
+        self.admitted(retry, now, timeout, false)
+    }
+
+    /// The hedge found no free slot (or any other refusal): it is not
+    /// sent, and does not wait. Its budget stays spent, and it counts as an
+    /// attempt made. Answers what to report.
+    pub fn hedge_refused(&mut self) -> HedgeOutcome {
+        HedgeOutcome::Refused
+    }
+
+    /// Hedges sent so far.
+    pub fn hedges(&self) -> u32 {
+        self.hedges
     }
 }
 

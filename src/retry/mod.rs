@@ -79,8 +79,8 @@ mod config;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-pub use attempts::{Action, Attempts, Decided};
-pub use config::{Backoff, Budget, RetryConfig, MAX_ATTEMPTS};
+pub use attempts::{Action, Attempts, Decided, Hedging};
+pub use config::{Backoff, Budget, Hedge, RetryConfig, MAX_ATTEMPTS};
 
 use crate::algorithms::{ConfigError, Outcome};
 use crate::error::RejectReason;
@@ -208,6 +208,64 @@ impl RetryOutcome {
 }
 
 impl fmt::Display for RetryOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What became of a hedge, or why none was sent (the `result` label of
+/// `rheostat_hedges_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HedgeOutcome {
+    /// A hedge was sent beside an attempt still out.
+    Sent,
+    /// A hedge sent gave the call its answer.
+    Won,
+    /// A hedge sent did not: another attempt answered first, or it failed.
+    Lost,
+    /// None sent: the policy sees congestion (the limit last moved down, a
+    /// breaker not closed, a throttle refusing).
+    Congested,
+    /// None sent: the retry budget had none left.
+    BudgetExhausted,
+    /// None sent: the limiter had no free slot (a hedge never waits).
+    Refused,
+    /// None sent: the call's deadline is too near.
+    Deadline,
+    /// None sent: the call's attempts are spent.
+    Exhausted,
+}
+
+impl HedgeOutcome {
+    /// A stable lower-case name for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgeOutcome::Sent => "sent",
+            HedgeOutcome::Won => "won",
+            HedgeOutcome::Lost => "lost",
+            HedgeOutcome::Congested => "congested",
+            HedgeOutcome::BudgetExhausted => "budget_exhausted",
+            HedgeOutcome::Refused => "refused",
+            HedgeOutcome::Deadline => "deadline",
+            HedgeOutcome::Exhausted => "exhausted",
+        }
+    }
+
+    /// Every outcome, in label order.
+    pub const ALL: [HedgeOutcome; 8] = [
+        HedgeOutcome::Sent,
+        HedgeOutcome::Won,
+        HedgeOutcome::Lost,
+        HedgeOutcome::Congested,
+        HedgeOutcome::BudgetExhausted,
+        HedgeOutcome::Refused,
+        HedgeOutcome::Deadline,
+        HedgeOutcome::Exhausted,
+    ];
+}
+
+impl fmt::Display for HedgeOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -382,6 +440,11 @@ impl Retry {
             Withdrawal::Granted => (Decision::Retry { wait, timeout }, false),
             Withdrawal::Refused { first } => (Decision::Stop(RetryOutcome::BudgetExhausted), first),
         }
+    }
+
+    /// Withdraw one attempt from the budget at `now` (a hedge's).
+    pub(crate) fn withdraw(&self, now: Instant) -> Withdrawal {
+        self.account.withdraw(now)
     }
 
     /// What is left at `now` of `call`'s deadline; `None` without one.

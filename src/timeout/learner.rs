@@ -60,6 +60,12 @@ pub(crate) struct Learner {
     first: Option<(Instant, Duration)>,
     /// Whether a value has been read.
     learned: bool,
+    /// The quantile a learned hedge delay is read at, if the limiter
+    /// hedges with a learned delay.
+    hedge_quantile: Option<f64>,
+    /// The hedge delay learned: that quantile of the same window, read
+    /// with the value and under the same conditions.
+    hedge: Option<Duration>,
 }
 
 /// Which timeout a call was given, as the learner is told: the learned one
@@ -74,8 +80,9 @@ pub(crate) enum Given {
 }
 
 impl Learner {
-    /// A learner for `config` (validated), starting at `now`.
-    pub(crate) fn new(config: LearnedTimeout, now: Instant) -> Self {
+    /// A learner for `config` (validated), starting at `now`, reading a
+    /// hedge delay at `hedge_quantile` too if given.
+    pub(crate) fn new(config: LearnedTimeout, now: Instant, hedge_quantile: Option<f64>) -> Self {
         let high = micros(config.ceiling).max(2);
         let histogram = || {
             Histogram::new_with_bounds(1, high, 1).unwrap_or_else(|_| {
@@ -105,7 +112,15 @@ impl Learner {
             cutting: false,
             first: None,
             learned: false,
+            hedge_quantile,
+            hedge: None,
         }
+    }
+
+    /// The hedge delay learned: `None` until the timeout's first value is
+    /// read, and for a limiter that does not hedge with a learned delay.
+    pub(crate) fn hedge(&self) -> Option<Duration> {
+        self.hedge
     }
 
     /// The timeout learned, before any caller's ceiling: `None` until the
@@ -303,9 +318,25 @@ impl Learner {
         }
         self.read = at;
         let value = self.read_value(at);
-        let changed = value != self.value;
+        let hedge = self.read_hedge();
+        let changed = value != self.value || hedge != self.hedge;
         self.value = value;
+        self.hedge = hedge;
         changed
+    }
+
+    /// The hedge delay over the window, read just after the value (with
+    /// the histograms it added): `None` before the first value is read or
+    /// where it reaches the ceiling (a call that slow is cut, not hedged).
+    fn read_hedge(&self) -> Option<Duration> {
+        let quantile = self.hedge_quantile?;
+        if !self.learned || self.both.is_empty() {
+            return self.hedge;
+        }
+        #[allow(clippy::cast_precision_loss, reason = "microseconds below 2^53")]
+        let seconds = self.both.value_at_quantile(quantile) as f64 / 1e6;
+        let delay = Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX);
+        (delay < self.config.ceiling).then_some(delay)
     }
 
     /// Start a new half window if the current one has run its half; forget

@@ -20,7 +20,7 @@ fn fed(learner: &mut Learner, t0: Instant, n: u32, latency: Duration) -> Instant
 #[test]
 fn nothing_is_learned_before_a_hundred_successes_and_then_about_twice_the_p999() {
     let t0 = Instant::now();
-    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0, None);
     fed(&mut learner, t0, 99, ms(50));
     assert_eq!(learner.value(), None);
     fed(&mut learner, t0 + Duration::from_secs(1), 1, ms(50));
@@ -32,7 +32,7 @@ fn nothing_is_learned_before_a_hundred_successes_and_then_about_twice_the_p999()
 #[test]
 fn the_first_value_waits_until_the_first_calls_have_run_three_of_the_slowest_answers() {
     let t0 = Instant::now();
-    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0, None);
     // A slow answer first, started 399 ms before t0, then fast ones:
     // a hundred and more successes, yet the flow is younger than three
     // of its slowest answers (1.2 s) until t0 + 801 ms.
@@ -51,7 +51,7 @@ fn the_first_value_waits_until_the_first_calls_have_run_three_of_the_slowest_ans
 #[test]
 fn failures_timeouts_and_ignored_calls_leave_the_learner_as_it_was() {
     let t0 = Instant::now();
-    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0, None);
     let at = fed(&mut learner, t0, 200, ms(50));
     let before = learner.value();
     let secs = Duration::from_secs;
@@ -66,7 +66,7 @@ fn failures_timeouts_and_ignored_calls_leave_the_learner_as_it_was() {
 #[test]
 fn a_success_slower_than_the_timeout_stands_for_the_calls_cut_and_raises_it_at_once() {
     let t0 = Instant::now();
-    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0, None);
     let at = fed(&mut learner, t0, 1_000, ms(50));
     let before = learner.value().unwrap();
     // The dependency slows down: the learned timeout cuts the calls
@@ -91,7 +91,7 @@ fn a_success_slower_than_the_timeout_stands_for_the_calls_cut_and_raises_it_at_o
 fn the_window_forgets_a_slow_past_within_a_window() {
     let t0 = Instant::now();
     let config = LearnedTimeout::new(Duration::from_secs(15));
-    let mut learner = Learner::new(config, t0);
+    let mut learner = Learner::new(config, t0, None);
     let at = fed(&mut learner, t0, 500, ms(400));
     assert!(learner.value().unwrap() >= ms(800));
     // The dependency gets faster: within a window of 10 ms answers, the
@@ -106,7 +106,7 @@ fn the_window_forgets_a_slow_past_within_a_window() {
 fn a_whole_window_without_a_success_forgets_its_latencies_but_not_its_value() {
     let t0 = Instant::now();
     let config = LearnedTimeout::new(Duration::from_secs(15));
-    let mut learner = Learner::new(config, t0);
+    let mut learner = Learner::new(config, t0, None);
     let at = fed(&mut learner, t0, 500, ms(50));
     let learned = learner.value().unwrap();
     // An outage: a window without a success forgets the latencies; too
@@ -127,7 +127,7 @@ fn a_whole_window_without_a_success_forgets_its_latencies_but_not_its_value() {
 /// A learner with a 15 s ceiling that has learned about 100 ms from
 /// 50 ms successes; the instant after the last.
 fn learned_100ms(t0: Instant) -> (Learner, Instant) {
-    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0);
+    let mut learner = Learner::new(LearnedTimeout::new(Duration::from_secs(15)), t0, None);
     let at = fed(&mut learner, t0, 200, ms(50));
     (learner, at)
 }
@@ -206,7 +206,7 @@ fn a_call_given_the_ceiling_that_answers_past_the_timeout_clears_the_evidence_of
         learner.judge(at, Outcome::Ignore, value, Given::Learned),
         Outcome::Ignore
     );
-    let mut fresh = Learner::new(LearnedTimeout::default(), t0);
+    let mut fresh = Learner::new(LearnedTimeout::default(), t0, None);
     assert_eq!(
         fresh.judge(t0, Outcome::Overload, slow, Given::Learned),
         Outcome::Overload
@@ -256,15 +256,15 @@ fn a_call_that_kept_its_own_timeout_is_told_as_it_ended_and_stands_only_for_itse
 fn the_learned_value_stays_above_the_floor_and_is_none_at_the_ceiling() {
     let t0 = Instant::now();
     let config = LearnedTimeout::new(ms(300)).floor(ms(20));
-    let mut fast = Learner::new(config, t0);
+    let mut fast = Learner::new(config, t0, None);
     fed(&mut fast, t0, 200, Duration::from_micros(100));
     assert_eq!(fast.value(), Some(ms(20)));
     // Twice 140 ms is within the ceiling; twice 250 ms is not, and
     // reaching the ceiling learns nothing shorter than it.
-    let mut below = Learner::new(config, t0);
+    let mut below = Learner::new(config, t0, None);
     fed(&mut below, t0, 200, ms(140));
     assert!(below.value().is_some_and(|v| v > ms(280) && v < ms(300)));
-    let mut slow = Learner::new(config, t0);
+    let mut slow = Learner::new(config, t0, None);
     fed(&mut slow, t0, 200, ms(250));
     assert_eq!(slow.value(), None);
 }

@@ -336,6 +336,9 @@ where
                     let future = service.call(request);
                     this.state.set(Attempt::Called { future });
                 }
+                Action::Await => {
+                    unreachable!("an attempt alone is never awaited beside another")
+                }
                 Action::Sleep { wait, decided } => {
                     limiter.observe_retry(decided);
                     drop(result);

@@ -19,6 +19,8 @@
 //! | `rheostat_admitted_total` | counter | `limiter`, `class` | calls admitted, by [class](crate::priority); only for a limiter with priorities |
 //! | `rheostat_class_rejected_total` | counter | `limiter`, `class` | calls refused, by class; only for a limiter with priorities |
 //! | `rheostat_retries_total` | counter | `limiter`, `outcome` | what the [retry policy](crate::retry) decided after each failed attempt: `sent`, `budget_exhausted`, `deadline`, `not_retryable`, `rejected`, `exhausted` ([`RetryOutcome::as_str`]); registered by [`Builder::metrics`] for a limiter with a retry policy, and never for one without |
+//! | `rheostat_hedges_total` | counter | `limiter`, `result` | [hedges](crate::retry::Hedge): `sent`, then `won` or `lost` for each sent; or why none was sent when an attempt had run for the delay: `congested`, `budget_exhausted`, `refused` (no free slot), `deadline`, `exhausted` ([`HedgeOutcome::as_str`]); only for a limiter that hedges |
+//! | `rheostat_hedge_delay_seconds` | gauge | `limiter` | the hedge delay in force ([`Timeouts::hedge`](crate::timeout::Timeouts::hedge): typed, or learned); only for a limiter that hedges, from the first delay learned |
 //!
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,
 //! 4 forced closed, 5 disabled, 6 metrics-only ([`state_value`]). A limiter
@@ -116,7 +118,7 @@ use crate::limiter::{Builder, Named};
 use crate::observe::Observer;
 use crate::overrides::Override;
 use crate::priority::Class;
-use crate::retry::RetryOutcome;
+use crate::retry::{HedgeOutcome, RetryOutcome};
 use crate::snapshot::Snapshot;
 use describe::describe;
 
@@ -154,6 +156,10 @@ pub struct MetricsObserver {
     /// By [`RetryOutcome::ALL`]: registered for a limiter with a retry
     /// policy, never for one without.
     retries: OnceLock<[Counter; RetryOutcome::ALL.len()]>,
+    /// By [`HedgeOutcome::ALL`]: registered for a limiter that hedges.
+    hedges: OnceLock<[Counter; HedgeOutcome::ALL.len()]>,
+    /// Registered at the first hedge delay known.
+    hedge_delay: OnceLock<Gauge>,
     /// Per class, most critical first: admissions and rejections.
     /// Registered for a limiter with priorities.
     classes: OnceLock<Box<[ClassCounters]>>,
@@ -230,6 +236,8 @@ impl MetricsObserver {
                 "limiter" => limiter.clone()
             ),
             retries: OnceLock::new(),
+            hedges: OnceLock::new(),
+            hedge_delay: OnceLock::new(),
             classes: OnceLock::new(),
             limiter,
         }
@@ -276,6 +284,12 @@ impl MetricsObserver {
         if named.retries {
             self.register_retries();
         }
+        if let Some(typed) = named.hedges {
+            let _ = self.hedges();
+            if let Some(delay) = typed {
+                self.hedge_delay_changed(delay);
+            }
+        }
         if !named.classes.is_empty() {
             self.register_classes(&named.classes);
         }
@@ -295,6 +309,18 @@ impl MetricsObserver {
                     "rheostat_retries_total",
                     "limiter" => self.limiter.clone(),
                     "outcome" => o.as_str()
+                )
+            })
+        })
+    }
+
+    fn hedges(&self) -> &[Counter; HedgeOutcome::ALL.len()] {
+        self.hedges.get_or_init(|| {
+            HedgeOutcome::ALL.map(|o| {
+                ::metrics::counter!(
+                    "rheostat_hedges_total",
+                    "limiter" => self.limiter.clone(),
+                    "result" => o.as_str()
                 )
             })
         })
@@ -462,6 +488,27 @@ impl Observer for MetricsObserver {
         if !self.summed {
             self.set_breaker_state(transition.to);
         }
+    }
+
+    fn hedge(&self, outcome: HedgeOutcome) {
+        let counters = self.hedges();
+        let at = HedgeOutcome::ALL
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or(0);
+        counters[at].increment(1);
+    }
+
+    fn hedge_delay_changed(&self, delay: Duration) {
+        if self.summed {
+            // One limiter's delay means nothing summed.
+            return;
+        }
+        self.hedge_delay
+            .get_or_init(|| {
+                ::metrics::gauge!("rheostat_hedge_delay_seconds", "limiter" => self.limiter.clone())
+            })
+            .set(delay.as_secs_f64());
     }
 
     fn retry(&self, outcome: RetryOutcome) {

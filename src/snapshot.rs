@@ -12,7 +12,7 @@ use crate::overrides::Override;
 /// The first four fields are the policy's own
 /// ([`algorithms::Snapshot`]); the rest are what the limiter keeps beside
 /// the policy and the policy never sees: the attempt timeout, an
-/// operator's override, and the learned timeout's warning.
+/// operator's override, the learned timeout's warning and the hedge delay.
 ///
 /// # Examples
 ///
@@ -51,6 +51,10 @@ pub struct Snapshot {
     /// ended, with none answering within it, for a window
     /// ([`crate::timeout`]).
     pub ceiling_cutting_since: Option<Instant>,
+    /// How long an attempt runs before a [hedge](crate::retry::Hedge) is
+    /// sent beside it, typed or learned, if the limiter hedges
+    /// ([`Timeouts::hedge`](crate::timeout::Timeouts::hedge)).
+    pub hedge: Option<Duration>,
 }
 
 impl Snapshot {
@@ -64,6 +68,7 @@ impl Snapshot {
             timeout: None,
             overridden: None,
             ceiling_cutting_since: None,
+            hedge: None,
         }
     }
 }

@@ -28,6 +28,11 @@
 //!   module](crate::timeout#when-the-ceiling-cuts-every-call) for what to
 //!   do.
 //!
+//! - [hedges](crate::retry::Hedge) standing down at `INFO`: `hedges stand
+//!   down: the policy sees congestion` (`limiter`), at the first hedge
+//!   withheld for congestion after one was sent; `hedges resume` at the
+//!   next one sent. One line each way, not one per hedge.
+//!
 //! Nothing is logged per call.
 //!
 //! # Examples
@@ -44,6 +49,7 @@
 //! ```
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -52,6 +58,7 @@ use crate::clock::Clock;
 use crate::limiter::Builder;
 use crate::observe::Observer;
 use crate::overrides::Override;
+use crate::retry::HedgeOutcome;
 
 /// Logs one limiter's breaker transitions, and when its retry budget runs
 /// dry, an override applies or its timeout's ceiling cuts every call; see
@@ -62,6 +69,8 @@ pub struct TracingObserver {
     /// When the budget's warning was last logged, and how many have been
     /// held back since (shared by clones).
     budget_warned: Arc<Mutex<(Option<Instant>, u64)>>,
+    /// Whether hedges stand down for congestion (shared by clones).
+    hedges_down: Arc<AtomicBool>,
 }
 
 /// The least time between two warnings of one limiter's budget running
@@ -75,6 +84,7 @@ impl TracingObserver {
         TracingObserver {
             limiter: limiter.into(),
             budget_warned: Arc::new(Mutex::new((None, 0))),
+            hedges_down: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -139,6 +149,23 @@ impl Observer for TracingObserver {
                 ceiling_seconds,
                 "calls answer within the timeout's ceiling again"
             );
+        }
+    }
+
+    fn hedge(&self, outcome: HedgeOutcome) {
+        let down = match outcome {
+            HedgeOutcome::Congested => true,
+            HedgeOutcome::Sent => false,
+            _ => return,
+        };
+        if self.hedges_down.swap(down, Ordering::Relaxed) == down {
+            return;
+        }
+        let limiter: &str = &self.limiter;
+        if down {
+            ::tracing::info!(limiter, "hedges stand down: the policy sees congestion");
+        } else {
+            ::tracing::info!(limiter, "hedges resume");
         }
     }
 

@@ -138,11 +138,25 @@ fn a_whole_file_round_trips_with_limiter_options() {
     payments.max_wait = Some(Duration::from_millis(200));
     payments.on_drop = Outcome::Overload;
     payments.sharding = Sharding::Off;
+    payments.retry = Some(rheostat::retry::RetryConfig {
+        hedge: Some(rheostat::retry::Hedge {
+            max: 2,
+            ..rheostat::retry::Hedge::after(Duration::from_millis(40))
+        }),
+        ..rheostat::retry::RetryConfig::default()
+    });
+    let mut search = LimiterConfig::new(AimdConfig::default());
+    search.timeout = Some(rheostat::Timeout::learned(Duration::from_secs(15)).into());
+    search.retry = Some(rheostat::retry::RetryConfig {
+        hedge: Some(rheostat::retry::Hedge::default()),
+        ..rheostat::retry::RetryConfig::default()
+    });
     let mut file = LimitersConfig {
         default: Some(LimiterConfig::new(PolicyConfig::Fixed { limit: 10 })),
         ..LimitersConfig::default()
     };
     file.limiters.insert("payments".into(), payments);
+    file.limiters.insert("search".into(), search);
     for policy in every_policy() {
         file.limiters
             .insert(format!("dep{}", file.limiters.len()), policy.into());
@@ -350,6 +364,13 @@ const BAD_FILES: &[(&str, &str, &str, usize)] = &[
     ("[limiters.p]\ntimeout = { ceiling = \"30s\", cut_early = 0 }\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.timeout.cut_early", "found 0, expected true or false", 2),
     ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.timeout]\ncut_erly = false", "limiters.p.timeout.cut_erly", "unknown field `cut_erly`, expected one of", 4),
     ("[limiters.p]\ntimeout = \"30s\"\ncut_early = false\n[limiters.p.policy]\npolicy = \"aimd\"", "limiters.p.cut_early", "a key of its learned `timeout` table", 3),
+    // A retry's hedge: "auto" or a table, its delay learned only beside a
+    // learned timeout.
+    ("[limiters.p]\ntimeout = \"auto\"\n[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nhedge = \"always\"", "limiters.p.retry.hedge", "found \"always\", expected \"auto\", a delay learned", 6),
+    ("[limiters.p]\ntimeout = \"auto\"\n[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nhedge = { quantile = 1.5 }", "limiters.p.retry.hedge.quantile", "found 1.5, expected a number in [0.5, 0.999]", 6),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nhedge = { delay = \"40ms\", max = 0 }", "limiters.p.retry.hedge.max", "found 0, expected a whole number in [1, 9]", 4),
+    ("[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nhedge = { dely = \"40ms\" }", "limiters.p.retry.hedge.dely", "unknown field `dely`", 4),
+    ("[limiters.p]\ntimeout = \"2s\"\n[limiters.p.policy]\npolicy = \"aimd\"\n[limiters.p.retry]\nhedge = \"auto\"", "limiters.p.retry.hedge", "a typed `delay`", 6),
 ];
 
 #[test]
@@ -741,6 +762,39 @@ fn one_block_per_dependency_holds_its_limit_its_breaker_and_its_retry() {
             ..Default::default()
         }
     );
+}
+
+#[test]
+fn a_retry_hedges_with_a_delay_learned_or_typed() {
+    use rheostat::retry::Hedge;
+    let file = LimitersConfig::from_toml(
+        r#"
+        [limiters.search]
+        timeout = "auto"
+        policy = { policy = "recommended" }
+        retry = { hedge = "auto" }
+
+        [limiters.catalog]
+        timeout = "2s"
+        policy = { policy = "recommended" }
+        retry = { hedge = { delay = "40ms", max = 2 } }
+    "#,
+    )
+    .unwrap();
+    let hedge = |name| {
+        let limiter = file.build(name).unwrap();
+        limiter.retry().unwrap().config().hedge
+    };
+    assert_eq!(hedge("search"), Some(Hedge::default()));
+    assert_eq!(
+        hedge("catalog"),
+        Some(Hedge {
+            max: 2,
+            ..Hedge::after(Duration::from_millis(40))
+        })
+    );
+    let catalog = file.build("catalog").unwrap();
+    assert_eq!(catalog.timeouts().hedge, Some(Duration::from_millis(40)));
 }
 
 #[test]

@@ -323,3 +323,30 @@ proptest! {
         prop_assert!(f64::from(sent) <= bound, "{sent} attempts for {calls} calls, bound {bound}");
     }
 }
+
+#[test]
+fn a_learned_delay_is_the_p95_of_recent_successes_shown_in_the_timeouts_and_the_snapshot() {
+    use rheostat::clock::ManualClock;
+    use rheostat::Timeout;
+
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Fixed::new(10).unwrap())
+        .clock(clock.clone())
+        .timeout(Timeout::learned(Duration::from_secs(15)))
+        .retry(RetryConfig {
+            hedge: Some(Hedge::default()),
+            ..RetryConfig::default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(limiter.timeouts().hedge, None, "nothing learned yet");
+    // Latencies of 1 to 100 ms, evenly: the p95 is 95 ms.
+    for i in 0..400u64 {
+        let permit = limiter.try_acquire().unwrap();
+        clock.advance(ms(1 + i % 100));
+        permit.success();
+    }
+    let delay = limiter.timeouts().hedge.unwrap();
+    assert!(delay >= ms(94) && delay <= ms(97), "{delay:?}");
+    assert_eq!(limiter.snapshot().hedge, Some(delay));
+}

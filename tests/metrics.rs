@@ -1062,3 +1062,90 @@ fn the_override_gauge_shows_the_kind_in_force_and_none_before_the_first_override
         assert!(kinds(&text).values().all(|&v| v == 0.0), "{text}");
     });
 }
+
+#[test]
+fn hedges_are_counted_by_result_and_the_delay_in_force_is_shown() {
+    use rheostat::retry::{Hedge, RetryConfig};
+    use rheostat::{clock::TokioClock, Outcome};
+
+    let recorder = DebuggingRecorder::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Fixed::new(4).unwrap())
+            .name("search")
+            .clock(TokioClock)
+            .retry(RetryConfig {
+                hedge: Some(Hedge::after(Duration::from_millis(50))),
+                ..RetryConfig::default()
+            })
+            .metrics()
+            .build()
+            .unwrap()
+    });
+    let seen = read(&recorder);
+    let results = [
+        "sent",
+        "won",
+        "lost",
+        "congested",
+        "budget_exhausted",
+        "refused",
+        "deadline",
+        "exhausted",
+    ];
+    for result in results {
+        let pairs = [("limiter", "search"), ("result", result)];
+        assert_eq!(counter(&seen, "rheostat_hedges_total", &pairs), 0);
+    }
+    assert_eq!(gauge(&seen, "rheostat_hedge_delay_seconds", "search"), 0.05);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let classify = |r: &Result<u64, ()>| {
+            if r.is_ok() {
+                Outcome::Success
+            } else {
+                Outcome::Overload
+            }
+        };
+        // The first attempt stalls; the hedge, sent at 50 ms, answers.
+        let mut n = 0;
+        let answer = limiter
+            .admission()
+            .timeout(Duration::from_secs(5))
+            .call(classify, || {
+                n += 1;
+                let stall = if n == 1 { 2_000 } else { 5 };
+                async move {
+                    tokio::time::sleep(Duration::from_millis(stall)).await;
+                    Ok(stall)
+                }
+            })
+            .await;
+        assert_eq!(answer.unwrap(), 5);
+    });
+    let seen = read(&recorder);
+    let count = |result| {
+        counter(
+            &seen,
+            "rheostat_hedges_total",
+            &[("limiter", "search"), ("result", result)],
+        )
+    };
+    assert_eq!((count("sent"), count("won"), count("lost")), (1, 1, 0));
+    // The first attempt, cancelled, was not an overload.
+    let calls = |outcome| {
+        counter(
+            &seen,
+            "rheostat_calls_total",
+            &[("limiter", "search"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (calls("success"), calls("ignored"), calls("overload")),
+        (1, 1, 0)
+    );
+}

@@ -278,3 +278,58 @@ fn a_ceiling_that_cuts_every_call_warns_once_naming_the_limiter_and_the_ceiling_
         );
     }
 }
+
+#[test]
+fn hedges_standing_down_and_resuming_are_logged_once_each_way() {
+    use rheostat::algorithms::Fixed;
+    use rheostat::retry::{Hedge, RetryConfig};
+    use rheostat::{clock::TokioClock, Outcome};
+
+    let lines = logged(|| {
+        let limiter = Limiter::builder(Fixed::new(8).unwrap())
+            .name("search")
+            .clock(TokioClock)
+            .retry(RetryConfig {
+                hedge: Some(Hedge::after(Duration::from_millis(10))),
+                ..RetryConfig::default()
+            })
+            .tracing()
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let slow = || async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok::<(), ()>(())
+            };
+            let call = || async {
+                let _ = limiter
+                    .admission()
+                    .timeout(Duration::from_secs(1))
+                    .call(|_: &Result<(), ()>| Outcome::Success, slow)
+                    .await;
+            };
+            call().await; // hedged
+                          // The limit cut: two calls find hedges standing down.
+            limiter.update(|fixed| fixed.set_limit(4)).unwrap();
+            call().await;
+            call().await;
+            // The limit back up: hedges resume.
+            limiter.update(|fixed| fixed.set_limit(8)).unwrap();
+            call().await;
+        });
+    });
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[0].contains("INFO")
+            && lines[0].contains("hedges stand down")
+            && lines[0].contains("search"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].contains("hedges resume"), "{}", lines[1]);
+}

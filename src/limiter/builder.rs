@@ -161,6 +161,12 @@ pub(crate) struct Named<'a> {
         allow(dead_code, reason = "read by the metrics observer")
     )]
     pub(crate) retries: bool,
+    /// Whether it hedges, and its typed hedge delay, if typed.
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics observer")
+    )]
+    pub(crate) hedges: Option<Option<Duration>>,
     /// Its classes' names, most critical first (empty without priorities).
     #[cfg_attr(
         not(feature = "metrics"),
@@ -475,6 +481,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             name: &self.options.name,
             state,
             retries: self.retry.is_some(),
+            hedges: self.retry.as_ref().and_then(|r| r.hedge).map(|h| h.delay),
             classes: self
                 .priorities
                 .as_ref()

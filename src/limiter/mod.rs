@@ -352,6 +352,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             timeout: self.timeout_in_force(),
+            hedge: self.hedge_delay(),
             ..self.with_held(self.clock.now(), |held| held.view())
         }
     }
@@ -393,6 +394,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         if let (Some(observer), Some(snapshot)) = (observer, changed) {
             observer.policy_changed(&Snapshot {
                 timeout: self.timeout_in_force(),
+                hedge: self.hedge_delay(),
                 ..snapshot
             });
         }

@@ -56,6 +56,15 @@ pub(super) fn describe() {
         "rheostat_retries_total",
         "Decisions after failed attempts: sent, budget_exhausted, deadline, not_retryable, rejected, exhausted"
     );
+    ::metrics::describe_counter!(
+        "rheostat_hedges_total",
+        "Hedges: sent, won, lost; or why none was sent: congested, budget_exhausted, refused, deadline, exhausted"
+    );
+    ::metrics::describe_gauge!(
+        "rheostat_hedge_delay_seconds",
+        Unit::Seconds,
+        "How long an attempt runs before a hedge is sent beside it: typed, or learned"
+    );
     ::metrics::describe_histogram!(
         "rheostat_call_duration_seconds",
         Unit::Seconds,

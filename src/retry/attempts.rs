@@ -690,4 +690,88 @@ mod tests {
             stopped(RetryOutcome::Deadline)
         );
     }
+
+    fn hedging(delay: Option<Duration>) -> RetryConfig {
+        RetryConfig {
+            hedge: Some(crate::retry::Hedge {
+                delay,
+                ..crate::retry::Hedge::default()
+            }),
+            ..config()
+        }
+    }
+
+    #[test]
+    fn a_hedge_is_an_attempt_and_a_failure_beside_it_is_not_decided_until_it_ends() {
+        let t0 = Instant::now();
+        let retry = retry(hedging(Some(ms(20))), t0);
+        let mut attempts = Attempts::new(&retry, t0, ms(999));
+        assert!(matches!(
+            attempts.admitted(&retry, || t0, attempts.next_timeout(), false),
+            Action::Send { .. }
+        ));
+        assert_eq!(attempts.hedge_delay(&retry, None), Some(ms(20)));
+        assert_eq!(attempts.hedge(&retry, t0 + ms(20), false), Hedging::Acquire);
+        assert_eq!(attempts.call().attempts, 2);
+        assert!(matches!(
+            attempts.hedge_admitted(&retry, || t0 + ms(20), ms(100)),
+            Action::Send { .. }
+        ));
+        // The one hedge allowed is spent.
+        assert_eq!(attempts.hedge_delay(&retry, None), None);
+        // The first attempt fails: the hedge is still out.
+        let asked = || panic!("nothing is decided while an attempt is out");
+        assert_eq!(
+            attempts.ended(&retry, overload(), asked, asked_gate),
+            Action::Await
+        );
+        // The hedge fails too: now a retry is weighed, the third attempt.
+        assert!(matches!(
+            attempts.ended(&retry, overload(), || t0 + ms(40), || false),
+            Action::Sleep { .. }
+        ));
+        assert_eq!(attempts.backoff_elapsed(), Action::Acquire);
+        assert_eq!(attempts.call().attempts, 3);
+        assert!(!attempts.may_follow(&retry));
+    }
+
+    fn asked_gate() -> bool {
+        panic!("the gate was asked while an attempt is out")
+    }
+
+    #[test]
+    fn no_hedge_for_a_request_sent_once_without_a_delay_known_or_under_congestion() {
+        let t0 = Instant::now();
+        let learned = retry(hedging(None), t0);
+        let attempts = Attempts::new(&learned, t0, ms(999));
+        assert_eq!(
+            attempts.hedge_delay(&learned, None),
+            None,
+            "nothing learned"
+        );
+        assert_eq!(attempts.hedge_delay(&learned, Some(ms(30))), Some(ms(30)));
+        let once = Attempts::new(&learned, t0, ms(999)).no_resend();
+        assert_eq!(once.hedge_delay(&learned, Some(ms(30))), None);
+        let mut congested = Attempts::new(&learned, t0, ms(999));
+        assert_eq!(
+            congested.hedge(&learned, t0, true),
+            Hedging::Not(HedgeOutcome::Congested)
+        );
+        assert_eq!(
+            congested.call().attempts,
+            1,
+            "a hedge not sent is no attempt"
+        );
+        // Near the deadline (250 ms), none either.
+        assert_eq!(
+            congested.hedge(&learned, t0 + ms(250), false),
+            Hedging::Not(HedgeOutcome::Deadline)
+        );
+        // Without hedging configured, never.
+        let plain = retry(config(), t0);
+        assert_eq!(
+            Attempts::new(&plain, t0, ms(999)).hedge_delay(&plain, Some(ms(5))),
+            None
+        );
+    }
 }

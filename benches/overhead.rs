@@ -20,7 +20,7 @@ use rheostat::algorithms::{
     ThrottleConfig, Vegas, VegasConfig,
 };
 use rheostat::priority::{Priorities, Priority};
-use rheostat::retry::RetryConfig;
+use rheostat::retry::{Hedge, RetryConfig};
 use rheostat::{Limiter, Outcome};
 
 /// One sample's nanoseconds per call, without classes and with them.
@@ -158,6 +158,14 @@ fn retry(c: &mut Criterion) {
         .retry(RetryConfig::default())
         .build()
         .expect("valid");
+    // Hedging configured, a call answering before the delay: no hedge.
+    let hedging = Limiter::builder(aimd())
+        .retry(RetryConfig {
+            hedge: Some(Hedge::after(Duration::from_millis(50))),
+            ..RetryConfig::default()
+        })
+        .build()
+        .expect("valid");
     let calls = |limiter: &Limiter<Aimd>, iters: u64| {
         rt.block_on(async {
             let start = Instant::now();
@@ -186,8 +194,10 @@ fn retry(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let without = calls(&plain, iters);
             let with = calls(&retrying, iters);
+            let hedged = calls(&hedging, iters);
             record(RETRY_OFF, without, iters);
             record(RETRY_ON, with, iters);
+            record(HEDGE_ON, hedged, iters);
             with
         });
     });
@@ -302,6 +312,7 @@ const CLOCK: &str = "clock";
 const RETRY: &str = "retry";
 const RETRY_OFF: &str = "`Limiter::call`, `Aimd`, no retry policy";
 const RETRY_ON: &str = "`Limiter::call`, `Aimd`, the default retry policy";
+const HEDGE_ON: &str = "`Limiter::call`, `Aimd`, the default retry policy hedging after 50 ms";
 const PRIORITY_CASES: [&str; 4] = [
     "rheostat aimd, a call of the default class (critical)",
     "rheostat aimd, a call of the least critical class (sheddable)",
@@ -337,14 +348,22 @@ fn summary(load_before: &str) {
             println!("| {id} | {m:.1} ns | {ratio} |");
         }
         let pairs: Vec<_> = times.iter().filter(|(g, _, _)| *g == RETRY).collect();
-        if let [(_, off, without), (_, on, with)] = pairs[..] {
-            let ratios: Vec<f64> = with.iter().zip(without).map(|(w, o)| w / o).collect();
+        if let [(_, off, without), (_, on, with), (_, hedge, hedged)] = pairs[..] {
+            let ratio = |a: &[f64], b: &[f64]| -> f64 {
+                median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
+            };
             println!(
-                "\n| one call through `Limiter::call`, succeeding at once | median | × without |"
+                "\n| one call through `Limiter::call`, succeeding at once | median | × without | × the retry policy alone |"
             );
-            println!("| --- | ---: | ---: |");
-            println!("| {off} | {:.1} ns | 1.00 |", median(without));
-            println!("| {on} | {:.1} ns | {:.3} |", median(with), median(&ratios));
+            println!("| --- | ---: | ---: | ---: |");
+            println!("| {off} | {:.1} ns | 1.00 | – |", median(without));
+            println!("| {on} | {:.1} ns | {:.3} | 1.00 |", median(with), ratio(with, without));
+            println!(
+                "| {hedge} | {:.1} ns | {:.3} | {:.3} |",
+                median(hedged),
+                ratio(hedged, without),
+                ratio(hedged, with)
+            );
         }
         PAIRS.with_borrow(|pairs| {
             println!("\n| one call with classes | without | with | × without |");

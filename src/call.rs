@@ -255,6 +255,9 @@ where
 /// (never [`Action::Await`]) and the result of the attempt that ended
 /// last. The attempts still out when the call is answered are dropped and
 /// their permits released as [`Outcome::Ignore`](crate::Outcome::Ignore).
+///
+/// An attempt that is ready when first polled costs what it costs without
+/// hedging: the timer and the set of hedges are made only once it is not.
 async fn hedged<A, C, M, F, T, E, K, V>(
     admission: &Admission<&Limiter<A, C>>,
     attempts: &mut Attempts,
@@ -272,6 +275,8 @@ where
     V: Into<Verdict>,
 {
     use futures_util::stream::{FuturesUnordered, StreamExt};
+    use std::pin::pin;
+    use std::task::Poll;
 
     let limiter: &Limiter<A, C> = admission.limiter();
     let Some(retry) = limiter.retry() else {
@@ -279,62 +284,78 @@ where
     };
     let now = || limiter.clock().now();
     let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
+    // One attempt, timed: which it was, and its result (`None`: timed out).
     let send = |n: usize, timeout: Duration, attempt: F| async move {
         (n, tokio::time::timeout(timeout, attempt).await.ok())
     };
     let (permit, timeout) = first;
     // The permits of the attempts out, by attempt; the first is not a hedge.
     let mut permits = vec![Some((permit, timeout))];
-    let mut running = FuturesUnordered::new();
-    running.push(send(0, timeout, make()));
-    let mut hedge_in = Some(delay);
-    loop {
-        let sleep = async {
-            match hedge_in {
-                Some(delay) => tokio::time::sleep(delay).await,
-                None => std::future::pending().await,
+    // An attempt ended: record it, tell the machine, and, unless another
+    // is still awaited, release the others and report each hedge.
+    type Out<'l, A, C> = Vec<Option<(crate::limiter::Permit<&'l Limiter<A, C>>, Duration)>>;
+    let mut end = |permits: &mut Out<'_, A, C>,
+                   attempts: &mut Attempts,
+                   n: usize,
+                   result: Option<Result<T, E>>| {
+        let Some((permit, timeout)) = permits.get_mut(n).and_then(Option::take) else {
+            unreachable!("each attempt ends once")
+        };
+        let (ended, result) = match result {
+            None => {
+                permit.overload();
+                (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
+            }
+            Some(result) => {
+                let verdict: Verdict = classify(&result).into();
+                permit.record(verdict.outcome);
+                (Ended::Ran(verdict), result.map_err(CallError::Failed))
             }
         };
-        tokio::select! {
-            biased;
-            Some((n, result)) = running.next() => {
-                let Some((permit, timeout)) = permits.get_mut(n).and_then(Option::take) else {
-                    unreachable!("each attempt ends once")
-                };
-                let (ended, result) = match result {
-                    None => {
-                        permit.overload();
-                        (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
-                    }
-                    Some(result) => {
-                        let verdict: Verdict = classify(&result).into();
-                        permit.record(verdict.outcome);
-                        (Ended::Ran(verdict), result.map_err(CallError::Failed))
-                    }
-                };
-                let action = attempts.ended(retry, ended, now, shut);
-                if action == Action::Await {
-                    continue;
-                }
-                // Answered (or to be retried): the attempts still out lose,
-                // and teach the policy nothing.
-                let won = matches!(action, Action::Answer { decided: None }) && n > 0;
-                for (m, out) in permits.iter_mut().enumerate() {
-                    if let Some((permit, _)) = out.take() {
-                        permit.ignore();
-                    }
-                    if m > 0 {
-                        limiter.observe_hedge(if won && m == n {
-                            HedgeOutcome::Won
-                        } else {
-                            HedgeOutcome::Lost
-                        });
-                    }
-                }
-                return (action, result);
+        let action = attempts.ended(retry, ended, now, shut);
+        if action == Action::Await {
+            return None;
+        }
+        // Answered (or to be retried): the attempts still out lose, and
+        // teach the policy nothing.
+        let won = matches!(action, Action::Answer { decided: None }) && n > 0;
+        for (m, out) in permits.iter_mut().enumerate() {
+            if let Some((permit, _)) = out.take() {
+                permit.ignore();
             }
-            () = sleep => {
-                hedge_in = None;
+            if m > 0 {
+                limiter.observe_hedge(if won && m == n {
+                    HedgeOutcome::Won
+                } else {
+                    HedgeOutcome::Lost
+                });
+            }
+        }
+        Some((action, result))
+    };
+    let mut first = pin!(send(0, timeout, make()));
+    if let Poll::Ready((n, result)) =
+        std::future::poll_fn(|cx| Poll::Ready(first.as_mut().poll(cx))).await
+    {
+        if let Some(answer) = end(&mut permits, attempts, n, result) {
+            return answer;
+        }
+        unreachable!("an attempt alone is never awaited beside another")
+    }
+    let mut first_out = true;
+    let mut hedges = FuturesUnordered::new();
+    let mut timer = pin!(tokio::time::sleep(delay));
+    let mut hedge_due = true;
+    loop {
+        let (n, result) = tokio::select! {
+            biased;
+            out = &mut first, if first_out => {
+                first_out = false;
+                out
+            }
+            Some(out) = hedges.next(), if !hedges.is_empty() => out,
+            () = &mut timer, if hedge_due => {
+                hedge_due = false;
                 let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
                     Hedging::Not(why) => why,
                     Hedging::Acquire => match admission.try_acquire() {
@@ -343,9 +364,14 @@ where
                             let timeout = permit.timeout(attempts.next_timeout());
                             match attempts.hedge_admitted(retry, now, timeout) {
                                 Action::Send { timeout } => {
-                                    running.push(send(permits.len(), timeout, make()));
+                                    hedges.push(send(permits.len(), timeout, make()));
                                     permits.push(Some((permit, timeout)));
-                                    hedge_in = attempts.hedge_delay(retry, limiter.hedge_delay());
+                                    if let Some(delay) =
+                                        attempts.hedge_delay(retry, limiter.hedge_delay())
+                                    {
+                                        timer.as_mut().reset(tokio::time::Instant::now() + delay);
+                                        hedge_due = true;
+                                    }
                                     HedgeOutcome::Sent
                                 }
                                 _ => {
@@ -357,7 +383,12 @@ where
                     },
                 };
                 limiter.observe_hedge(outcome);
+                continue;
             }
+            else => unreachable!("an attempt is out while the call is not answered"),
+        };
+        if let Some(answer) = end(&mut permits, attempts, n, result) {
+            return answer;
         }
     }
 }

@@ -27,6 +27,13 @@
 //! server asked to wait (`Retry-After`), which is then a floor on the
 //! backoff.
 //!
+//! A [`Hedge`] (`RetryConfig::hedge`; `hedge = "auto"` in a file) sends a
+//! second attempt beside one that has not answered after a delay, learned
+//! (the p95 of recent successes) or typed, and takes the first answer. It
+//! spends the same budget, needs a free slot, is sent only for a call that
+//! may be sent twice, and stands down while the policy sees congestion; see
+//! [`Hedge`].
+//!
 //! Every decision after a failed attempt is told to the limiter's
 //! [`Observer`](crate::Observer) as a [`RetryOutcome`] (the metrics
 //! observer counts them in `rheostat_retries_total`).

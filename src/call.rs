@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::algorithms::{check, Algorithm};
 use crate::clock::Clock;
 use crate::error::CallError;
-use crate::limiter::{Admission, Limiter, Readiness};
+use crate::limiter::{Admission, Limiter, Permit, Readiness};
 use crate::retry::{Action, Attempts, Ended, HedgeOutcome, Hedging, Verdict};
 
 impl<L, A, C> Admission<L>
@@ -289,16 +289,19 @@ where
         (n, tokio::time::timeout(timeout, attempt).await.ok())
     };
     let (permit, timeout) = first;
-    // The permits of the attempts out, by attempt; the first is not a hedge.
-    let mut permits = vec![Some((permit, timeout))];
+    // The permits of the attempts out, by attempt: the first, then the
+    // hedges (a vector only once one is sent).
+    let mut permits = Permits {
+        first: Some((permit, timeout)),
+        hedges: Vec::new(),
+    };
     // An attempt ended: record it, tell the machine, and, unless another
     // is still awaited, release the others and report each hedge.
-    type Out<'l, A, C> = Vec<Option<(crate::limiter::Permit<&'l Limiter<A, C>>, Duration)>>;
-    let mut end = |permits: &mut Out<'_, A, C>,
-                   attempts: &mut Attempts,
-                   n: usize,
-                   result: Option<Result<T, E>>| {
-        let Some((permit, timeout)) = permits.get_mut(n).and_then(Option::take) else {
+    let mut end = move |permits: &mut Permits<'_, A, C>,
+                        attempts: &mut Attempts,
+                        n: usize,
+                        result: Option<Result<T, E>>| {
+        let Some((permit, timeout)) = permits.take(n) else {
             unreachable!("each attempt ends once")
         };
         let (ended, result) = match result {
@@ -319,17 +322,18 @@ where
         // Answered (or to be retried): the attempts still out lose, and
         // teach the policy nothing.
         let won = matches!(action, Action::Answer { decided: None }) && n > 0;
-        for (m, out) in permits.iter_mut().enumerate() {
+        if let Some((permit, _)) = permits.first.take() {
+            permit.ignore();
+        }
+        for (m, out) in permits.hedges.iter_mut().enumerate() {
             if let Some((permit, _)) = out.take() {
                 permit.ignore();
             }
-            if m > 0 {
-                limiter.observe_hedge(if won && m == n {
-                    HedgeOutcome::Won
-                } else {
-                    HedgeOutcome::Lost
-                });
-            }
+            limiter.observe_hedge(if won && m + 1 == n {
+                HedgeOutcome::Won
+            } else {
+                HedgeOutcome::Lost
+            });
         }
         Some((action, result))
     };
@@ -342,53 +346,81 @@ where
         }
         unreachable!("an attempt alone is never awaited beside another")
     }
-    let mut first_out = true;
-    let mut hedges = FuturesUnordered::new();
-    let mut timer = pin!(tokio::time::sleep(delay));
-    let mut hedge_due = true;
-    loop {
-        let (n, result) = tokio::select! {
-            biased;
-            out = &mut first, if first_out => {
-                first_out = false;
-                out
-            }
-            Some(out) = hedges.next(), if !hedges.is_empty() => out,
-            () = &mut timer, if hedge_due => {
-                hedge_due = false;
-                let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
-                    Hedging::Not(why) => why,
-                    Hedging::Acquire => match admission.try_acquire() {
-                        Err(_) => attempts.hedge_refused(),
-                        Ok(permit) => {
-                            let timeout = permit.timeout(attempts.next_timeout());
-                            match attempts.hedge_admitted(retry, now, timeout) {
-                                Action::Send { timeout } => {
-                                    hedges.push(send(permits.len(), timeout, make()));
-                                    permits.push(Some((permit, timeout)));
-                                    if let Some(delay) =
-                                        attempts.hedge_delay(retry, limiter.hedge_delay())
-                                    {
-                                        timer.as_mut().reset(tokio::time::Instant::now() + delay);
-                                        hedge_due = true;
+    // Not answered at once: race it against the timer, and the hedges
+    // against both, in a future of its own, on the heap (what it holds is
+    // paid for only by a call that waits).
+    Box::pin(async move {
+        let mut first_out = true;
+        let mut hedges = FuturesUnordered::new();
+        let mut timer = pin!(tokio::time::sleep(delay));
+        let mut hedge_due = true;
+        loop {
+            let (n, result) = tokio::select! {
+                biased;
+                out = &mut first, if first_out => {
+                    first_out = false;
+                    out
+                }
+                Some(out) = hedges.next(), if !hedges.is_empty() => out,
+                () = &mut timer, if hedge_due => {
+                    hedge_due = false;
+                    let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
+                        Hedging::Not(why) => why,
+                        Hedging::Acquire => match admission.try_acquire() {
+                            Err(_) => attempts.hedge_refused(),
+                            Ok(permit) => {
+                                let timeout = permit.timeout(attempts.next_timeout());
+                                match attempts.hedge_admitted(retry, now, timeout) {
+                                    Action::Send { timeout } => {
+                                        permits.hedges.push(Some((permit, timeout)));
+                                        hedges.push(send(permits.hedges.len(), timeout, make()));
+                                        if let Some(delay) =
+                                            attempts.hedge_delay(retry, limiter.hedge_delay())
+                                        {
+                                            timer
+                                                .as_mut()
+                                                .reset(tokio::time::Instant::now() + delay);
+                                            hedge_due = true;
+                                        }
+                                        HedgeOutcome::Sent
                                     }
-                                    HedgeOutcome::Sent
-                                }
-                                _ => {
-                                    permit.ignore();
-                                    HedgeOutcome::Deadline
+                                    _ => {
+                                        permit.ignore();
+                                        HedgeOutcome::Deadline
+                                    }
                                 }
                             }
-                        }
-                    },
-                };
-                limiter.observe_hedge(outcome);
-                continue;
+                        },
+                    };
+                    limiter.observe_hedge(outcome);
+                    continue;
+                }
+                else => unreachable!("an attempt is out while the call is not answered"),
+            };
+            if let Some(answer) = end(&mut permits, attempts, n, result) {
+                return answer;
             }
-            else => unreachable!("an attempt is out while the call is not answered"),
-        };
-        if let Some(answer) = end(&mut permits, attempts, n, result) {
-            return answer;
+        }
+    })
+    .await
+}
+
+/// The permits of a hedged call's attempts out: the first's, and each
+/// hedge's, by attempt.
+struct Permits<'l, A, C> {
+    first: Option<Out<'l, A, C>>,
+    hedges: Vec<Option<Out<'l, A, C>>>,
+}
+
+/// An attempt out: its permit, and the timeout it was given.
+type Out<'l, A, C> = (Permit<&'l Limiter<A, C>>, Duration);
+
+impl<'l, A, C> Permits<'l, A, C> {
+    /// Attempt `n`'s permit (0 the first, then the hedges), taken.
+    fn take(&mut self, n: usize) -> Option<Out<'l, A, C>> {
+        match n.checked_sub(1) {
+            None => self.first.take(),
+            Some(hedge) => self.hedges.get_mut(hedge).and_then(Option::take),
         }
     }
 }

@@ -49,6 +49,14 @@ where
     /// probe's timeout yourself, take the permit with
     /// [`Admission::try_acquire`] and use [`Permit::run`](crate::Permit::run).
     ///
+    /// With a [hedge](crate::retry::Hedge) in the retry policy, an attempt
+    /// that has not answered after the hedge delay gets a second one beside
+    /// it, if a slot is free, the budget allows and the policy sees no
+    /// congestion; the first answer is the call's, and the attempt that
+    /// loses is released as [`Outcome::Ignore`](crate::Outcome::Ignore). A
+    /// call that may not be sent twice is made with
+    /// [`Admission::send_once`].
+    ///
     /// `classify` returns an [`Outcome`](crate::Outcome) or, to say more to the retry, a
     /// [`Verdict`] (whether an overload is worth retrying, the server's
     /// `Retry-After`). The call's result is the last attempt's: a value the
@@ -57,8 +65,8 @@ where
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future drops the permit of the attempt in flight, which
-    /// records the limiter's drop outcome (by default [`Outcome::Ignore`](crate::Outcome::Ignore));
+    /// Dropping the future drops the permit of every attempt in flight (a
+    /// hedge's too), each of which records the limiter's drop outcome (by default [`Outcome::Ignore`](crate::Outcome::Ignore));
     /// dropped while waiting for a slot, it leaves the queue as
     /// [`Admission::acquire`] does (a slot handed to it in the meantime goes
     /// back to the limiter and to the next waiter); dropped during a

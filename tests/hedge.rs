@@ -185,6 +185,14 @@ async fn no_hedge_is_sent_while_the_policy_sees_congestion() {
             },
             "throttled",
         ),
+        // A breaker half-open: trial calls only.
+        (
+            Gate {
+                probe: true,
+                ..Gate::limited(10)
+            },
+            "probing",
+        ),
     ] {
         let (seen, limiter) = build(Manual(Gate::limited(10)), hedged(ms(50)));
         limiter.update(|policy| policy.0 = gate);

@@ -4,8 +4,10 @@
 //! [`retry::Attempts`](crate::retry::Attempts) with the limiter's permits,
 //! so neither of them imports the other's driver.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::ops::Deref;
+use std::pin::{pin, Pin};
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::algorithms::{check, Algorithm};
@@ -195,33 +197,49 @@ where
                         let Some(permit) = permit.take() else {
                             unreachable!("an attempt is sent once admitted")
                         };
-                        if let Some(delay) = attempts.hedge_delay(retry, limiter.hedge_delay()) {
-                            let (action, result) = hedged(
-                                &admission,
-                                &mut attempts,
-                                delay,
-                                (permit, timeout),
-                                &mut make,
-                                &mut classify,
-                            )
-                            .await;
-                            last = Some(result);
-                            action
-                        } else {
-                            let ended = match tokio::time::timeout(timeout, make()).await {
-                                Err(_elapsed) => {
-                                    permit.overload();
-                                    last = Some(Err(CallError::TimedOut(timeout)));
-                                    Ended::TimedOut
+                        let hedge = attempts.hedge_delay(retry, limiter.hedge_delay());
+                        let mut attempt = pin!(tokio::time::timeout(timeout, make()));
+                        // With a hedge to follow, polled once first: an
+                        // attempt ready at once costs nothing more for it.
+                        let answered = match hedge {
+                            None => Ok(attempt.as_mut().await),
+                            Some(delay) => {
+                                match poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await {
+                                    Poll::Ready(answered) => Ok(answered),
+                                    Poll::Pending => Err(delay),
                                 }
-                                Ok(result) => {
-                                    let verdict: Verdict = classify(&result).into();
-                                    permit.record(verdict.outcome);
-                                    last = Some(result.map_err(CallError::Failed));
-                                    Ended::Ran(verdict)
-                                }
-                            };
-                            attempts.ended(retry, ended, now, shut)
+                            }
+                        };
+                        match answered {
+                            Err(delay) => {
+                                let (action, result) = Box::pin(hedged(
+                                    &admission,
+                                    &mut attempts,
+                                    delay,
+                                    ((permit, timeout), attempt),
+                                    &mut make,
+                                    &mut classify,
+                                ))
+                                .await;
+                                last = Some(result);
+                                action
+                            }
+                            Ok(answered) => {
+                                let ended = match answered {
+                                    Err(_elapsed) => {
+                                        permit.overload();
+                                        last = Some(Err(CallError::TimedOut(timeout)));
+                                        Ended::TimedOut
+                                    }
+                                    Ok(result) => {
+                                        let verdict: Verdict = classify(&result).into();
+                                        permit.record(verdict.outcome);
+                                        last = Some(result.map_err(CallError::Failed));
+                                        Ended::Ran(verdict)
+                                    }
+                                };
+                                attempts.ended(retry, ended, now, shut)
+                            }
                         }
                     }
                     Action::Await => {
@@ -256,21 +274,20 @@ where
     }
 }
 
-/// Run the attempt admitted (`first`: its permit and timeout) and, each
-/// time the attempts out have run for `delay` without an answer, weigh a
-/// hedge ([`Attempts::hedge`]) and send it beside them if a slot is free;
-/// until one answers for the call. Answers the machine's next action
-/// (never [`Action::Await`]) and the result of the attempt that ended
-/// last. The attempts still out when the call is answered are dropped and
-/// their permits released as [`Outcome::Ignore`](crate::Outcome::Ignore).
-///
-/// An attempt that is ready when first polled costs what it costs without
-/// hedging: the timer and the set of hedges are made only once it is not.
+/// Race the attempt admitted (`first`: its permit, its timeout and the
+/// attempt itself, sent and not answered when first polled) against a
+/// timer and, each time the attempts out have run for `delay` without an
+/// answer, weigh a hedge ([`Attempts::hedge`]) and send it beside them if a
+/// slot is free; until one answers for the call. Answers the machine's
+/// next action (never [`Action::Await`]) and the result of the attempt
+/// that ended last. The attempts still out when the call is answered are
+/// dropped and their permits released as
+/// [`Outcome::Ignore`](crate::Outcome::Ignore).
 async fn hedged<A, C, M, F, T, E, K, V>(
     admission: &Admission<&Limiter<A, C>>,
     attempts: &mut Attempts,
     delay: Duration,
-    first: (crate::limiter::Permit<&Limiter<A, C>>, Duration),
+    first: (Out<'_, A, C>, Pin<&mut tokio::time::Timeout<F>>),
     make: &mut M,
     classify: &mut K,
 ) -> (Action, Result<T, CallError<E>>)
@@ -283,8 +300,6 @@ where
     V: Into<Verdict>,
 {
     use futures_util::stream::{FuturesUnordered, StreamExt};
-    use std::pin::pin;
-    use std::task::Poll;
 
     let limiter: &Limiter<A, C> = admission.limiter();
     let Some(retry) = limiter.retry() else {
@@ -292,23 +307,67 @@ where
     };
     let now = || limiter.clock().now();
     let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
-    // One attempt, timed: which it was, and its result (`None`: timed out).
+    // A hedge, timed: which attempt it is, and its result (`None`: timed
+    // out).
     let send = |n: usize, timeout: Duration, attempt: F| async move {
         (n, tokio::time::timeout(timeout, attempt).await.ok())
     };
-    let (permit, timeout) = first;
+    let (out, mut first) = first;
     // The permits of the attempts out, by attempt: the first, then the
-    // hedges (a vector only once one is sent).
+    // hedges.
     let mut permits = Permits {
-        first: Some((permit, timeout)),
+        first: Some(out),
         hedges: Vec::new(),
     };
-    // An attempt ended: record it, tell the machine, and, unless another
-    // is still awaited, release the others and report each hedge.
-    let mut end = move |permits: &mut Permits<'_, A, C>,
-                        attempts: &mut Attempts,
-                        n: usize,
-                        result: Option<Result<T, E>>| {
+    let mut first_out = true;
+    let mut hedges = FuturesUnordered::new();
+    let mut timer = pin!(tokio::time::sleep(delay));
+    let mut hedge_due = true;
+    loop {
+        let (n, result) = tokio::select! {
+            biased;
+            out = first.as_mut(), if first_out => {
+                first_out = false;
+                (0, out.ok())
+            }
+            Some(out) = hedges.next(), if !hedges.is_empty() => out,
+            () = &mut timer, if hedge_due => {
+                hedge_due = false;
+                let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
+                    Hedging::Not(why) => why,
+                    Hedging::Acquire => match admission.try_acquire() {
+                        Err(_) => attempts.hedge_refused(),
+                        Ok(permit) => {
+                            let timeout = permit.timeout(attempts.next_timeout());
+                            match attempts.hedge_admitted(retry, now, timeout) {
+                                Action::Send { timeout } => {
+                                    permits.hedges.push(Some((permit, timeout)));
+                                    hedges.push(send(permits.hedges.len(), timeout, make()));
+                                    if let Some(delay) =
+                                        attempts.hedge_delay(retry, limiter.hedge_delay())
+                                    {
+                                        timer
+                                            .as_mut()
+                                            .reset(tokio::time::Instant::now() + delay);
+                                        hedge_due = true;
+                                    }
+                                    HedgeOutcome::Sent
+                                }
+                                _ => {
+                                    permit.ignore();
+                                    HedgeOutcome::Deadline
+                                }
+                            }
+                        }
+                    },
+                };
+                limiter.observe_hedge(outcome);
+                continue;
+            }
+            else => unreachable!("an attempt is out while the call is not answered"),
+        };
+        // An attempt ended: record it and tell the machine; unless another
+        // is still awaited, release the others and report each hedge.
         let Some((permit, timeout)) = permits.take(n) else {
             unreachable!("each attempt ends once")
         };
@@ -325,7 +384,7 @@ where
         };
         let action = attempts.ended(retry, ended, now, shut);
         if action == Action::Await {
-            return None;
+            continue;
         }
         // Answered (or to be retried): the attempts still out lose, and
         // teach the policy nothing.
@@ -343,74 +402,8 @@ where
                 HedgeOutcome::Lost
             });
         }
-        Some((action, result))
-    };
-    let mut first = pin!(send(0, timeout, make()));
-    if let Poll::Ready((n, result)) =
-        std::future::poll_fn(|cx| Poll::Ready(first.as_mut().poll(cx))).await
-    {
-        if let Some(answer) = end(&mut permits, attempts, n, result) {
-            return answer;
-        }
-        unreachable!("an attempt alone is never awaited beside another")
+        return (action, result);
     }
-    // Not answered at once: race it against the timer, and the hedges
-    // against both, in a future of its own, on the heap (what it holds is
-    // paid for only by a call that waits).
-    Box::pin(async move {
-        let mut first_out = true;
-        let mut hedges = FuturesUnordered::new();
-        let mut timer = pin!(tokio::time::sleep(delay));
-        let mut hedge_due = true;
-        loop {
-            let (n, result) = tokio::select! {
-                biased;
-                out = &mut first, if first_out => {
-                    first_out = false;
-                    out
-                }
-                Some(out) = hedges.next(), if !hedges.is_empty() => out,
-                () = &mut timer, if hedge_due => {
-                    hedge_due = false;
-                    let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
-                        Hedging::Not(why) => why,
-                        Hedging::Acquire => match admission.try_acquire() {
-                            Err(_) => attempts.hedge_refused(),
-                            Ok(permit) => {
-                                let timeout = permit.timeout(attempts.next_timeout());
-                                match attempts.hedge_admitted(retry, now, timeout) {
-                                    Action::Send { timeout } => {
-                                        permits.hedges.push(Some((permit, timeout)));
-                                        hedges.push(send(permits.hedges.len(), timeout, make()));
-                                        if let Some(delay) =
-                                            attempts.hedge_delay(retry, limiter.hedge_delay())
-                                        {
-                                            timer
-                                                .as_mut()
-                                                .reset(tokio::time::Instant::now() + delay);
-                                            hedge_due = true;
-                                        }
-                                        HedgeOutcome::Sent
-                                    }
-                                    _ => {
-                                        permit.ignore();
-                                        HedgeOutcome::Deadline
-                                    }
-                                }
-                            }
-                        },
-                    };
-                    limiter.observe_hedge(outcome);
-                    continue;
-                }
-                else => unreachable!("an attempt is out while the call is not answered"),
-            };
-            if let Some(answer) = end(&mut permits, attempts, n, result) {
-                return answer;
-            }
-        }
-    })
-    .await
 }
 
 /// The permits of a hedged call's attempts out: the first's, and each

@@ -265,7 +265,7 @@ fn a_learned_delay_needs_a_learned_timeout() {
         .timeout(Duration::from_secs(1))
         .build()
         .unwrap_err();
-    assert_eq!(err.field(), "retry.hedge.delay");
+    assert_eq!(err.field(), "retry.hedge");
     let err = RetryConfig {
         hedge: Some(Hedge {
             quantile: 0.2,

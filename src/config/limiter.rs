@@ -297,14 +297,8 @@ impl LimiterConfig {
         }
         if let Some(retry) = &self.retry {
             retry.validate()?;
-            let learned = matches!(self.timeout, Some(Timeout::Learned(_)));
-            if let Some(hedge) = retry.hedge.filter(|h| h.delay.is_none() && !learned) {
-                return Err(ConfigError::new(
-                    "retry.hedge",
-                    format_args!("learned (quantile {})", hedge.quantile),
-                    "a typed `delay`: a limiter whose `timeout` is not \"auto\" (learned) \
-                     has no latencies to learn it from",
-                ));
+            if let Some(hedge) = &retry.hedge {
+                hedge.check_source(matches!(self.timeout, Some(Timeout::Learned(_))))?;
             }
         }
         if let Some(priorities) = &self.priorities {

@@ -126,7 +126,6 @@ mod file;
 pub mod fleet;
 mod gather;
 mod grpc;
-pub(crate) mod hedge;
 mod keyed;
 mod limiter;
 mod live;

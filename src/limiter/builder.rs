@@ -161,11 +161,8 @@ pub(crate) struct Named<'a> {
         allow(dead_code, reason = "read by the metrics observer")
     )]
     pub(crate) retries: bool,
-    /// Whether it hedges, and its typed hedge delay, if typed.
-    #[cfg_attr(
-        not(feature = "metrics"),
-        allow(dead_code, reason = "read by the metrics observer")
-    )]
+    /// Whether it hedges, and its hedge delay, if typed.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code, reason = "read by metrics"))]
     pub(crate) hedges: Option<Option<Duration>>,
     /// Its classes' names, most critical first (empty without priorities).
     #[cfg_attr(
@@ -446,15 +443,8 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
     pub fn build(mut self) -> Result<Limiter<A, C>, ConfigError> {
         if let Some(config) = &self.retry {
             config.validate()?;
-            if let Some(hedge) = config.hedge.filter(|h| h.delay.is_none()) {
-                if self.options.learned().is_none() {
-                    return Err(ConfigError::new(
-                        "retry.hedge.delay",
-                        format_args!("learned (quantile {})", hedge.quantile),
-                        "a typed delay: a limiter whose timeout is not learned has no \
-                         latencies to learn it from (or learn the timeout: `timeout = \"auto\"`)",
-                    ));
-                }
+            if let Some(hedge) = &config.hedge {
+                hedge.check_source(self.options.learned().is_some())?;
             }
         }
         if let Some(priorities) = &self.priorities {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::{Hedge, MAX_ATTEMPTS};
 use crate::algorithms::{check, ConfigError};
 
 /// How a limiter retries a call that failed.
@@ -92,7 +93,7 @@ pub struct RetryConfig {
         feature = "config",
         serde(
             default,
-            with = "crate::config::hedge",
+            with = "super::hedge::file",
             skip_serializing_if = "Option::is_none"
         )
     )]
@@ -110,95 +111,6 @@ impl Default for RetryConfig {
             wait_on_limit: false,
             hedge: None,
         }
-    }
-}
-
-/// Hedged requests: when an attempt has not answered after a delay, a
-/// second one is sent beside it, and the first answer wins (Dean and
-/// Barroso, "The Tail at Scale").
-///
-/// A hedge cannot become load. It is sent only:
-///
-/// - for a call that may be sent twice (idempotent: never, by default, an
-///   HTTP `POST`), within the call's attempts and its deadline;
-/// - with a free permit: it never waits in the queue, so it never takes a
-///   slot a first attempt is waiting for;
-/// - out of the retry budget, which it spends as a retry does (so
-///   attempts stay within `(1 + ratio) × calls + min_per_second × ttl`,
-///   hedges and retries together);
-/// - while the policy sees no congestion: not once the limit has last moved
-///   down, a breaker is not closed, or a throttle refuses any share.
-///
-/// The attempt that loses is cancelled and recorded as
-/// [`Outcome::Ignore`](crate::Outcome::Ignore): it teaches the policy
-/// nothing, and is not an overload.
-///
-/// The delay is learned by default: the `quantile` (p95) of the successes'
-/// latencies over the learned timeout's window, so that about one call in
-/// twenty is hedged; until enough successes have been seen, nothing is
-/// hedged. A limiter whose timeout is not learned has no such window: give
-/// it a `delay`.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use rheostat::retry::{Hedge, RetryConfig};
-///
-/// // Learned: the p95 of recent successes.
-/// let auto = RetryConfig { hedge: Some(Hedge::default()), ..RetryConfig::default() };
-/// auto.validate()?;
-/// // Typed: 40 ms.
-/// let typed = Hedge { delay: Some(Duration::from_millis(40)), ..Hedge::default() };
-/// assert_eq!(typed.max, 1);
-/// # Ok::<(), rheostat::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Hedge {
-    /// How long an attempt runs before a hedge is sent beside it; `None`
-    /// (the default) to learn it from the latencies.
-    pub delay: Option<Duration>,
-    /// The quantile of recent successes' latencies a learned delay is, in
-    /// `[0.5, 0.999]`; 0.95 by default.
-    pub quantile: f64,
-    /// The most hedges per call, in `[1, 9]`; 1 by default. Each is an
-    /// attempt: a call's hedges and retries together never exceed its
-    /// `attempts`.
-    pub max: u32,
-}
-
-impl Default for Hedge {
-    fn default() -> Self {
-        Hedge {
-            delay: None,
-            quantile: 0.95,
-            max: 1,
-        }
-    }
-}
-
-impl Hedge {
-    /// A hedge sent after a typed `delay`.
-    pub fn after(delay: Duration) -> Self {
-        Hedge {
-            delay: Some(delay),
-            ..Hedge::default()
-        }
-    }
-
-    /// Check every field.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming the first field out of range
-    /// (`retry.hedge.delay`, `retry.hedge.quantile`, `retry.hedge.max`).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(delay) = self.delay {
-            check::duration("retry.hedge.delay", delay)?;
-        }
-        check::closed("retry.hedge.quantile", self.quantile, 0.5, 0.999)?;
-        check::whole("retry.hedge.max", self.max, 1, MAX_ATTEMPTS - 1)?;
-        Ok(())
     }
 }
 
@@ -263,9 +175,6 @@ impl Default for Budget {
         }
     }
 }
-
-/// Most attempts a call may be given.
-pub const MAX_ATTEMPTS: u32 = 10;
 
 impl RetryConfig {
     /// Check every field.

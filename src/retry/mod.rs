@@ -82,12 +82,17 @@
 mod attempts;
 mod budget;
 mod config;
+mod hedge;
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
 pub use attempts::{Action, Attempts, Decided, Hedging};
-pub use config::{Backoff, Budget, Hedge, RetryConfig, MAX_ATTEMPTS};
+pub use config::{Backoff, Budget, RetryConfig};
+pub use hedge::Hedge;
+
+/// Most attempts a call may be given, hedges and retries included.
+pub const MAX_ATTEMPTS: u32 = 10;
 
 use crate::algorithms::{ConfigError, Outcome};
 use crate::error::RejectReason;

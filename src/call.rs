@@ -198,12 +198,16 @@ where
                             unreachable!("an attempt is sent once admitted")
                         };
                         let hedge = attempts.hedge_delay(retry, limiter.hedge_delay());
+                        // The refusals before it: one after it is a sign
+                        // of slots too short to hedge with.
+                        let refusals = hedge.map(|_| limiter.refusals());
                         let mut attempt = pin!(tokio::time::timeout(timeout, make()));
                         // With a hedge to follow, polled once first: an
                         // attempt ready at once costs nothing more for it.
                         let answered = match hedge {
                             None => Ok(attempt.as_mut().await),
                             Some(delay) => {
+                                let delay = (delay, refusals.unwrap_or_default());
                                 match poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await {
                                     Poll::Ready(answered) => Ok(answered),
                                     Poll::Pending => Err(delay),
@@ -277,16 +281,17 @@ where
 /// Race the attempt admitted (`first`: its permit, its timeout and the
 /// attempt itself, sent and not answered when first polled) against a
 /// timer and, each time the attempts out have run for `delay` without an
-/// answer, weigh a hedge ([`Attempts::hedge`]) and send it beside them if a
-/// slot is free; until one answers for the call. Answers the machine's
-/// next action (never [`Action::Await`]) and the result of the attempt
+/// answer (and no call was refused since the last was sent: `refusals`,
+/// the count then), weigh a hedge ([`Attempts::hedge`]) and send it beside
+/// them if a slot is free; until one answers for the call. Answers the
+/// machine's next action (never [`Action::Await`]) and the result of the attempt
 /// that ended last. The attempts still out when the call is answered are
 /// dropped and their permits released as
 /// [`Outcome::Ignore`](crate::Outcome::Ignore).
 async fn hedged<A, C, M, F, T, E, K, V>(
     admission: &Admission<&Limiter<A, C>>,
     attempts: &mut Attempts,
-    delay: Duration,
+    (delay, mut refusals): (Duration, u64),
     first: (Out<'_, A, C>, Pin<&mut tokio::time::Timeout<F>>),
     make: &mut M,
     classify: &mut K,
@@ -333,7 +338,8 @@ where
             Some(out) = hedges.next(), if !hedges.is_empty() => out,
             () = &mut timer, if hedge_due => {
                 hedge_due = false;
-                let outcome = match attempts.hedge(retry, now(), limiter.congested()) {
+                let congested = limiter.congested(refusals);
+                let outcome = match attempts.hedge(retry, now(), congested) {
                     Hedging::Not(why) => why,
                     Hedging::Acquire => match admission.try_acquire() {
                         Err(_) => attempts.hedge_refused(),
@@ -341,6 +347,7 @@ where
                             let timeout = permit.timeout(attempts.next_timeout());
                             match attempts.hedge_admitted(retry, now, timeout) {
                                 Action::Send { timeout } => {
+                                    refusals = limiter.refusals();
                                     permits.hedges.push(Some((permit, timeout)));
                                     hedges.push(send(permits.hedges.len(), timeout, make()));
                                     if let Some(delay) =

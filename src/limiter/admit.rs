@@ -213,6 +213,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline]
     pub(crate) fn count_rejection(&self, rejection: &Rejection) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+        self.refusals.fetch_add(1, Ordering::Relaxed);
         if let Some(observer) = &self.observer {
             observer.rejected(rejection);
         }

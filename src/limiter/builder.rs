@@ -508,6 +508,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             slots: CachePadded::new(Slots::new(self.options.sharding)),
             deferred: Deferred::new(self.options.sharding == Sharding::Always),
             rejected: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
             rng: AtomicU64::new(self.seed),
             waiters: WaitQueue::new(self.options.order, self.priorities.is_some()),
             changed: tokio::sync::Notify::new(),

@@ -169,6 +169,8 @@ pub struct Limiter<A = Box<dyn Algorithm>, C = DefaultClock> {
     deferred: Deferred,
     /// Local rejections not yet told to the policy.
     rejected: AtomicU64,
+    /// Every refusal so far (hedges stand down after one).
+    refusals: AtomicU64,
     rng: AtomicU64,
     policy: CachePadded<Mutex<Held<A>>>,
     clock: C,
@@ -515,17 +517,28 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.admission().call(classify, make).await
     }
 
-    /// Tell the observer, if any, what was `decided` after a failed
-    /// attempt (nothing of a first attempt refused, which is a call
-    /// refused, not a retry).
+    /// Calls refused so far, for [`Limiter::congested`]: counted at each
+    /// refusal, never reset.
+    #[doc(hidden)]
+    pub fn refusals(&self) -> u64 {
+        self.refusals.load(crate::sync::Ordering::Relaxed)
+    }
+
     /// Whether the policy sees congestion, so that no hedge is sent: its
     /// limit last moved down, its gate is shut or probing (a breaker not
-    /// closed), or it admits only a share of calls (a throttle refusing).
-    /// Read from the board, without the policy's lock.
+    /// closed), it admits only a share of calls (a throttle refusing), or
+    /// it has refused a call since [`Limiter::refusals`] read `since` (as
+    /// the attempt to be hedged was sent): slots are short, and a hedge
+    /// would take one a first attempt needs. Read without the policy's
+    /// lock.
     #[doc(hidden)]
-    pub fn congested(&self) -> bool {
+    pub fn congested(&self, since: u64) -> bool {
         let gate = self.board.gate();
-        gate.limit() == 0 || gate.probe() || gate.admit_probability() < 1.0 || self.board.falling()
+        gate.limit() == 0
+            || gate.probe()
+            || gate.admit_probability() < 1.0
+            || self.board.falling()
+            || self.refusals() != since
     }
 
     /// Tell the observer what became of a hedge.
@@ -535,6 +548,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
+    /// Tell the observer, if any, what was `decided` after a failed
+    /// attempt (nothing of a first attempt refused, which is a call
+    /// refused, not a retry).
     pub(crate) fn observe_retry(&self, decided: Decided) {
         let Some(observer) = self.observer() else {
             return;

@@ -287,7 +287,12 @@ impl Attempts {
             Ended::Ran(verdict) if verdict.outcome == Outcome::Success => {
                 Action::Answer { decided: None }
             }
-            // Another attempt is still out: it may yet answer.
+            // Another attempt is still out: it may yet answer, unless this
+            // failure is one no attempt would mend (a 4xx, a verdict
+            // against retrying): that is the call's answer.
+            Ended::Ran(verdict) if self.out > 0 && !verdict.may_retry() => {
+                self.failed(retry, ended, now, shut)
+            }
             _ if self.out > 0 => Action::Await,
             _ => self.failed(retry, ended, now, shut),
         }
@@ -375,7 +380,7 @@ impl Attempts {
         {
             return Hedging::Not(HedgeOutcome::Deadline);
         }
-        match retry.withdraw(now) {
+        match retry.withdraw_hedge(now) {
             Withdrawal::Granted => {
                 self.hedges += 1;
                 self.call.attempts += 1;

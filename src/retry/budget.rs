@@ -58,6 +58,12 @@ pub(crate) struct Account {
 const COUNT: u64 = 0xFFFF_FFFF;
 
 impl Account {
+    /// Whether the last withdrawal was refused: retries are using all the
+    /// budget has.
+    pub(crate) fn is_dry(&self) -> bool {
+        self.dry.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn new(budget: &Budget, origin: Instant) -> Self {
         let ttl = u64::try_from(budget.ttl.as_nanos()).unwrap_or(u64::MAX);
         let width = (ttl / BUCKETS as u64).max(1);

@@ -454,8 +454,13 @@ impl Retry {
         }
     }
 
-    /// Withdraw one attempt from the budget at `now` (a hedge's).
-    pub(crate) fn withdraw(&self, now: Instant) -> Withdrawal {
+    /// Withdraw one attempt from the budget at `now` for a hedge: refused
+    /// while the budget is dry (its last withdrawal refused), so that a
+    /// hedge never takes what retries, a failed call's only chance, need.
+    pub(crate) fn withdraw_hedge(&self, now: Instant) -> Withdrawal {
+        if self.account.is_dry() {
+            return Withdrawal::Refused { first: false };
+        }
         self.account.withdraw(now)
     }
 

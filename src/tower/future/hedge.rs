@@ -13,8 +13,8 @@ use std::time::Duration;
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use super::attempt::{answered, Ending};
 use super::call::finite;
-use super::retry::{answered, Ending};
 use crate::algorithms::Algorithm;
 use crate::clock::Clock;
 use crate::error::CallError;

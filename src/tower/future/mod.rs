@@ -3,7 +3,9 @@
 //! [`RetryResponseFuture`] (a call's attempts, as
 //! [`Attempts`](crate::retry::Attempts) decides), one file each, with the
 //! one call a `ResponseFuture` makes in `call.rs` and the hedges a
-//! `RetryResponseFuture` races beside an attempt in `hedge.rs`; and, with the `http`
+//! `RetryResponseFuture` races beside an attempt in `hedge.rs` (and how
+//! either's attempt is recorded when it answers, in `attempt.rs`); and,
+//! with the `http`
 //! feature, `ResponseBody` (a response's body holding its call's permit
 //! until the call's status comes, for gRPC).
 //!
@@ -12,6 +14,7 @@
 //! named, where a type must be written out, as
 //! `<Rheostat<..> as Service<Req>>::Future`.
 
+mod attempt;
 #[cfg(feature = "http")]
 mod body;
 mod call;

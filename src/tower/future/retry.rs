@@ -12,6 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use super::attempt::answered;
 use super::call::{finite, single_timeout};
 use super::hedge::{Hedges, Race};
 use crate::algorithms::Algorithm;
@@ -19,7 +20,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::{Admission, Limiter, OwnedPermit, Readiness};
 use crate::priority::Class;
-use crate::retry::{Action, Attempts, Ended, Verdict};
+use crate::retry::{Action, Attempts, Ended};
 use crate::tower::acquire::{Acquire, StartAcquire};
 use crate::tower::classify::Classify;
 
@@ -435,39 +436,4 @@ where
             .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }
-}
-
-/// How an attempt ended, and its result as the call would answer it.
-pub(super) type Ending<R, E> = (Ended, Result<R, CallError<E>>);
-
-/// An attempt under `permit` answered `result`: classified (its verdict,
-/// for a call with retries), its permit recorded, with its latency by the
-/// limiter's clock.
-pub(super) fn answered<R, E, K, A, C>(
-    result: Result<R, E>,
-    permit: Option<OwnedPermit<A, C>>,
-    classifier: &K,
-    limiter: &Limiter<A, C>,
-    retrying: bool,
-) -> Ending<R, E>
-where
-    K: Classify<R, E, End = ()>,
-    A: Algorithm,
-    C: Clock,
-{
-    let latency = permit
-        .as_ref()
-        .and_then(|permit| permit.started())
-        .map_or(Duration::ZERO, |start| {
-            limiter.clock().now().saturating_duration_since(start)
-        });
-    let verdict = if retrying {
-        classifier.verdict(&result, latency)
-    } else {
-        Verdict::new(classifier.classify(&result, latency))
-    };
-    if let Some(permit) = permit {
-        permit.record(verdict.outcome);
-    }
-    (Ended::Ran(verdict), result.map_err(CallError::Failed))
 }

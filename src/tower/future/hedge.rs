@@ -41,11 +41,15 @@ pub(crate) struct Race<'a, S, Req, K, A, C> {
     pub(crate) cut_early: bool,
 }
 
-/// The hedges of the attempt out: the timer until the next is weighed, the
-/// one admitted and waiting for the inner service, those sent and not yet
-/// ended. Idle (no timer, nothing out) for a call that does not hedge,
-/// and between races.
-pub(crate) struct Hedges<F, A, C> {
+/// The hedges of the attempt out, raced beside it: nothing (not even an
+/// allocation) until a hedge delay is first armed, so that a call that
+/// does not hedge carries one pointer for them.
+pub(crate) struct Hedges<F, A, C>(Option<Box<Racing<F, A, C>>>);
+
+/// The timer until the next hedge is weighed, the hedge admitted and
+/// waiting for the inner service, those sent and not yet ended. Idle (no
+/// timer, nothing out) between races.
+struct Racing<F, A, C> {
     /// How long the attempts out may run before a hedge is weighed; `None`
     /// once it is, until a hedge sent arms it again.
     delay: Option<Duration>,
@@ -87,25 +91,68 @@ impl<F: Future, A, C> Sent<F, A, C> {
 impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
     /// Hedges whose first is weighed after `delay`; none if `None`.
     pub(crate) fn new(delay: Option<Duration>) -> Self {
-        Hedges {
-            delay,
-            timer: None,
-            admitted: None,
-            out: Vec::new(),
-            sent: 0,
-        }
+        let mut hedges = Hedges(None);
+        hedges.arm(delay);
+        hedges
     }
 
     /// An attempt was sent: weigh a hedge after `delay` (none if `None`).
     pub(crate) fn arm(&mut self, delay: Option<Duration>) {
-        self.delay = delay;
-        self.timer = None;
+        match (&mut self.0, delay) {
+            (Some(racing), delay) => racing.arm(delay),
+            (None, Some(_)) => {
+                self.0 = Some(Box::new(Racing {
+                    delay,
+                    timer: None,
+                    admitted: None,
+                    out: Vec::new(),
+                    sent: 0,
+                }));
+            }
+            (None, None) => {}
+        }
     }
 
     /// Send the hedge admitted once the inner service is ready, weigh a
     /// hedge when the timer fires, and answer how the first hedge sent to
     /// end did (its permit recorded): `Pending` until one does.
     pub(crate) fn poll<S, Req, K>(
+        &mut self,
+        cx: &mut Context<'_>,
+        race: Race<'_, S, Req, K, A, C>,
+    ) -> Poll<Ending<S::Response, S::Error>>
+    where
+        S: Service<Req, Future = F>,
+        F: Future<Output = Result<S::Response, S::Error>>,
+        Req: Clone,
+        K: Classify<S::Response, S::Error, End = ()>,
+    {
+        match &mut self.0 {
+            Some(racing) => racing.poll(cx, race),
+            None => Poll::Pending,
+        }
+    }
+
+    /// The race is over, `won` by a hedge if one gave the call its answer
+    /// (a success): the hedges still out are cancelled, their permits
+    /// released as [`Outcome::Ignore`](crate::Outcome::Ignore), each hedge
+    /// sent is reported won or lost, and the timer disarmed. Nothing to do
+    /// if none was weighed.
+    pub(crate) fn end(&mut self, won: bool, limiter: &Limiter<A, C>) {
+        if let Some(racing) = &mut self.0 {
+            racing.end(won, limiter);
+        }
+    }
+}
+
+impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
+    fn arm(&mut self, delay: Option<Duration>) {
+        self.delay = delay;
+        self.timer = None;
+    }
+
+    /// As [`Hedges::poll`].
+    fn poll<S, Req, K>(
         &mut self,
         cx: &mut Context<'_>,
         mut race: Race<'_, S, Req, K, A, C>,
@@ -236,12 +283,8 @@ impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
         limiter.observe_hedge(outcome);
     }
 
-    /// The race is over, `won` by a hedge if one gave the call its answer
-    /// (a success): the hedges still out are cancelled, their permits
-    /// released as [`Outcome::Ignore`](crate::Outcome::Ignore), each hedge
-    /// sent is reported won or lost, and the timer disarmed. Nothing to do
-    /// if none was weighed.
-    pub(crate) fn end(&mut self, won: bool, limiter: &Limiter<A, C>) {
+    /// As [`Hedges::end`].
+    fn end(&mut self, won: bool, limiter: &Limiter<A, C>) {
         self.arm(None);
         if let Some(permit) = self.admitted.take() {
             // Admitted, but the inner service was not ready in time.
@@ -263,11 +306,14 @@ impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
 
 impl<F, A, C> fmt::Debug for Hedges<F, A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(racing) = &self.0 else {
+            return f.write_str("Hedges(none)");
+        };
         f.debug_struct("Hedges")
-            .field("delay", &self.delay)
-            .field("admitted", &self.admitted.is_some())
-            .field("out", &self.out.len())
-            .field("sent", &self.sent)
+            .field("delay", &racing.delay)
+            .field("admitted", &racing.admitted.is_some())
+            .field("out", &racing.out.len())
+            .field("sent", &racing.sent)
             .finish()
     }
 }

@@ -184,8 +184,8 @@
 //! body is: use a buffered body (`http_body_util::Full<Bytes>`, `String`,
 //! `()`); a streaming body cannot be sent twice, so collect it into one
 //! first. A limiter without a retry policy sends every request once.
-//! Dropping the response future releases the permit of the attempt in
-//! flight (see [`RheostatLayer::retry`]).
+//! Dropping the response future releases the permit of every attempt in
+//! flight, hedges included (see [`RheostatLayer::retry`]).
 //!
 //! This is the one way to retry through the layer, rather than tower's
 //! own `Retry` middleware with a policy: a policy hears how an attempt
@@ -239,6 +239,69 @@
 //! let request = http::Request::post("http://example.com/").body("{}".to_owned())?;
 //! let response = client.oneshot(request).await?;
 //! assert_eq!((response.status().as_u16(), sent.load(Ordering::SeqCst)), (503, 1));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Hedged requests
+//!
+//! A retry policy with a [`hedge`](crate::retry::RetryConfig::hedge)
+//! makes the retrying layer hedge, as [`Limiter::call`](crate::Limiter::call)
+//! does: an attempt that has not answered after the hedge delay (typed, or
+//! learned by a limiter whose [timeout is learned](crate::timeout): the
+//! p95 of recent successes) races a second one, sent beside it by a clone
+//! of the inner service, and the first answer is the response; the attempt
+//! still out is dropped, its permit released as
+//! [`Outcome::Ignore`](crate::Outcome::Ignore). A hedge is an attempt of
+//! the call's, within the bounds above, and is sent only for a request the
+//! [`RetryRule`] allows sending again (never a `POST` by default), with a
+//! free slot (it never waits in the queue), out of the retry budget, and
+//! while the policy sees no congestion (see [`Hedge`](crate::retry::Hedge)).
+//! While one attempt is still out, another's failure is not retried: the
+//! call waits for the one out, and only the last failure is weighed. Every
+//! hedge sent, won or lost, or why none was sent, is told to the
+//! [`Observer`](crate::Observer) as a
+//! [`HedgeOutcome`](crate::retry::HedgeOutcome).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use rheostat::retry::{Hedge, RetryConfig};
+//! use rheostat::tower::{HttpClassifier, RheostatLayer};
+//! use rheostat::{algorithms::Fixed, Limiter};
+//! use tower::{service_fn, Layer, ServiceExt};
+//!
+//! // A hedge after 50 ms (`Hedge::default()` learns the delay instead,
+//! // under a limiter whose timeout is learned).
+//! let limiter = Limiter::builder(Fixed::new(16)?)
+//!     .retry(RetryConfig {
+//!         hedge: Some(Hedge::after(Duration::from_millis(50))),
+//!         ..RetryConfig::default()
+//!     })
+//!     .build()?;
+//! let sent = Arc::new(AtomicU32::new(0));
+//! let counter = Arc::clone(&sent);
+//! let client = RheostatLayer::new(Arc::new(limiter))
+//!     .classify(HttpClassifier::new())
+//!     .timeout(Duration::from_secs(2))?
+//!     .retry()
+//!     .layer(service_fn(move |_: http::Request<String>| {
+//!         // The first request stalls for a second; the next answers at once.
+//!         let stalls = counter.fetch_add(1, Ordering::SeqCst) == 0;
+//!         async move {
+//!             if stalls {
+//!                 tokio::time::sleep(Duration::from_secs(1)).await;
+//!             }
+//!             http::Response::builder().body(if stalls { "first" } else { "hedge" })
+//!         }
+//!     }));
+//!
+//! let request = http::Request::get("http://example.com/").body(String::new())?;
+//! let response = client.oneshot(request).await?;
+//! assert_eq!((*response.body(), sent.load(Ordering::SeqCst)), ("hedge", 2));
 //! # Ok(())
 //! # }
 //! ```

@@ -49,14 +49,23 @@ impl<K, A: Algorithm, C: Clock, P> RheostatLayer<K, A, C, P> {
     /// its class. See the [module documentation](super#retries) for the
     /// bounds a retry keeps to.
     ///
+    /// A retry policy with a [`hedge`](crate::retry::RetryConfig::hedge)
+    /// hedges the requests the rule allows sending again, as
+    /// [`Limiter::call`] does: an attempt still out after the hedge delay
+    /// races a second one, sent by a clone of the inner service under a
+    /// free slot, and the first answer is the response (see the [module
+    /// documentation](super#hedged-requests)). A request that may not be
+    /// retried is never hedged.
+    ///
     /// # Cancel safety
     ///
-    /// Dropping a response future drops the attempt in flight and releases
-    /// its permit, recorded as the limiter's drop outcome
+    /// Dropping a response future drops every attempt in flight (an
+    /// attempt, and the hedges raced beside it) and releases each one's
+    /// permit, recorded as the limiter's drop outcome
     /// ([`Outcome::Ignore`](crate::Outcome::Ignore) unless configured
     /// otherwise); dropped during a backoff, it holds nothing; dropped
     /// while waiting in the limiter's queue, it leaves the queue. No
-    /// further attempt is sent.
+    /// further attempt or hedge is sent.
     ///
     /// # Examples
     ///
@@ -123,7 +132,11 @@ impl<S, K: Clone, R: Clone, A: Algorithm + 'static, C: Clock, P: Clone> Layer<S>
 /// waited for in `poll_ready`. A retry takes its slot without waiting
 /// unless the retry policy's [`wait_on_limit`](crate::retry::RetryConfig::wait_on_limit)
 /// allows one wait in the queue, and waits for a clone of the inner
-/// service to be ready before it is sent.
+/// service to be ready before it is sent. A hedge never waits for a slot,
+/// and waits for the same clone to be ready while the attempt it races
+/// runs on; not sent if the attempt answers first (reported
+/// [`HedgeOutcome::Refused`](crate::retry::HedgeOutcome::Refused), its
+/// slot given back unrecorded).
 ///
 /// Given a class function
 /// ([`RheostatLayer::classify_request`]), every attempt is admitted as the

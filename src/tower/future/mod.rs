@@ -2,7 +2,10 @@
 //! for a slot first if it must, then one call under its permit) and
 //! [`RetryResponseFuture`] (a call's attempts, as
 //! [`Attempts`](crate::retry::Attempts) decides), one file each, with the
-//! one call a `ResponseFuture` makes in `call.rs`; and, with the `http`
+//! one call a `ResponseFuture` makes in `call.rs` and the hedges a
+//! `RetryResponseFuture` races beside an attempt in `hedge.rs` (and how
+//! either's attempt is recorded when it answers, in `attempt.rs`); and,
+//! with the `http`
 //! feature, `ResponseBody` (a response's body holding its call's permit
 //! until the call's status comes, for gRPC).
 //!
@@ -11,9 +14,11 @@
 //! named, where a type must be written out, as
 //! `<Rheostat<..> as Service<Req>>::Future`.
 
+mod attempt;
 #[cfg(feature = "http")]
 mod body;
 mod call;
+mod hedge;
 mod response;
 mod retry;
 

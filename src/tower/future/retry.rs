@@ -1,5 +1,5 @@
 //! [`RetryResponseFuture`]: a call's attempts, driven by
-//! [`Attempts`].
+//! [`Attempts`]; the hedges raced beside an attempt are in `hedge.rs`.
 
 use std::fmt;
 use std::future::Future;
@@ -12,13 +12,15 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
+use super::attempt::answered;
 use super::call::{finite, single_timeout};
+use super::hedge::{Hedges, Race};
 use crate::algorithms::Algorithm;
 use crate::clock::{Clock, DefaultClock};
 use crate::error::{CallError, Rejection};
 use crate::limiter::{Admission, Limiter, OwnedPermit, Readiness};
 use crate::priority::Class;
-use crate::retry::{Action, Attempts, Ended, Verdict};
+use crate::retry::{Action, Attempts, Ended};
 use crate::tower::acquire::{Acquire, StartAcquire};
 use crate::tower::classify::Classify;
 
@@ -69,14 +71,21 @@ pin_project! {
     /// classifier counts as a failure (a 503) is returned as it is once no
     /// retry follows.
     ///
+    /// With a [hedge](crate::retry::Hedge), an attempt still out after the
+    /// hedge delay races a hedge sent beside it: the first answer is the
+    /// call's, and the attempts still out are dropped, their permits
+    /// released as [`Outcome::Ignore`](crate::Outcome::Ignore).
+    ///
     /// # Cancel safety
     ///
-    /// Dropping it drops the attempt in flight and releases its permit as
-    /// the limiter's drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore)
-    /// unless configured otherwise); dropped during a backoff, nothing is
-    /// held; dropped while waiting in the limiter's queue, it leaves the
-    /// queue (a slot handed to it goes to the next waiter). No retry is
-    /// made after it is dropped.
+    /// Dropping it drops every attempt in flight (an attempt and the
+    /// hedges beside it) and releases each one's permit as the limiter's
+    /// drop outcome ([`Outcome::Ignore`](crate::Outcome::Ignore) unless
+    /// configured otherwise), a hedge's slot taken but not yet sent
+    /// included; dropped during a backoff, nothing is held; dropped while
+    /// waiting in the limiter's queue, it leaves the queue (a slot handed
+    /// to it goes to the next waiter). No retry or hedge is made after it
+    /// is dropped.
     ///
     /// # Panics
     ///
@@ -91,6 +100,7 @@ pin_project! {
         permit: Option<OwnedPermit<A, C>>,
         timeout: Option<Duration>,
         sleep: Option<Pin<Box<Sleep>>>,
+        hedges: Hedges<S::Future, A, C>,
         service: Option<S>,
         request: Option<Req>,
         attempts: Option<Attempts>,
@@ -106,10 +116,11 @@ pin_project! {
 pin_project! {
     #[project = AttemptProj]
     enum Attempt<F, A, C> {
-        /// An attempt in flight.
+        /// An attempt in flight (`None` once it failed while hedges
+        /// beside it are still out).
         Called {
             #[pin]
-            future: F,
+            future: Option<F>,
         },
         /// An attempt refused at admission.
         Refused {
@@ -136,14 +147,29 @@ pin_project! {
 impl<S, Req, K, A, C> RetryResponseFuture<S, Req, K, A, C>
 where
     S: Service<Req>,
+    A: Algorithm,
+    C: Clock,
 {
     pub(crate) fn new(plan: Plan<S, Req, K, A, C>, first: First<S::Future, A, C>) -> Self {
+        // A first attempt sent by `call` may be hedged from its first poll.
+        let hedge_in = match (&first, &plan.attempts, plan.limiter.retry()) {
+            (First::Called { .. }, Some(attempts), Some(retry)) => {
+                attempts.hedge_delay(retry, plan.limiter.hedge_delay())
+            }
+            _ => None,
+        };
         let (state, permit, timeout) = match first {
             First::Called {
                 future,
                 permit,
                 timeout,
-            } => (Attempt::Called { future }, Some(permit), timeout),
+            } => (
+                Attempt::Called {
+                    future: Some(future),
+                },
+                Some(permit),
+                timeout,
+            ),
             First::Refused(rejection) => (Attempt::Refused { rejection }, None, None),
             First::Expired => (Attempt::Expired, None, None),
             First::Waiting(acquire) => (Attempt::Queued { acquire }, None, None),
@@ -153,6 +179,7 @@ where
             permit,
             timeout,
             sleep: None,
+            hedges: Hedges::new(hedge_in),
             service: plan.service,
             request: plan.request,
             attempts: plan.attempts,
@@ -188,47 +215,71 @@ where
             // itself), and hands over their answer with the attempt's
             // result, to return if the answer is to.
             let (action, result) = match this.state.as_mut().project() {
-                AttemptProj::Called { future } => {
-                    let (ended, result) = match future.poll(cx) {
-                        Poll::Ready(result) => {
+                AttemptProj::Called { mut future } => {
+                    // The attempt, while it is out, then the hedges beside
+                    // it: the first to end is told.
+                    let mut ended = None;
+                    if let Some(attempt) = future.as_mut().as_pin_mut() {
+                        if let Poll::Ready(result) = attempt.poll(cx) {
                             *this.sleep = None;
-                            let latency = this
-                                .permit
-                                .as_ref()
-                                .and_then(|permit| permit.started())
-                                .map_or(Duration::ZERO, |start| {
-                                    limiter.clock().now().saturating_duration_since(start)
-                                });
-                            let verdict = if this.attempts.is_some() {
-                                this.classifier.verdict(&result, latency)
-                            } else {
-                                Verdict::new(this.classifier.classify(&result, latency))
-                            };
-                            if let Some(permit) = this.permit.take() {
-                                permit.record(verdict.outcome);
-                            }
-                            (Ended::Ran(verdict), result.map_err(CallError::Failed))
-                        }
-                        Poll::Pending => {
-                            let Some(after) = *this.timeout else {
-                                return Poll::Pending;
-                            };
+                            let retrying = this.attempts.is_some();
+                            let (permit, classifier) = (this.permit.take(), &*this.classifier);
+                            ended = Some(answered(result, permit, classifier, limiter, retrying));
+                        } else if let Some(after) = *this.timeout {
                             let sleep = this
                                 .sleep
                                 .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
-                            ready!(sleep.as_mut().poll(cx));
-                            *this.sleep = None;
-                            if let Some(permit) = this.permit.take() {
-                                permit.overload();
+                            if sleep.as_mut().poll(cx).is_ready() {
+                                *this.sleep = None;
+                                if let Some(permit) = this.permit.take() {
+                                    permit.overload();
+                                }
+                                ended = Some((Ended::TimedOut, Err(CallError::TimedOut(after))));
                             }
-                            (Ended::TimedOut, Err(CallError::TimedOut(after)))
+                        }
+                    }
+                    let hedge = ended.is_none();
+                    let (ended, result) = match ended {
+                        Some(ended) => {
+                            future.set(None);
+                            ended
+                        }
+                        None => {
+                            let (Some(attempts), Some(retry)) = (this.attempts.as_mut(), retry)
+                            else {
+                                return Poll::Pending;
+                            };
+                            ready!(this.hedges.poll(
+                                cx,
+                                Race {
+                                    limiter: this.limiter,
+                                    retry,
+                                    attempts,
+                                    service: this.service,
+                                    request: this.request,
+                                    classifier: this.classifier,
+                                    class: *this.class,
+                                    cut_early: *this.cut_early,
+                                },
+                            ))
                         }
                     };
                     let (Some(attempts), Some(retry)) = (this.attempts.as_mut(), retry) else {
                         this.state.set(Attempt::Done);
                         return Poll::Ready(result);
                     };
-                    (attempts.ended(retry, ended, now, shut), Some(result))
+                    let action = attempts.ended(retry, ended, now, shut);
+                    if action != Action::Await {
+                        // The race, if any, is over: what is still out
+                        // loses, and teaches the policy nothing.
+                        if let Some(permit) = this.permit.take() {
+                            permit.ignore();
+                        }
+                        *this.sleep = None;
+                        let won = hedge && action == (Action::Answer { decided: None });
+                        this.hedges.end(won, limiter);
+                    }
+                    (action, Some(result))
                 }
                 AttemptProj::Refused { rejection } => {
                     let rejection = *rejection;
@@ -318,10 +369,14 @@ where
                         unreachable!("an attempt is sent with the service readied for it")
                     };
                     // The request is cloned while another attempt may
-                    // follow, and moved into the last.
-                    let again = match (this.attempts.as_ref(), retry) {
-                        (Some(attempts), Some(retry)) => attempts.may_follow(retry),
-                        _ => false,
+                    // follow, and moved into the last; a hedge may be sent
+                    // beside it after the hedge delay.
+                    let (again, hedge_in) = match (this.attempts.as_ref(), retry) {
+                        (Some(attempts), Some(retry)) => (
+                            attempts.may_follow(retry),
+                            attempts.hedge_delay(retry, limiter.hedge_delay()),
+                        ),
+                        _ => (false, None),
                     };
                     let request = if again {
                         this.request.clone()
@@ -334,11 +389,13 @@ where
                     *this.timeout = finite(timeout);
                     *this.sleep = None;
                     let future = service.call(request);
-                    this.state.set(Attempt::Called { future });
+                    this.state.set(Attempt::Called {
+                        future: Some(future),
+                    });
+                    this.hedges.arm(hedge_in);
                 }
-                Action::Await => {
-                    unreachable!("an attempt alone is never awaited beside another")
-                }
+                // The hedges out may yet answer: the arm above polls them.
+                Action::Await => {}
                 Action::Sleep { wait, decided } => {
                     limiter.observe_retry(decided);
                     drop(result);
@@ -375,6 +432,7 @@ where
         f.debug_struct("RetryResponseFuture")
             .field("permit", &self.permit)
             .field("timeout", &self.timeout)
+            .field("hedges", &self.hedges)
             .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }

@@ -53,6 +53,9 @@ struct Racing<F, A, C> {
     /// How long the attempts out may run before a hedge is weighed; `None`
     /// once it is, until a hedge sent arms it again.
     delay: Option<Duration>,
+    /// The limiter's refusals when the last attempt was sent: one since
+    /// then stands the hedges down ([`Limiter::congested`]).
+    refusals: u64,
     /// The timer of `delay`, started at the first poll after it is armed.
     timer: Option<Pin<Box<Sleep>>>,
     /// A hedge admitted, waiting for the inner service to be ready.
@@ -89,20 +92,23 @@ impl<F: Future, A, C> Sent<F, A, C> {
 }
 
 impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
-    /// Hedges whose first is weighed after `delay`; none if `None`.
-    pub(crate) fn new(delay: Option<Duration>) -> Self {
+    /// Hedges whose first is weighed after `delay`, with the limiter's
+    /// refusals then; none if `None`.
+    pub(crate) fn new(delay: Option<(Duration, u64)>) -> Self {
         let mut hedges = Hedges(None);
         hedges.arm(delay);
         hedges
     }
 
-    /// An attempt was sent: weigh a hedge after `delay` (none if `None`).
-    pub(crate) fn arm(&mut self, delay: Option<Duration>) {
+    /// An attempt was sent: weigh a hedge after `delay`, with the limiter's
+    /// refusals then (none if `None`).
+    pub(crate) fn arm(&mut self, delay: Option<(Duration, u64)>) {
         match (&mut self.0, delay) {
             (Some(racing), delay) => racing.arm(delay),
-            (None, Some(_)) => {
+            (None, Some((delay, refusals))) => {
                 self.0 = Some(Box::new(Racing {
-                    delay,
+                    delay: Some(delay),
+                    refusals,
                     timer: None,
                     admitted: None,
                     out: Vec::new(),
@@ -146,8 +152,11 @@ impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
 }
 
 impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
-    fn arm(&mut self, delay: Option<Duration>) {
-        self.delay = delay;
+    fn arm(&mut self, delay: Option<(Duration, u64)>) {
+        self.delay = delay.map(|(delay, refusals)| {
+            self.refusals = refusals;
+            delay
+        });
         self.timer = None;
     }
 
@@ -224,7 +233,8 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
     fn weigh<S, Req, K>(&mut self, race: &mut Race<'_, S, Req, K, A, C>) {
         let limiter: &Limiter<A, C> = race.limiter;
         let now = limiter.clock().now();
-        let outcome = match race.attempts.hedge(race.retry, now, limiter.congested()) {
+        let congested = limiter.congested(self.refusals);
+        let outcome = match race.attempts.hedge(race.retry, now, congested) {
             Hedging::Not(why) => why,
             Hedging::Acquire => {
                 let admission = Admission::new(Arc::clone(race.limiter))
@@ -271,7 +281,8 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
                     sleep: None,
                 });
                 self.sent += 1;
-                self.arm(race.attempts.hedge_delay(race.retry, limiter.hedge_delay()));
+                let next = race.attempts.hedge_delay(race.retry, limiter.hedge_delay());
+                self.arm(next.map(|delay| (delay, limiter.refusals())));
                 HedgeOutcome::Sent
             }
             // `Action::Expire`: no time left before the deadline.

@@ -153,9 +153,9 @@ where
     pub(crate) fn new(plan: Plan<S, Req, K, A, C>, first: First<S::Future, A, C>) -> Self {
         // A first attempt sent by `call` may be hedged from its first poll.
         let hedge_in = match (&first, &plan.attempts, plan.limiter.retry()) {
-            (First::Called { .. }, Some(attempts), Some(retry)) => {
-                attempts.hedge_delay(retry, plan.limiter.hedge_delay())
-            }
+            (First::Called { .. }, Some(attempts), Some(retry)) => attempts
+                .hedge_delay(retry, plan.limiter.hedge_delay())
+                .map(|delay| (delay, plan.limiter.refusals())),
             _ => None,
         };
         let (state, permit, timeout) = match first {
@@ -374,7 +374,9 @@ where
                     let (again, hedge_in) = match (this.attempts.as_ref(), retry) {
                         (Some(attempts), Some(retry)) => (
                             attempts.may_follow(retry),
-                            attempts.hedge_delay(retry, limiter.hedge_delay()),
+                            attempts
+                                .hedge_delay(retry, limiter.hedge_delay())
+                                .map(|delay| (delay, limiter.refusals())),
                         ),
                         _ => (false, None),
                     };

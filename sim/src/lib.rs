@@ -76,10 +76,13 @@ use std::time::{Duration, Instant};
 pub use budget::RetryBudget;
 pub use error::ScenarioError;
 pub use overrides::PolicyParams;
-pub use plot::{goodput_lines, svg, sweep_lines, sweep_svg, Line, SWEEP_ROWS};
+pub use plot::{
+    goodput_lines, latency_lines, latency_svg, svg, sweep_lines, sweep_svg, Line, LATENCY_ROWS,
+    SWEEP_ROWS,
+};
 pub use report::{
-    BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, Layout,
-    PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
+    BoundReport, ClassReport, Comparison, HealthyReport, HedgeReport, Latency, LatencyReference,
+    Layout, PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
     MIN_DENOMINATOR, NARROW_WIDTH,
 };
 pub use row::{BuildPolicy, LimiterSetup, Row, SharedProbes};
@@ -87,7 +90,7 @@ pub use scenario::{
     Bulk, Cold, Dependency, Flap, Healthy, Outage, Phase, RatePhase, Scenario, Traffic,
     TrafficClass, Wait,
 };
-pub use values::{Count, Fraction, Rate, Span};
+pub use values::{Count, Fraction, Rate, Span, Stall};
 
 use engine::RunResult;
 use rheostat::algorithms::ConfigError;

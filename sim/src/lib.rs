@@ -213,13 +213,16 @@ pub fn compare(
                 .unwrap_or_default();
             let bound_report = report::bound_report(sc, &bound);
             // A row whose limiter decides its retries makes up to its retry
-            // policy's attempts: where that is not the scenario's, the row
-            // is measured against a bound of its own.
+            // policy's attempts: where that is not the scenario's, or where
+            // it hedges (another attempt may follow a client error), the
+            // row is measured against a bound of its own.
             let own_bound = |row: &Row, r: &RunResult| {
-                let attempts = row.limiter(sc).retry?.attempts;
+                let retry = row.limiter(sc).retry?;
+                let (attempts, hedge) = (retry.attempts, retry.hedge.is_some());
                 let traffic = sc.traffic.as_ref()?;
-                (attempts != traffic.attempts.0).then(|| {
-                    let own = bound::bound_with_attempts(sc, &r.arrivals, &r.items, attempts);
+                (attempts != traffic.attempts.0 || hedge).then(|| {
+                    let own =
+                        bound::bound_with_attempts(sc, &r.arrivals, &r.items, attempts, hedge);
                     let own_report = report::bound_report(sc, &own);
                     (own, own_report)
                 })

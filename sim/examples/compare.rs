@@ -14,8 +14,10 @@
 //! (100 characters wide, the columns the docs discuss; `--wide` for every
 //! column); writes every metric to `target/rheostat/compare.json`, the
 //! sweep's scores to `sweep.json`, an SVG per scenario and one per kind of
-//! degradation next to them. A file with a `[sweep]` table is run as a
-//! sweep; `--scenario degradation` picks a whole sweep.
+//! degradation next to them, and, for each scenario where a row hedged
+//! its requests, its latency percentiles (`NAME-latency.svg`). A file
+//! with a `[sweep]` table is run as a sweep; `--scenario degradation`
+//! picks a whole sweep.
 //!
 //! `--families N` runs `N` workloads drawn at random instead
 //! (`rheostat_sim::families`: the ranges are documented there), each
@@ -35,7 +37,8 @@ use std::process::ExitCode;
 use rheostat_sim::families::{Families, Tally};
 use rheostat_sim::sweep::{Cell, Kind, SweepReport};
 use rheostat_sim::{
-    compare, rows, svg, sweep_svg, Comparison, Layout, Row, Scenario, Stats, SWEEP_ROWS,
+    compare, latency_svg, rows, svg, sweep_svg, Comparison, Layout, Row, Scenario, Stats,
+    LATENCY_ROWS, SWEEP_ROWS,
 };
 
 /// Rows of your own, compared beside the shipped ones ([`rows::all`]).
@@ -265,6 +268,24 @@ fn main() -> ExitCode {
             args.out.join(format!("{}.svg", scenario.name)),
             svg(scenario, &chosen),
         ));
+        // Latency percentiles where a row hedged: with and without.
+        let hedged = scenario.policies.iter().any(|p| {
+            p.retry
+                .as_ref()
+                .and_then(|r| r.hedges)
+                .is_some_and(|h| h.sent > 0)
+        });
+        if hedged {
+            let rows: &[&str] = if chosen.is_empty() {
+                &LATENCY_ROWS
+            } else {
+                &chosen
+            };
+            writes.push((
+                args.out.join(format!("{}-latency.svg", scenario.name)),
+                latency_svg(scenario, rows),
+            ));
+        }
     }
     for (path, doc) in writes {
         match doc {

@@ -19,7 +19,13 @@
 //!   within the request's deadline. A queue item has no deadline. A row
 //!   whose callers retry as its limiter decides makes up to its retry
 //!   policy's attempts: where that is not the scenario's `attempts`, the
-//!   row gets a bound of its own, the same in every other respect.
+//!   row gets a bound of its own, the same in every other respect. A row
+//!   that hedges gets one too, in which a client error is a failure
+//!   another attempt may follow: a hedge out when an attempt is answered
+//!   with a client error may still answer the request (the model draws
+//!   each attempt's outcome on its own). Stalls (`dependency.stall`) are
+//!   left out: a stall counted as an ordinary service time serves sooner,
+//!   and holds its worker less, than it does, so the bound stays one.
 //! - **The dependency serves at most its workers' worth.** A worker is
 //!   held for the whole service time (the model keeps serving after the
 //!   caller has given up), so `workers / mean service time` calls a
@@ -190,17 +196,19 @@ fn nanos(d: Duration) -> u64 {
 /// and queue items (`items`) per step.
 pub(crate) fn bound(scenario: &Scenario, arrivals: &[u32], items: &[u32]) -> Bound {
     let attempts = scenario.traffic.as_ref().map_or(1, |t| t.attempts.0);
-    bound_with_attempts(scenario, arrivals, items, attempts)
+    bound_with_attempts(scenario, arrivals, items, attempts, false)
 }
 
 /// The bound for callers of `scenario` that make up to `attempts` attempts
-/// a request (the row whose limiter decides its retries), everything else
-/// as the scenario says.
+/// a request (the row whose limiter decides its retries), another attempt
+/// following a client error too if they `hedge`, everything else as the
+/// scenario says.
 pub(crate) fn bound_with_attempts(
     scenario: &Scenario,
     arrivals: &[u32],
     items: &[u32],
     attempts: u32,
+    hedge: bool,
 ) -> Bound {
     let steps = arrivals.len().max(items.len());
     let dep = &scenario.dependency;
@@ -268,8 +276,9 @@ pub(crate) fn bound_with_attempts(
         }
         let f = s.service.cdf(patience);
         let ok = (1.0 - s.hang) * (1.0 - s.overload - s.client) * f;
-        let retry =
-            s.hang + (1.0 - s.hang) * (s.overload + (1.0 - s.overload - s.client) * (1.0 - f));
+        let client = if hedge { s.client } else { 0.0 };
+        let retry = s.hang
+            + (1.0 - s.hang) * (s.overload + client + (1.0 - s.overload - s.client) * (1.0 - f));
         (ok.max(0.0), retry.clamp(0.0, 1.0))
     };
     let chances: Vec<(f64, f64)> = states

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::values::{Fraction, Latency};
+use super::values::{Fraction, Latency, Stall};
 use rheostat::config::ConfigFileError;
 
 const WEEK: Duration = Duration::from_secs(7 * 86_400);
@@ -136,6 +136,21 @@ impl<'a> Checks<'a> {
             self.fail(field, "found 0s, expected a duration above 0");
         } else if d > WEEK {
             self.fail(field, format!("found {d:?}, expected at most 7 days"));
+        }
+    }
+
+    /// A stall's span: durations above zero, `to` no shorter than `from`.
+    pub(crate) fn stall(&mut self, field: &str, stall: &Stall) {
+        self.positive(&format!("{field}.from"), stall.from);
+        self.positive(&format!("{field}.to"), stall.to);
+        if stall.to < stall.from {
+            self.fail(
+                &format!("{field}.to"),
+                format!(
+                    "found {:?}, expected at least `from` ({:?})",
+                    stall.to, stall.from
+                ),
+            );
         }
     }
 

@@ -76,10 +76,13 @@ use std::time::{Duration, Instant};
 pub use budget::RetryBudget;
 pub use error::ScenarioError;
 pub use overrides::PolicyParams;
-pub use plot::{goodput_lines, svg, sweep_lines, sweep_svg, Line, SWEEP_ROWS};
+pub use plot::{
+    goodput_lines, latency_lines, latency_svg, svg, sweep_lines, sweep_svg, Line, LATENCY_ROWS,
+    SWEEP_ROWS,
+};
 pub use report::{
-    BoundReport, ClassReport, Comparison, HealthyReport, Latency, LatencyReference, Layout,
-    PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
+    BoundReport, ClassReport, Comparison, HealthyReport, HedgeReport, Latency, LatencyReference,
+    Layout, PolicyReport, Recovery, RetryReport, ScenarioReport, SeriesReport, TransitionReport,
     MIN_DENOMINATOR, NARROW_WIDTH,
 };
 pub use row::{BuildPolicy, LimiterSetup, Row, SharedProbes};
@@ -87,7 +90,7 @@ pub use scenario::{
     Bulk, Cold, Dependency, Flap, Healthy, Outage, Phase, RatePhase, Scenario, Traffic,
     TrafficClass, Wait,
 };
-pub use values::{Count, Fraction, Rate, Span};
+pub use values::{Count, Fraction, Rate, Span, Stall};
 
 use engine::RunResult;
 use rheostat::algorithms::ConfigError;
@@ -210,13 +213,16 @@ pub fn compare(
                 .unwrap_or_default();
             let bound_report = report::bound_report(sc, &bound);
             // A row whose limiter decides its retries makes up to its retry
-            // policy's attempts: where that is not the scenario's, the row
-            // is measured against a bound of its own.
+            // policy's attempts: where that is not the scenario's, or where
+            // it hedges (another attempt may follow a client error), the
+            // row is measured against a bound of its own.
             let own_bound = |row: &Row, r: &RunResult| {
-                let attempts = row.limiter(sc).retry?.attempts;
+                let retry = row.limiter(sc).retry?;
+                let (attempts, hedge) = (retry.attempts, retry.hedge.is_some());
                 let traffic = sc.traffic.as_ref()?;
-                (attempts != traffic.attempts.0).then(|| {
-                    let own = bound::bound_with_attempts(sc, &r.arrivals, &r.items, attempts);
+                (attempts != traffic.attempts.0 || hedge).then(|| {
+                    let own =
+                        bound::bound_with_attempts(sc, &r.arrivals, &r.items, attempts, hedge);
                     let own_report = report::bound_report(sc, &own);
                     (own, own_report)
                 })

@@ -21,7 +21,7 @@ use super::sweep::Sweep;
 use rheostat::config::PolicyConfig;
 
 /// The scenarios shipped in `scenarios/`, in the order they are compared.
-const BUILTIN: [(&str, &str); 14] = [
+const BUILTIN: [(&str, &str); 15] = [
     ("brownout.toml", include_str!("../scenarios/brownout.toml")),
     ("pileup.toml", include_str!("../scenarios/pileup.toml")),
     (
@@ -60,6 +60,10 @@ const BUILTIN: [(&str, &str); 14] = [
         include_str!("../scenarios/mixed-criticality.toml"),
     ),
     ("server.toml", include_str!("../scenarios/server.toml")),
+    (
+        "heavy-tail.toml",
+        include_str!("../scenarios/heavy-tail.toml"),
+    ),
 ];
 
 /// The sweeps shipped in `sweeps/`.
@@ -171,6 +175,9 @@ impl Scenario {
         let dep = &self.dependency;
         c.latency("dependency.service", &dep.service);
         c.shares("dependency", dep.overload_errors, dep.client_errors);
+        if let Some(stall) = &dep.stall {
+            c.stall("dependency.stall", stall);
+        }
         let mut last = Duration::ZERO;
         for (i, phase) in dep.phase.iter().enumerate() {
             let at = format!("dependency.phase[{i}].at");
@@ -179,6 +186,9 @@ impl Scenario {
             last = phase.at;
             if let Some(service) = &phase.service {
                 c.latency(&format!("dependency.phase[{i}].service"), service);
+            }
+            if let Some(stall) = &phase.stall {
+                c.stall(&format!("dependency.phase[{i}].stall"), stall);
             }
             if phase.cold && dep.cold.is_none() {
                 c.fail(

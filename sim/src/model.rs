@@ -1,5 +1,6 @@
 //! The modelled dependency: workers, a queue, a service-time distribution,
-//! injected errors, outages, flapping and a cache that must warm.
+//! requests that stall, injected errors, outages, flapping and a cache that
+//! must warm.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use rand_distr::{Distribution, LogNormal};
 use rand_pcg::Pcg64Mcg;
 
 use super::scenario::{Cold, Dependency, Flap, Outage, Phase};
-use super::values::Latency;
+use super::values::{Latency, Stall};
 use rheostat::algorithms::Outcome;
 
 /// What happens to a request that reaches the dependency.
@@ -35,6 +36,8 @@ pub(crate) struct Model {
     overload_errors: f64,
     client_errors: f64,
     hang: f64,
+    /// Served requests that stall, if any do.
+    stall: Option<Stall>,
     outage: Outage,
     cold: Option<Cold>,
     /// In `[0, 1]`: 1 is fully warm.
@@ -108,6 +111,7 @@ impl Model {
             overload_errors: spec.overload_errors.0,
             client_errors: spec.client_errors.0,
             hang: spec.hang.0,
+            stall: spec.stall.filter(|s| s.share.0 > 0.0),
             outage: Outage::None,
             cold: spec.cold,
             warmth: 1.0,
@@ -134,6 +138,9 @@ impl Model {
         }
         if let Some(h) = phase.hang {
             self.hang = h.0;
+        }
+        if let Some(stall) = phase.stall {
+            self.stall = Some(stall).filter(|s| s.share.0 > 0.0);
         }
         if let Some(outage) = phase.outage {
             self.outage = outage;
@@ -286,6 +293,14 @@ impl Model {
 
     fn serve(&mut self, now: f64) -> Accept {
         let mut secs = self.service.sample(&mut self.rng);
+        // Drawn only where requests stall, so that a scenario without
+        // stalls draws as it always has.
+        if let Some(stall) = self.stall {
+            if self.rng.random::<f64>() < stall.share.0 {
+                let (lo, hi) = (stall.from.as_secs_f64(), stall.to.as_secs_f64());
+                secs = lo + (hi - lo) * self.rng.random::<f64>();
+            }
+        }
         if let Some(cold) = self.cold {
             self.cool(now, &cold);
             if self.warmth < 1.0 {

@@ -2,8 +2,10 @@
 //! against the bound (with each breaker transition marked), the admitted
 //! fraction, the caller's requests in flight to the dependency, the
 //! caller's busy workers, and the share of the healthy endpoint served.
-//! And one SVG per kind of a sweep: severity across, goodput against the
-//! bound and the share of attempts sent up.
+//! One per scenario of its latency percentiles, a line per row, to set a
+//! row that hedges beside its twin that does not. And one SVG per kind of
+//! a sweep: severity across, goodput against the bound and the share of
+//! attempts sent up.
 //!
 //! Every line is drawn on its own time step (the bound's series and each
 //! policy's are sampled apart), and the legend sits beside the panels, not
@@ -12,7 +14,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::report::{PolicyReport, ScenarioReport};
+use super::report::{Latency, PolicyReport, ScenarioReport};
 use super::sweep::{Kind, SweepReport};
 
 type Pick = fn(&PolicyReport) -> &Vec<f64>;
@@ -194,6 +196,153 @@ pub fn svg(report: &ScenarioReport, rows: &[&str]) -> Result<String, String> {
                         chart.plotting_area().draw(&mark).map_err(err)?;
                     }
                 }
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// The rows a scenario's latency picture shows by default: the
+/// recommended configuration with rheostat's retry, without hedges and
+/// with them.
+pub const LATENCY_ROWS: [&str; 2] = ["rec.+retry", "rec.+hedge"];
+
+/// The latency picture's colours, dark enough for the labels drawn in
+/// them; past these, the palette the other pictures use.
+const LATENCY_COLORS: [RGBColor; 4] = [
+    RGBColor(31, 90, 180),
+    RGBColor(200, 40, 30),
+    RGBColor(30, 130, 40),
+    RGBColor(120, 70, 170),
+];
+
+fn latency_color(i: usize) -> RGBAColor {
+    LATENCY_COLORS
+        .get(i)
+        .map_or_else(|| color(i), |c| c.to_rgba())
+}
+
+/// A percentile of a row's latency.
+type Percentile = fn(&Latency) -> f64;
+
+/// The percentiles a latency picture shows, with their labels.
+const PERCENTILES: [(&str, Percentile); 4] = [
+    ("p50", |l| l.p50),
+    ("p90", |l| l.p90),
+    ("p99", |l| l.p99),
+    ("p99.9", |l| l.p999),
+];
+
+/// The lines of `report`'s latency picture: for each row in `rows` (every
+/// row if empty) that answered any request, its p50, p90, p99 and p99.9
+/// in milliseconds, across at 0 to 3.
+pub fn latency_lines(report: &ScenarioReport, rows: &[&str]) -> Vec<Line> {
+    picked(report, rows)
+        .filter_map(|p| {
+            let latency = p.latency_ms?;
+            let points = (0..)
+                .zip(PERCENTILES)
+                .map(|(x, (_, at))| (f64::from(x), at(&latency)))
+                .collect();
+            Some((p.policy.clone(), points))
+        })
+        .collect()
+}
+
+/// Render `report`'s latency percentiles as an SVG document: the p50, p90,
+/// p99 and p99.9 of the requests answered (from arrival, what the caller
+/// sees) on a logarithmic scale, a line per row in `rows` (every row if
+/// empty), each point labelled in milliseconds.
+///
+/// # Errors
+///
+/// A description of what plotters could not draw.
+pub fn latency_svg(report: &ScenarioReport, rows: &[&str]) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1000, 620)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let root = root
+            .titled(
+                &format!("{}: latency of the requests answered", report.name),
+                ("sans-serif", 22),
+            )
+            .map_err(err)?;
+        let (chart_area, side) = root.split_horizontally(700);
+        let lines = latency_lines(report, rows);
+        // Each row named with the attempts it made a request, where known.
+        let names: Vec<(String, RGBAColor)> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| {
+                let attempts = report
+                    .policy(name)
+                    .and_then(|p| p.retry.as_ref())
+                    .and_then(|r| r.attempts_per_request);
+                let name = match attempts {
+                    Some(a) => format!("{name}: {a:.3} attempts a request"),
+                    None => name.clone(),
+                };
+                (name, latency_color(i))
+            })
+            .collect();
+        legend(&side, &names)?;
+        let ys = || {
+            lines
+                .iter()
+                .flat_map(|(_, pts)| pts.iter().map(|&(_, y)| y))
+        };
+        let y_max = ys().fold(1.0f64, f64::max) * 1.6;
+        let y_min = ys().fold(f64::INFINITY, f64::min).clamp(0.1, y_max) / 1.6;
+        let mut chart = ChartBuilder::on(&chart_area)
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .caption(
+                "milliseconds, from a request's arrival to its answer (logarithmic)",
+                ("sans-serif", 15),
+            )
+            .build_cartesian_2d(-0.3f64..3.3f64, (y_min..y_max).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_labels(PERCENTILES.len())
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                PERCENTILES
+                    .iter()
+                    .zip(0..)
+                    .find(|&(_, k)| (f64::from(k) - i).abs() < 1e-9 && (x - i).abs() < 1e-6)
+                    .map_or_else(String::new, |((label, _), _)| (*label).to_string())
+            })
+            .y_desc("ms")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(err)?;
+        for (i, (_, pts)) in lines.iter().enumerate() {
+            let c = latency_color(i);
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?;
+            for &(x, y) in pts {
+                chart
+                    .plotting_area()
+                    .draw(&Circle::new((x, y), 4, c.filled()))
+                    .map_err(err)?;
+                // The value beside its point: the first row's above the
+                // line, the others' below it, a line apart.
+                let label = format!("{y:.0} ms");
+                let dy = if i == 0 { -20 } else { 6 + 14 * (i as i32 - 1) };
+                let dx = 8;
+                chart
+                    .plotting_area()
+                    .draw(
+                        &(EmptyElement::at((x, y))
+                            + Text::new(label, (dx, dy), ("sans-serif", 12).into_font().color(&c))),
+                    )
+                    .map_err(err)?;
             }
         }
         root.present().map_err(err)?;

@@ -14,7 +14,7 @@ use rheostat::algorithms::{
     Sample, Stack, Throttle, ThrottleConfig, Vegas, VegasConfig, MAX_LIMIT,
 };
 use rheostat::priority::Priorities;
-use rheostat::retry::RetryConfig;
+use rheostat::retry::{Hedge, RetryConfig};
 use rheostat::timeout::LearnedTimeout;
 
 /// Every shipped row, in table order.
@@ -37,6 +37,8 @@ pub fn all() -> Vec<Row> {
         gradient_priorities(),
         recommended(),
         recommended_typed(),
+        recommended_retry(),
+        recommended_hedge(),
     ]
 }
 
@@ -239,9 +241,7 @@ pub fn gradient_priorities() -> Row {
 /// given the ceiling), below the callers' own timeout, which stays the
 /// ceiling.
 pub fn recommended() -> Row {
-    around(recommended_typed(), "recommended", |_| {
-        LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
-    })
+    around(recommended_typed(), "recommended", |_| learned())
 }
 
 /// The recommended policy with the callers' own timeout, typed (a file's
@@ -252,6 +252,37 @@ pub fn recommended_typed() -> Row {
         rheostat::config::PolicyConfig::Recommended.build()
     })
     .adaptive()
+}
+
+/// [`recommended`] (its learned timeout) with rheostat's retry at its
+/// defaults, told the callers' timeout and deadline, as
+/// [`breaker_gradient_retry`] is: the unhedged twin of
+/// [`recommended_hedge`]. Compared in scenarios with interactive callers.
+pub fn recommended_retry() -> Row {
+    around(recommended_typed(), "rec.+retry", |scenario| {
+        learned().with_retry(retry_config(scenario))
+    })
+    .only_where(|scenario| scenario.traffic.is_some())
+}
+
+/// [`recommended_retry`] with hedged requests at their defaults
+/// (`hedge = "auto"`: a second attempt sent once the first has run for
+/// the p95 of recent successes, [`Hedge::default`]), the first answer
+/// winning. Compared in scenarios with interactive callers.
+pub fn recommended_hedge() -> Row {
+    around(recommended_typed(), "rec.+hedge", |scenario| {
+        learned().with_retry(retry_config(scenario).map(|retry| RetryConfig {
+            hedge: Some(Hedge::default()),
+            ..retry
+        }))
+    })
+    .only_where(|scenario| scenario.traffic.is_some())
+}
+
+/// A limiter whose attempt timeout is learned at its defaults, as the
+/// recommended row's.
+fn learned() -> LimiterSetup {
+    LimiterSetup::default().with_timeout(Some(LearnedTimeout::default().into()))
 }
 
 fn with_priorities(_: &Scenario) -> LimiterSetup {

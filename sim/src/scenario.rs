@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::RetryBudget;
 use super::overrides::PolicyParams;
 use super::sweep::Sweep;
-use super::values::{Count, Fraction, Latency, Rate, Span};
+use super::values::{Count, Fraction, Latency, Rate, Span, Stall};
 use rheostat::limiter::QueueOrder;
 use rheostat::priority::Priority;
 
@@ -91,6 +91,12 @@ pub struct Dependency {
     /// dependency (it is lost on the way), only the caller's.
     #[serde(default)]
     pub hang: Fraction,
+    /// A share of served requests that stall: each holds its worker for a
+    /// time drawn uniformly from a span far beyond the service time (a
+    /// garbage-collection pause, a slow disk, a lock held long), then
+    /// answers as any other. Left out: none stall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<Stall>,
     /// A cache that must warm up after a cold start.
     #[serde(default)]
     pub cold: Option<Cold>,
@@ -145,6 +151,9 @@ pub struct Phase {
     /// New share of requests that hang.
     #[serde(default)]
     pub hang: Option<Fraction>,
+    /// New stalls (`{ share = 0.0, .. }` for none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<Stall>,
     /// Down (`"refuse"`: connections refused at once; `"hang"`: no answer
     /// ever) or back up (`"none"`).
     #[serde(default)]

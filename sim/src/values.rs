@@ -1,5 +1,5 @@
 //! The values a scenario file writes beside durations: a stretch of
-//! simulated time, a latency distribution, a whole number of at least 1, a
+//! simulated time, a latency distribution, a share of stalls, a whole number of at least 1, a
 //! rate and a share, each refused out of range as it is read.
 
 use std::time::Duration;
@@ -29,6 +29,21 @@ pub struct Latency {
     /// The 99th percentile, at least the median.
     #[serde(with = "humantime_serde")]
     pub p99: Duration,
+}
+
+/// Requests that stall: a `share` of those served take a time drawn
+/// uniformly from `[from, to]` instead of the service time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stall {
+    /// The share of served requests that stall.
+    pub share: Fraction,
+    /// The shortest stall.
+    #[serde(with = "humantime_serde")]
+    pub from: Duration,
+    /// The longest stall, at least `from`.
+    #[serde(with = "humantime_serde")]
+    pub to: Duration,
 }
 
 /// A whole number of at least 1.

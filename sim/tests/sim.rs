@@ -708,7 +708,8 @@ fn the_shipped_scenarios_parse() {
             "flapping",
             "bulk",
             "mixed-criticality",
-            "server"
+            "server",
+            "heavy-tail"
         ]
     );
 }

@@ -26,6 +26,28 @@ pub(super) struct Request {
     pub(super) retry: Option<Attempts>,
     /// Why the last attempt was refused, if it was.
     pub(super) refused: Option<RejectReason>,
+    /// The attempts racing for the request's answer, where the limiter's
+    /// retry hedges: from an attempt's sending until one answers for the
+    /// request.
+    pub(super) race: Option<Race>,
+    /// The generation of the request's hedge timer: a timer armed for an
+    /// earlier race, or before the last restart, finds another and does
+    /// nothing.
+    pub(super) hedge_timer: u32,
+}
+
+/// The attempts of one request out at once: the attempt sent, and the
+/// hedges sent beside it (`rheostat::retry::Attempts::hedge`), as
+/// `Limiter::call` races them.
+pub(super) struct Race {
+    /// The jobs still out, each marked whether it is a hedge.
+    pub(super) out: Vec<(u64, bool)>,
+    /// Hedges sent in this race.
+    pub(super) hedges: u32,
+    /// How long after the last of the race's events (its start, a hedge
+    /// sent, an attempt that failed while others are out) a hedge is
+    /// weighed; `None` once none may follow.
+    pub(super) hedge_in: Option<u64>,
 }
 
 impl<'a> World<'a> {
@@ -127,6 +149,8 @@ impl<'a> World<'a> {
             attempts: 0,
             retry,
             refused: None,
+            race: None,
+            hedge_timer: 0,
         });
         self.set_active(self.active + 1);
         self.attempt(req);

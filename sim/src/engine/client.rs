@@ -163,7 +163,8 @@ impl<'a> World<'a> {
                     let clock = &self.clock;
                     match attempts.admitted(retry, || clock.now(), timeout, probe) {
                         Action::Send { timeout } => {
-                            self.send(Owner::Request(req), permit, nanos(timeout));
+                            let job = self.send(Owner::Request(req), permit, nanos(timeout));
+                            self.arm_hedge(req, job);
                         }
                         // `Action::Expire`, the other answer to an admission.
                         _ => {
@@ -200,15 +201,7 @@ impl<'a> World<'a> {
             return;
         }
         match ended {
-            Ended::Answered(Outcome::Success) => {
-                let (arrived, class) = self
-                    .requests
-                    .get_mut(req)
-                    .map_or((self.now, None), |r| (r.arrived, r.class));
-                self.success(Some(self.now - arrived));
-                self.class_success(class, self.now - arrived);
-                self.end_request(req);
-            }
+            Ended::Answered(Outcome::Success) => self.answered(req),
             Ended::Answered(Outcome::Ignore) => {
                 if self.in_window() {
                     self.r.client_errors += 1;
@@ -237,6 +230,236 @@ impl<'a> World<'a> {
                 }
             }
         }
+    }
+
+    /// `req` is answered successfully: its latency is the caller's, from
+    /// its arrival.
+    fn answered(&mut self, req: u64) {
+        let (arrived, class) = self
+            .requests
+            .get_mut(req)
+            .map_or((self.now, None), |r| (r.arrived, r.class));
+        self.success(Some(self.now - arrived));
+        self.class_success(class, self.now - arrived);
+        self.end_request(req);
+    }
+
+    /// The attempt of `req` sent as job `job` ended: in the request's
+    /// race, if it has one (the limiter's retry hedges), else as any
+    /// attempt.
+    pub(super) fn request_job_ended(&mut self, req: u64, job: u64, ended: Ended) {
+        let raced = self
+            .requests
+            .get_mut(req)
+            .and_then(|r| r.race.as_mut())
+            .and_then(|race| {
+                let i = race.out.iter().position(|&(j, _)| j == job)?;
+                Some(race.out.swap_remove(i).1)
+            });
+        match raced {
+            Some(hedge) => self.race_attempt_ended(req, hedge, ended),
+            None => self.request_attempt_ended(req, ended),
+        }
+    }
+
+    /// The attempt just sent for `req` (job `job`) may have hedges sent
+    /// beside it: if the limiter's retry says how long to let it run
+    /// first ([`Attempts::hedge_delay`]), a race begins and its timer is
+    /// armed, as `Limiter::call` does after [`Action::Send`].
+    fn arm_hedge(&mut self, req: u64, job: u64) {
+        let limiters: &'a [Lim] = self.limiters;
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
+        let limiter = &limiters[request.instance as usize];
+        let (Some(retry), Some(attempts)) = (limiter.retry(), request.retry.as_ref()) else {
+            return;
+        };
+        if retry.config().hedge.is_none() {
+            return;
+        }
+        let Some(delay) = attempts.hedge_delay(retry, limiter.timeouts().hedge) else {
+            return;
+        };
+        let delay = nanos(delay);
+        request.race = Some(Race {
+            out: vec![(job, false)],
+            hedges: 0,
+            hedge_in: Some(delay),
+        });
+        request.hedge_timer = request.hedge_timer.wrapping_add(1);
+        let timer = request.hedge_timer;
+        self.at(self.now + delay, Event::Hedge(req, timer));
+    }
+
+    /// The attempts of `req`'s race have run for the hedge delay without
+    /// an answer (`timer`, the timer's generation, still the request's):
+    /// weigh a hedge ([`Attempts::hedge`]) and, if the limiter has a free
+    /// slot for it, send it beside them, never waiting in the queue.
+    pub(super) fn hedge_due(&mut self, req: u64, timer: u32) {
+        let in_window = self.in_window();
+        let limiters: &'a [Lim] = self.limiters;
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
+        if request.hedge_timer != timer {
+            return;
+        }
+        let Some(race) = request.race.as_mut() else {
+            return;
+        };
+        if race.hedge_in.take().is_none() {
+            return;
+        }
+        let limiter = &limiters[request.instance as usize];
+        let (Some(retry), Some(attempts)) = (limiter.retry(), request.retry.as_mut()) else {
+            return;
+        };
+        let clock = &self.clock;
+        let outcome = match attempts.hedge(retry, clock.now(), limiter.congested()) {
+            Hedging::Not(why) => why,
+            Hedging::Acquire => {
+                // An attempt made, as the machine counts it, admitted or
+                // refused; taken with the request's class, as its others.
+                request.attempts += 1;
+                let (attempts_made, class) = (request.attempts, request.class);
+                let as_class = class.and_then(|c| self.admit_as.get(usize::from(c)).copied());
+                let acquired = limiter.admission().class(as_class).try_acquire();
+                if let Some(stats) = self.r.retry.as_mut() {
+                    stats.most_attempts = stats.most_attempts.max(attempts_made);
+                }
+                let s = self.second();
+                if let Some(slot) = self.r.per_second.tried.get_mut(s) {
+                    *slot += 1;
+                }
+                if in_window {
+                    self.r.tried += 1;
+                }
+                match acquired {
+                    Err(_) => {
+                        if in_window {
+                            self.r.rejected += 1;
+                            if let Some(c) = class {
+                                self.r.classes[usize::from(c)].rejected += 1;
+                            }
+                        }
+                        self.hedge_refused(req)
+                    }
+                    Ok(permit) => {
+                        if let Some(slot) = self.r.per_second.admitted.get_mut(s) {
+                            *slot += 1;
+                        }
+                        self.hedge_admitted(req, permit)
+                    }
+                }
+            }
+        };
+        if let (Some(stats), true) = (self.r.retry.as_mut(), in_window) {
+            stats.hedge(outcome, 1);
+        }
+    }
+
+    /// The hedge of `req` found no free slot: not sent.
+    fn hedge_refused(&mut self, req: u64) -> HedgeOutcome {
+        match self.requests.get_mut(req).and_then(|r| r.retry.as_mut()) {
+            Some(attempts) => attempts.hedge_refused(),
+            None => HedgeOutcome::Refused,
+        }
+    }
+
+    /// The hedge of `req` was admitted with `permit`: sent beside the
+    /// race's attempts, unless the request's deadline leaves it no time;
+    /// then the next hedge's timer is armed, if another may follow.
+    fn hedge_admitted(&mut self, req: u64, permit: Permit<&'a Lim>) -> HedgeOutcome {
+        let limiters: &'a [Lim] = self.limiters;
+        let Some(request) = self.requests.get_mut(req) else {
+            permit.ignore();
+            return HedgeOutcome::Deadline;
+        };
+        let limiter = &limiters[request.instance as usize];
+        let (Some(retry), Some(attempts)) = (limiter.retry(), request.retry.as_mut()) else {
+            permit.ignore();
+            return HedgeOutcome::Deadline;
+        };
+        let timeout = permit.timeout(attempts.next_timeout());
+        let clock = &self.clock;
+        let Action::Send { timeout } = attempts.hedge_admitted(retry, || clock.now(), timeout)
+        else {
+            // `Action::Expire`: no time left before the deadline.
+            permit.ignore();
+            return HedgeOutcome::Deadline;
+        };
+        let next = attempts
+            .hedge_delay(retry, limiter.timeouts().hedge)
+            .map(nanos);
+        let job = self.send(Owner::Request(req), permit, nanos(timeout));
+        let Some(request) = self.requests.get_mut(req) else {
+            return HedgeOutcome::Sent;
+        };
+        if let Some(race) = request.race.as_mut() {
+            race.out.push((job, true));
+            race.hedges += 1;
+            race.hedge_in = next;
+        }
+        if let Some(delay) = next {
+            request.hedge_timer = request.hedge_timer.wrapping_add(1);
+            let timer = request.hedge_timer;
+            self.at(self.now + delay, Event::Hedge(req, timer));
+        }
+        HedgeOutcome::Sent
+    }
+
+    /// An attempt of `req`'s race ended (`hedge`: whether it was a
+    /// hedge). While others are out and it did not answer for the request,
+    /// the request waits for them ([`Action::Await`]), its hedge timer
+    /// started afresh as `Limiter::call`'s; otherwise the race is decided:
+    /// the attempts still out are cancelled, each hedge sent counts as won
+    /// (it gave the answer) or lost, and the request goes on as the
+    /// limiter's retry says.
+    fn race_attempt_ended(&mut self, req: u64, hedge: bool, ended: Ended) {
+        let in_window = self.in_window();
+        let limiters: &'a [Lim] = self.limiters;
+        let Some(request) = self.requests.get_mut(req) else {
+            return;
+        };
+        let limiter = &limiters[request.instance as usize];
+        let (Some(retry), Some(attempts)) = (limiter.retry(), request.retry.as_mut()) else {
+            request.race = None;
+            self.request_attempt_ended(req, ended);
+            return;
+        };
+        let shut = || matches!(limiter.ready().now(), Readiness::Shut { .. });
+        let clock = &self.clock;
+        let now = || clock.now();
+        let action = match ended {
+            Ended::Answered(outcome) => {
+                attempts.ended(retry, retry::Ended::Ran(outcome.into()), now, shut)
+            }
+            // A sent attempt is never refused: this is a timeout's end.
+            Ended::TimedOut | Ended::Refused => {
+                attempts.ended(retry, retry::Ended::TimedOut, now, shut)
+            }
+        };
+        if action == Action::Await {
+            let delay = request.race.as_ref().and_then(|race| race.hedge_in);
+            if let Some(delay) = delay {
+                request.hedge_timer = request.hedge_timer.wrapping_add(1);
+                let timer = request.hedge_timer;
+                self.at(self.now + delay, Event::Hedge(req, timer));
+            }
+            return;
+        }
+        if let Some(race) = request.race.take() {
+            let won = u64::from(hedge && matches!(action, Action::Answer { decided: None }));
+            for (job, _) in race.out {
+                self.cancel(job);
+            }
+            if let (Some(stats), true) = (self.r.retry.as_mut(), in_window) {
+                stats.hedge(HedgeOutcome::Won, won);
+                stats.hedge(HedgeOutcome::Lost, u64::from(race.hedges) - won);
+            }
+        }
+        self.follow(req, ended, action);
     }
 
     /// An attempt of a request whose callers retry through the limiter
@@ -271,6 +494,13 @@ impl<'a> World<'a> {
                 attempts.refused(retry, reason, now, shut)
             }
         };
+        self.follow(req, ended, action);
+    }
+
+    /// Do what the limiter's retry answered after an attempt of `req`
+    /// ended as `ended`: answer the request, or back off and retry.
+    fn follow(&mut self, req: u64, ended: Ended, action: Action) {
+        let in_window = self.in_window();
         let decided = match action {
             Action::Sleep { decided, .. } => Some(decided),
             Action::Answer { decided } => decided,
@@ -281,9 +511,17 @@ impl<'a> World<'a> {
                 stats.decisions[i] += 1;
             }
         }
-        if let Action::Sleep { wait, .. } = action {
-            self.at(self.now + nanos(wait), Event::Retry(req));
-            return;
+        match action {
+            Action::Sleep { wait, .. } => {
+                self.at(self.now + nanos(wait), Event::Retry(req));
+                return;
+            }
+            // A success, which a race decides through the machine.
+            Action::Answer { decided: None } if ended == Ended::Answered(Outcome::Success) => {
+                self.answered(req);
+                return;
+            }
+            _ => {}
         }
         // The call is answered; or, unreachable, a wait in the queue is
         // asked for, which the rows' retries never allow

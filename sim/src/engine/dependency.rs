@@ -94,7 +94,9 @@ impl<'a> World<'a> {
 
     // ----- interactive callers ---------------------------------------
 
-    pub(super) fn send(&mut self, owner: Owner, permit: Permit<&'a Lim>, timeout: u64) {
+    /// Send an attempt to the dependency, given `timeout` (ns): the job
+    /// that carries it.
+    pub(super) fn send(&mut self, owner: Owner, permit: Permit<&'a Lim>, timeout: u64) -> u64 {
         if self.in_window() {
             self.r.sent += 1;
             if permit.is_probe() {
@@ -121,6 +123,25 @@ impl<'a> World<'a> {
             // arrival: its return is due then, whether or not a call it
             // served is still running to notice.
             self.capacity_changed();
+        }
+        job
+    }
+
+    /// The caller gave up on job `job` (a hedge's race was decided): its
+    /// permit goes back as ignored, teaching the policy nothing. The
+    /// dependency is not told, as a server is not told of a client that
+    /// hangs up: the call keeps its worker (or its place in the queue)
+    /// until it would have finished, and only its answer is dropped.
+    pub(super) fn cancel(&mut self, job: u64) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        if let Some(permit) = j.permit.take() {
+            permit.ignore();
+        }
+        if j.hung {
+            // A hung call holds nothing and never ends: nothing is left.
+            self.jobs.remove(job);
         }
     }
 
@@ -160,7 +181,7 @@ impl<'a> World<'a> {
         }
         if let Some(permit) = j.permit.take() {
             permit.record(j.outcome);
-            self.deliver(j.owner, Ended::Answered(j.outcome));
+            self.deliver(job, j.owner, Ended::Answered(j.outcome));
         }
     }
 
@@ -179,13 +200,13 @@ impl<'a> World<'a> {
         if self.in_window() {
             self.r.timeouts += 1;
         }
-        self.deliver(owner, Ended::TimedOut);
+        self.deliver(job, owner, Ended::TimedOut);
     }
 
-    /// An attempt ended.
-    pub(super) fn deliver(&mut self, owner: Owner, ended: Ended) {
+    /// An attempt, sent as job `job`, ended.
+    pub(super) fn deliver(&mut self, job: u64, owner: Owner, ended: Ended) {
         match owner {
-            Owner::Request(req) => self.request_attempt_ended(req, ended),
+            Owner::Request(req) => self.request_job_ended(req, job, ended),
             Owner::Item(c) => self.item_attempt_ended(c, ended),
             Owner::Probe => self.probe_in_flight = false,
         }

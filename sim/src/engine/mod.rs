@@ -32,7 +32,7 @@ use super::rows;
 use super::scenario::Scenario;
 use rheostat::algorithms::{Algorithm, BreakerState, ConfigError, Outcome};
 use rheostat::priority::Class;
-use rheostat::retry::{self, Action, Attempts, RetryOutcome};
+use rheostat::retry::{self, Action, Attempts, HedgeOutcome, Hedging, RetryOutcome};
 use rheostat::{
     clock::{Clock, ManualClock},
     limiter::Readiness,
@@ -48,7 +48,7 @@ mod slab;
 mod store;
 
 use bulk::{Backlog, Consumer, Item};
-use callers::{Pools, Request};
+use callers::{Pools, Race, Request};
 use client::Waiting;
 use dependency::{Flapping, Job};
 pub(crate) use record::{ClassStats, RetryStats, RunResult, Series, MAX_TRANSITIONS};
@@ -75,6 +75,9 @@ enum Event {
     Done(u64),
     Timeout(u64),
     Retry(u64),
+    /// A request's attempts have run for the hedge delay (the timer's
+    /// generation).
+    Hedge(u64, u32),
     /// A refusal's cost has been paid.
     Refused(u64),
     Wake(u32),
@@ -322,7 +325,10 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
                 healthy_turned_away: vec![0; seconds],
             },
             calls: 0,
-            retry: retry_config.as_ref().map(|_| RetryStats::default()),
+            retry: retry_config.as_ref().map(|config| RetryStats {
+                hedging: config.hedge.is_some(),
+                ..RetryStats::default()
+            }),
             classes: vec![ClassStats::default(); traffic.map_or(0, |t| t.classes.len())],
             reference_latency: scenario.latency_reference.map(|_| {
                 Histogram::new_with_bounds(1, 3_600_000_000, 3)
@@ -436,6 +442,7 @@ impl<'a> World<'a> {
                 Event::Done(job) => self.done(job),
                 Event::Timeout(job) => self.timeout(job),
                 Event::Retry(req) => self.attempt(req),
+                Event::Hedge(req, timer) => self.hedge_due(req, timer),
                 Event::Refused(req) => self.request_attempt_ended(req, Ended::Refused),
                 Event::Wake(c) => self.wake(c),
                 Event::WaitOver(req) => self.wait_over(req),

@@ -92,6 +92,21 @@ pub(crate) struct RetryStats {
     /// Attempts, over the whole run, that followed a refused attempt of
     /// the same request.
     pub(crate) after_refusal: u64,
+    /// Whether the limiter's retry hedges.
+    pub(crate) hedging: bool,
+    /// What became of the hedges weighed in the measured span, by outcome,
+    /// in the order of [`HedgeOutcome::ALL`]: sent, and each sent won or
+    /// lost once its race was decided; or why none was sent.
+    pub(crate) hedges: [u64; HedgeOutcome::ALL.len()],
+}
+
+impl RetryStats {
+    /// Count one hedge's `outcome`.
+    pub(super) fn hedge(&mut self, outcome: HedgeOutcome, n: u64) {
+        if let Some(i) = HedgeOutcome::ALL.iter().position(|&o| o == outcome) {
+            self.hedges[i] += n;
+        }
+    }
 }
 
 /// Per-second figures over the whole run.

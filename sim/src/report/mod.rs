@@ -7,7 +7,7 @@ use super::bound::Bound;
 use super::engine::{RetryStats, RunResult};
 use super::row::Row;
 use super::scenario::Scenario;
-use rheostat::retry::RetryOutcome;
+use rheostat::retry::{HedgeOutcome, RetryOutcome};
 
 /// A ratio is printed only when its denominator counts at least this many
 /// calls; below it, the ratio says nothing.
@@ -269,6 +269,39 @@ pub struct RetryReport {
     /// Attempts, over the whole run, made after a refused attempt of the
     /// same request.
     pub after_refusal: u64,
+    /// Attempts made per request, over the requests that ended in the
+    /// measured span (`attempts` weighed): retries and hedges, sent or
+    /// refused, each count one.
+    pub attempts_per_request: Option<f64>,
+    /// What became of the hedges, for a row whose retry hedges. Absent for
+    /// the other rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hedges: Option<HedgeReport>,
+}
+
+/// What became of the hedges a limiter's retry weighed in the measured
+/// span (`rheostat::retry::HedgeOutcome`): sent, and each sent won or lost
+/// once its race was decided; or why none was sent.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[non_exhaustive]
+pub struct HedgeReport {
+    /// Hedges sent beside an attempt that had run for the hedge delay.
+    pub sent: u64,
+    /// Hedges that gave the request its answer.
+    pub won: u64,
+    /// Hedges cancelled when another attempt answered, or that failed.
+    pub lost: u64,
+    /// Not sent: the policy saw congestion (its limit last moved down, a
+    /// breaker not closed, a throttle refusing).
+    pub congested: u64,
+    /// Not sent: the retry budget had no room.
+    pub budget_exhausted: u64,
+    /// Not sent: no free slot in the limiter (a hedge never waits).
+    pub refused: u64,
+    /// Not sent: no time left before the request's deadline.
+    pub deadline: u64,
+    /// Not sent: the request had used all its attempts.
+    pub exhausted: u64,
 }
 
 fn retry_report(stats: &RetryStats) -> RetryReport {
@@ -288,17 +321,45 @@ fn retry_report(stats: &RetryStats) -> RetryReport {
         attempts: stats.attempts.clone(),
         most_attempts: stats.most_attempts,
         after_refusal: stats.after_refusal,
+        attempts_per_request: {
+            let requests: u64 = stats.attempts.iter().sum();
+            let made: u64 = (1..).zip(&stats.attempts).map(|(k, n)| k * n).sum();
+            (requests > 0).then(|| round(made as f64 / requests as f64))
+        },
+        hedges: stats.hedging.then(|| {
+            let hedged = |outcome: HedgeOutcome| {
+                HedgeOutcome::ALL
+                    .iter()
+                    .position(|&o| o == outcome)
+                    .map_or(0, |i| stats.hedges[i])
+            };
+            HedgeReport {
+                sent: hedged(HedgeOutcome::Sent),
+                won: hedged(HedgeOutcome::Won),
+                lost: hedged(HedgeOutcome::Lost),
+                congested: hedged(HedgeOutcome::Congested),
+                budget_exhausted: hedged(HedgeOutcome::BudgetExhausted),
+                refused: hedged(HedgeOutcome::Refused),
+                deadline: hedged(HedgeOutcome::Deadline),
+                exhausted: hedged(HedgeOutcome::Exhausted),
+            }
+        }),
     }
 }
 
-/// Success latency percentiles.
+/// Success latency percentiles: from a request's arrival to its answer,
+/// what its caller sees (retries, backoffs and hedges included).
 #[derive(Clone, Copy, Debug, Serialize)]
 #[non_exhaustive]
 pub struct Latency {
     /// Median.
     pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
     /// Slowest.
     pub max: f64,
 }
@@ -357,7 +418,9 @@ pub(crate) fn policy_report(
     let span = (to - from).max(1e-9);
     let latency = (!r.latency.is_empty()).then(|| Latency {
         p50: round(r.latency.value_at_quantile(0.5) as f64 / 1_000.0),
+        p90: round(r.latency.value_at_quantile(0.9) as f64 / 1_000.0),
         p99: round(r.latency.value_at_quantile(0.99) as f64 / 1_000.0),
+        p999: round(r.latency.value_at_quantile(0.999) as f64 / 1_000.0),
         max: round(r.latency.max() as f64 / 1_000.0),
     });
     let recovery = match scenario.recovers_at {

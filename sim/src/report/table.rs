@@ -153,23 +153,39 @@ impl ScenarioReport {
                 2,
             );
         }
+        // Rows measured against the same bound of their own share one line.
+        let mut own_bounds: Vec<(&BoundReport, Vec<&str>)> = Vec::new();
+        for p in &self.policies {
+            let Some(own) = &p.own_bound else { continue };
+            let same = |b: &&BoundReport| {
+                (b.successes, b.fluid, b.allowance) == (own.successes, own.fluid, own.allowance)
+            };
+            match own_bounds.iter_mut().find(|(b, _)| same(b)) {
+                Some((_, names)) => names.push(&p.policy),
+                None => own_bounds.push((own, vec![&p.policy])),
+            }
+        }
+        for (own, names) in &own_bounds {
+            let whose = if names.len() == 1 { "its" } else { "their" };
+            wrap_into(
+                &mut out,
+                &format!(
+                    "{}: measured against {whose} own callers' bound, {:.1}/s {}",
+                    names.join(", "),
+                    own.goodput,
+                    unbroken(&format!(
+                        "({:.0} successes: {:.0} fluid + {:.0} allowance)",
+                        own.successes, own.fluid, own.allowance
+                    ))
+                ),
+                width,
+                2,
+            );
+        }
         for p in &self.policies {
             let note = |out: &mut String, text: String| {
                 wrap_into(out, &format!("{}: {text}", p.policy), width, 2);
             };
-            if let Some(own) = &p.own_bound {
-                note(
-                    &mut out,
-                    format!(
-                        "measured against its own callers' bound, {:.1}/s {}",
-                        own.goodput,
-                        unbroken(&format!(
-                            "({:.0} successes: {:.0} fluid + {:.0} allowance)",
-                            own.successes, own.fluid, own.allowance
-                        ))
-                    ),
-                );
-            }
             if let Some(classes) = &p.classes {
                 let each: Vec<String> = classes
                     .iter()
@@ -210,6 +226,34 @@ impl ScenarioReport {
                         unbroken(&format!("{} not retryable", r.not_retryable)),
                         unbroken(&format!("requests by attempts [{}]", attempts.join(", "))),
                         unbroken(&format!("at most {}", r.most_attempts))
+                    ),
+                );
+                if let Some(h) = &r.hedges {
+                    note(
+                        &mut out,
+                        format!(
+                            "hedges {}, {}, {}; not sent: {}, {}, {}, {}, {}",
+                            unbroken(&format!("{} sent", h.sent)),
+                            unbroken(&format!("{} won", h.won)),
+                            unbroken(&format!("{} lost", h.lost)),
+                            unbroken(&format!("{} congested", h.congested)),
+                            unbroken(&format!("{} over budget", h.budget_exhausted)),
+                            unbroken(&format!("{} without a free slot", h.refused)),
+                            unbroken(&format!("{} past deadline", h.deadline)),
+                            unbroken(&format!("{} out of attempts", h.exhausted)),
+                        ),
+                    );
+                }
+                note(
+                    &mut out,
+                    format!(
+                        "{} attempts a request; answered in p50 / p99 / p99.9 {} ms",
+                        r.attempts_per_request
+                            .map_or_else(dash, |a| format!("{a:.3}")),
+                        p.latency_ms.map_or_else(dash, |l| format!(
+                            "{:.0} / {:.0} / {:.0}",
+                            l.p50, l.p99, l.p999
+                        )),
                     ),
                 );
             }

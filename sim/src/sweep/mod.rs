@@ -184,19 +184,25 @@ pub struct CellReport {
     /// The scenario's name.
     pub scenario: String,
     /// The best row that keeps the caller whole (the clairvoyant row, which
-    /// no user can run, is not a candidate), if any does.
+    /// no user can run, is not a candidate, nor is a row whose callers
+    /// retry otherwise than the scenario's), if any does.
     pub best: Option<String>,
     /// Every row's scores.
     pub rows: Vec<CellScore>,
 }
 
 impl CellReport {
-    /// Score the rows of a cell's report.
+    /// Score the rows of a cell's report. The best row is one whose
+    /// callers retry as the scenario says: a row whose limiter retries for
+    /// its callers (measured against a bound of its own) is scored against
+    /// it too, and may score above 1, but does not set the mark for the
+    /// others, whose callers were given fewer attempts.
     pub fn new(cell: &Cell, report: &ScenarioReport) -> CellReport {
         let best = report
             .policies
             .iter()
-            .filter(|p| p.policy != rows::clairvoyant().name() && keeps_caller_whole(p))
+            .filter(|p| p.policy != rows::clairvoyant().name() && p.own_bound.is_none())
+            .filter(|p| keeps_caller_whole(p))
             .max_by(|a, b| a.goodput.total_cmp(&b.goodput));
         let rows = report
             .policies

@@ -394,14 +394,15 @@ where
             continue;
         }
         // Answered (or to be retried): the attempts still out lose, and
-        // teach the policy nothing.
+        // teach the policy nothing (the learned latencies, the time they
+        // ran: `Permit::outrun`).
         let won = matches!(action, Action::Answer { decided: None }) && n > 0;
         if let Some((permit, _)) = permits.first.take() {
-            permit.ignore();
+            permit.outrun();
         }
         for (m, out) in permits.hedges.iter_mut().enumerate() {
             if let Some((permit, _)) = out.take() {
-                permit.ignore();
+                permit.outrun();
             }
             limiter.observe_hedge(if won && m + 1 == n {
                 HedgeOutcome::Won

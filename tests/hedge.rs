@@ -156,20 +156,37 @@ async fn a_hedge_never_waits_for_a_slot() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_hedge_spends_the_retry_budget_and_is_refused_once_it_is_spent() {
+async fn a_hedge_spends_the_retry_budget_and_always_leaves_a_retry_in_it() {
     let mut config = hedged(ms(50));
     config.budget = Budget {
         ratio: 0.0,
-        min_per_second: 0.1, // one retry over the 10 s window
+        min_per_second: 0.2, // two attempts over the 10 s window
         ..Budget::default()
     };
     let (seen, limiter) = build(Fixed::new(10).unwrap(), config);
-    let (_, make) = dependency(vec![ms(500), ms(10), ms(500)]);
-    let mut make = make;
+    let sent = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&sent);
+    // Attempts 0 and 2 stall, 1 and 4 answer in 10 ms, 3 fails at once.
+    let mut make = move || {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                0 | 2 => tokio::time::sleep(ms(500)).await,
+                3 => return Err(()),
+                _ => tokio::time::sleep(ms(10)).await,
+            }
+            Ok(n)
+        }
+    };
+    // Two in the budget: a hedge takes one.
     assert_eq!(limiter.call(classify, &mut make).await.unwrap(), 1);
     assert_eq!(seen.hedges(), [HedgeOutcome::Sent, HedgeOutcome::Won]);
+    // One left: kept for a retry, not hedged.
     assert_eq!(limiter.call(classify, &mut make).await.unwrap(), 2);
     assert_eq!(seen.hedges(), [HedgeOutcome::BudgetExhausted]);
+    // Which a failure then gets.
+    assert_eq!(limiter.call(classify, &mut make).await.unwrap(), 4);
+    assert_eq!(sent.load(Ordering::SeqCst), 5);
 }
 
 #[tokio::test(start_paused = true)]
@@ -357,4 +374,49 @@ fn a_learned_delay_is_the_p95_of_recent_successes_shown_in_the_timeouts_and_the_
     let delay = limiter.timeouts().hedge.unwrap();
     assert!(delay >= ms(94) && delay <= ms(97), "{delay:?}");
     assert_eq!(limiter.snapshot().hedge, Some(delay));
+}
+
+#[test]
+fn an_attempt_outrun_by_a_hedge_still_counts_its_time_in_what_is_learned() {
+    use rheostat::clock::ManualClock;
+    use rheostat::Timeout;
+
+    // 1,000 calls of 1 to 10 ms; one in fifty runs 500 ms and is then
+    // abandoned, released as ignored or as outrun by a hedge.
+    let learned = |outrun: bool| {
+        let clock = ManualClock::new();
+        let limiter = Limiter::builder(Fixed::new(10).unwrap())
+            .clock(clock.clone())
+            .timeout(Timeout::learned(Duration::from_secs(15)))
+            .retry(RetryConfig {
+                hedge: Some(Hedge::default()),
+                ..RetryConfig::default()
+            })
+            .build()
+            .unwrap();
+        for i in 0..1_000u64 {
+            let permit = limiter.try_acquire().unwrap();
+            if i % 50 == 49 {
+                clock.advance(ms(500));
+                if outrun {
+                    permit.outrun();
+                } else {
+                    permit.ignore();
+                }
+            } else {
+                clock.advance(ms(1 + i % 10));
+                permit.success();
+            }
+        }
+        let timeouts = limiter.timeouts();
+        (timeouts.learned.unwrap(), timeouts.hedge.unwrap())
+    };
+    let (ignored, ignored_hedge) = learned(false);
+    let (outrun, outrun_hedge) = learned(true);
+    // Ignored, the slow calls vanish: the timeout is learned from 10 ms
+    // answers. Outrun, they count at 500 ms at least.
+    assert!(ignored < ms(100), "{ignored:?}");
+    assert!(outrun >= ms(500), "{outrun:?}");
+    // The p95 is the fast answers' either way: one in fifty is 2%.
+    assert!(ignored_hedge <= ms(11) && outrun_hedge <= ms(11), "{ignored_hedge:?} {outrun_hedge:?}");
 }

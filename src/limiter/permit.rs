@@ -274,6 +274,25 @@ where
         self.record(Outcome::Ignore);
     }
 
+    /// The attempt lost a hedge race: another attempt of the same call
+    /// answered first, and this one is abandoned. Released as
+    /// [`Outcome::Ignore`] (the policy learns nothing of it), while a
+    /// [learned](crate::timeout) timeout and hedge delay count the time it
+    /// ran, if at least the hedge delay, as a success at least that slow:
+    /// the slow answers hedges cut short would otherwise vanish from what
+    /// is learned, and the learned values fall below what the dependency
+    /// takes.
+    pub fn outrun(mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            if let Some(start) = ticket.start {
+                let now = self.limiter.clock().now();
+                self.limiter
+                    .tell_outrun(now, now.saturating_duration_since(start));
+            }
+            self.limiter.finish(&ticket, Outcome::Ignore);
+        }
+    }
+
     /// Record `outcome` and release the slot.
     #[inline]
     pub fn record(mut self, outcome: Outcome) {

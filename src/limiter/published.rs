@@ -190,23 +190,50 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             held.policy.on_sample(at, &judged);
         }
         if learner.tell(at, sample.outcome, sample.latency, given) {
-            self.board.set_learned(learner.value());
-            let hedge = learner.hedge();
-            if hedge != self.board.hedge() {
-                self.board.set_hedge(hedge);
-                if let (Some(observer), Some(hedge)) = (&self.observer, hedge) {
-                    observer.hedge_delay_changed(hedge);
-                }
-            }
-            if let (Some(observer), Some(in_force), true) =
-                (&self.observer, self.timeout_in_force(), self.cuts_early())
-            {
-                observer.timeout_changed(in_force);
-            }
+            self.show_learned(learner);
         }
         if let Some(cutting) = learner.watch(at, sample.outcome, sample.latency) {
             if let Some(observer) = &self.observer {
                 observer.ceiling_cutting(learner.ceiling(), cutting);
+            }
+        }
+    }
+
+    /// Show what `learner` has just learned: the timeout and the hedge
+    /// delay, on the board and to the observer.
+    fn show_learned(&self, learner: &Learner) {
+        self.board.set_learned(learner.value());
+        let hedge = learner.hedge();
+        if hedge != self.board.hedge() {
+            self.board.set_hedge(hedge);
+            if let (Some(observer), Some(hedge)) = (&self.observer, hedge) {
+                observer.hedge_delay_changed(hedge);
+            }
+        }
+        if let (Some(observer), Some(in_force), true) =
+            (&self.observer, self.timeout_in_force(), self.cuts_early())
+        {
+            observer.timeout_changed(in_force);
+        }
+    }
+
+    /// An attempt that lost a hedge race ran for `latency` until `at`, and
+    /// was cancelled: its own latency is at least that. The policy learns
+    /// nothing of it (it is released as ignored), but if it ran for the
+    /// hedge delay or longer, the learned latencies count it as a success
+    /// that slow, so that the slow calls hedges cut short still weigh in
+    /// the timeout and the hedge delay learned, as they would have
+    /// unhedged. One outrun sooner (a hedge the first attempt beat) is
+    /// known only to be slower than a time shorter than most answers:
+    /// counted, it would pull what is learned down.
+    pub(crate) fn tell_outrun(&self, at: Instant, latency: Duration) {
+        if self.hedge_delay().is_none_or(|delay| latency < delay) {
+            return;
+        }
+        let mut held = self.lock();
+        if let Some(learner) = &mut held.learner {
+            if learner.tell(at, Outcome::Success, latency, Given::Own) {
+                self.show_learned(learner);
             }
         }
     }

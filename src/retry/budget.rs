@@ -149,6 +149,13 @@ impl Account {
 
     /// Take one retry at `now`, if the window allows it.
     pub(crate) fn withdraw(&self, now: Instant) -> Withdrawal {
+        self.withdraw_leaving(now, 0)
+    }
+
+    /// Take one attempt at `now` if the window allows it and `keep` more
+    /// after it; a refusal for want of what is kept does not make the
+    /// budget dry (it could still grant a retry).
+    pub(crate) fn withdraw_leaving(&self, now: Instant, keep: u64) -> Withdrawal {
         let index = self.interval(now);
         let mut ring = self
             .withdrawals
@@ -159,7 +166,7 @@ impl Account {
         #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
         let allowed = self.ratio * deposited as f64 + self.reserve;
         #[allow(clippy::cast_precision_loss, reason = "counts far below 2^53")]
-        let granted = (withdrawn + 1) as f64 <= allowed;
+        let granted = (withdrawn + 1 + keep) as f64 <= allowed;
         if granted {
             let bucket = &mut ring[index as usize % BUCKETS];
             if bucket.0 != index {
@@ -168,6 +175,8 @@ impl Account {
             bucket.1 += 1;
             self.dry.store(false, Ordering::Relaxed);
             Withdrawal::Granted
+        } else if (withdrawn + 1) as f64 <= allowed {
+            Withdrawal::Refused { first: false }
         } else {
             Withdrawal::Refused {
                 first: !self.dry.swap(true, Ordering::Relaxed),

@@ -454,14 +454,15 @@ impl Retry {
         }
     }
 
-    /// Withdraw one attempt from the budget at `now` for a hedge: refused
-    /// while the budget is dry (its last withdrawal refused), so that a
-    /// hedge never takes what retries, a failed call's only chance, need.
+    /// Withdraw one attempt from the budget at `now` for a hedge: only
+    /// while the budget is not dry (its last withdrawal granted) and would
+    /// still grant a retry after it, so that a hedge never takes what
+    /// retries, a failed call's only chance, need.
     pub(crate) fn withdraw_hedge(&self, now: Instant) -> Withdrawal {
         if self.account.is_dry() {
             return Withdrawal::Refused { first: false };
         }
-        self.account.withdraw(now)
+        self.account.withdraw_leaving(now, 1)
     }
 
     /// What is left at `now` of `call`'s deadline; `None` without one.

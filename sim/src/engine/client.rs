@@ -286,6 +286,7 @@ impl<'a> World<'a> {
             out: vec![(job, false)],
             hedges: 0,
             hedge_in: Some(delay),
+            refusals: limiter.refusals(),
         });
         request.hedge_timer = request.hedge_timer.wrapping_add(1);
         let timer = request.hedge_timer;
@@ -316,7 +317,8 @@ impl<'a> World<'a> {
             return;
         };
         let clock = &self.clock;
-        let outcome = match attempts.hedge(retry, clock.now(), limiter.congested()) {
+        let congested = limiter.congested(race.refusals);
+        let outcome = match attempts.hedge(retry, clock.now(), congested) {
             Hedging::Not(why) => why,
             Hedging::Acquire => {
                 // An attempt made, as the machine counts it, admitted or
@@ -400,6 +402,7 @@ impl<'a> World<'a> {
             race.out.push((job, true));
             race.hedges += 1;
             race.hedge_in = next;
+            race.refusals = limiter.refusals();
         }
         if let Some(delay) = next {
             request.hedge_timer = request.hedge_timer.wrapping_add(1);

@@ -137,7 +137,9 @@ impl<'a> World<'a> {
             return;
         };
         if let Some(permit) = j.permit.take() {
-            permit.ignore();
+            // Outrun by another attempt of its request: the time it ran
+            // still counts in what the limiter learns of latencies.
+            permit.outrun();
         }
         if j.hung {
             // A hung call holds nothing and never ends: nothing is left.

@@ -303,7 +303,7 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
             limiter.observe_hedge(HedgeOutcome::Refused);
         }
         for hedge in self.out.drain(..) {
-            hedge.permit.ignore();
+            hedge.permit.outrun();
         }
         for n in 0..std::mem::take(&mut self.sent) {
             limiter.observe_hedge(if won && n == 0 {

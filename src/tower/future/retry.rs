@@ -273,7 +273,7 @@ where
                         // The race, if any, is over: what is still out
                         // loses, and teaches the policy nothing.
                         if let Some(permit) = this.permit.take() {
-                            permit.ignore();
+                            permit.outrun();
                         }
                         *this.sleep = None;
                         let won = hedge && action == (Action::Answer { decided: None });

@@ -198,16 +198,16 @@ where
                             unreachable!("an attempt is sent once admitted")
                         };
                         let hedge = attempts.hedge_delay(retry, limiter.hedge_delay());
-                        // The refusals before it: one after it is a sign
-                        // of slots too short to hedge with.
-                        let refusals = hedge.map(|_| limiter.refusals());
+                        // The setbacks before it (calls refused, failures
+                        // retried): one after it stands its hedges down.
+                        let setbacks = hedge.map(|_| limiter.setbacks());
                         let mut attempt = pin!(tokio::time::timeout(timeout, make()));
                         // With a hedge to follow, polled once first: an
                         // attempt ready at once costs nothing more for it.
                         let answered = match hedge {
                             None => Ok(attempt.as_mut().await),
                             Some(delay) => {
-                                let delay = (delay, refusals.unwrap_or_default());
+                                let delay = (delay, setbacks.unwrap_or_default());
                                 match poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await {
                                     Poll::Ready(answered) => Ok(answered),
                                     Poll::Pending => Err(delay),
@@ -281,7 +281,7 @@ where
 /// Race the attempt admitted (`first`: its permit, its timeout and the
 /// attempt itself, sent and not answered when first polled) against a
 /// timer and, each time the attempts out have run for `delay` without an
-/// answer (and no call was refused since the last was sent: `refusals`,
+/// answer (and no call was refused nor retried since the last was sent: `setbacks`,
 /// the count then), weigh a hedge ([`Attempts::hedge`]) and send it beside
 /// them if a slot is free; until one answers for the call. Answers the
 /// machine's next action (never [`Action::Await`]) and the result of the attempt
@@ -291,7 +291,7 @@ where
 async fn hedged<A, C, M, F, T, E, K, V>(
     admission: &Admission<&Limiter<A, C>>,
     attempts: &mut Attempts,
-    (delay, mut refusals): (Duration, u64),
+    (delay, mut setbacks): (Duration, u64),
     first: (Out<'_, A, C>, Pin<&mut tokio::time::Timeout<F>>),
     make: &mut M,
     classify: &mut K,
@@ -338,7 +338,7 @@ where
             Some(out) = hedges.next(), if !hedges.is_empty() => out,
             () = &mut timer, if hedge_due => {
                 hedge_due = false;
-                let congested = limiter.congested(refusals);
+                let congested = limiter.congested(setbacks);
                 let outcome = match attempts.hedge(retry, now(), congested) {
                     Hedging::Not(why) => why,
                     Hedging::Acquire => match admission.try_acquire() {
@@ -347,7 +347,7 @@ where
                             let timeout = permit.timeout(attempts.next_timeout());
                             match attempts.hedge_admitted(retry, now, timeout) {
                                 Action::Send { timeout } => {
-                                    refusals = limiter.refusals();
+                                    setbacks = limiter.setbacks();
                                     permits.hedges.push(Some((permit, timeout)));
                                     hedges.push(send(permits.hedges.len(), timeout, make()));
                                     if let Some(delay) =

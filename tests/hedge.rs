@@ -418,5 +418,52 @@ fn an_attempt_outrun_by_a_hedge_still_counts_its_time_in_what_is_learned() {
     assert!(ignored < ms(100), "{ignored:?}");
     assert!(outrun >= ms(500), "{outrun:?}");
     // The p95 is the fast answers' either way: one in fifty is 2%.
-    assert!(ignored_hedge <= ms(11) && outrun_hedge <= ms(11), "{ignored_hedge:?} {outrun_hedge:?}");
+    assert!(
+        ignored_hedge <= ms(11) && outrun_hedge <= ms(11),
+        "{ignored_hedge:?} {outrun_hedge:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_hedge_is_sent_after_a_failure_was_retried_or_a_call_refused_since_the_attempt_went() {
+    for setback in ["retried", "refused"] {
+        let (seen, limiter) = build(Fixed::new(2).unwrap(), hedged(ms(50)));
+        let limiter = Arc::new(limiter);
+        // The slow call: its attempt stalls 500 ms.
+        let slow = {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move {
+                let (sent, make) = dependency(vec![ms(500), ms(10)]);
+                let answer = limiter.call(classify, make).await.unwrap();
+                (answer, sent.load(Ordering::SeqCst))
+            })
+        };
+        tokio::time::sleep(ms(10)).await;
+        match setback {
+            // Another call fails at once and is retried.
+            "retried" => {
+                let mut failed = false;
+                let make = move || {
+                    let first = !std::mem::replace(&mut failed, true);
+                    async move {
+                        if first {
+                            Err(())
+                        } else {
+                            Ok(7)
+                        }
+                    }
+                };
+                assert_eq!(limiter.call(classify, make).await.unwrap(), 7);
+            }
+            // Two calls take both slots a moment; a third is refused.
+            _ => {
+                let held = limiter.try_acquire().unwrap();
+                assert!(limiter.try_acquire().is_err());
+                held.success();
+            }
+        }
+        let (answer, sent) = slow.await.unwrap();
+        assert_eq!((answer, sent), (0, 1), "{setback}: no hedge");
+        assert_eq!(seen.hedges(), [HedgeOutcome::Congested], "{setback}");
+    }
 }

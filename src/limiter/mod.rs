@@ -517,20 +517,22 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.admission().call(classify, make).await
     }
 
-    /// Calls refused so far, for [`Limiter::congested`]: counted at each
-    /// refusal, never reset.
+    /// Setbacks so far, for [`Limiter::congested`]: calls refused and
+    /// retries granted, counted as they happen, never reset.
     #[doc(hidden)]
-    pub fn refusals(&self) -> u64 {
-        self.refusals.load(crate::sync::Ordering::Relaxed)
+    pub fn setbacks(&self) -> u64 {
+        let retried = self.retry().map_or(0, crate::retry::Retry::retried);
+        self.refusals.load(crate::sync::Ordering::Relaxed) + retried
     }
 
     /// Whether the policy sees congestion, so that no hedge is sent: its
     /// limit last moved down, its gate is shut or probing (a breaker not
     /// closed), it admits only a share of calls (a throttle refusing), or
-    /// it has refused a call since [`Limiter::refusals`] read `since` (as
-    /// the attempt to be hedged was sent): slots are short, and a hedge
-    /// would take one a first attempt needs. Read without the policy's
-    /// lock.
+    /// there was a setback since [`Limiter::setbacks`] read `since` (as the
+    /// attempt to be hedged was sent): a call refused (slots are short, and
+    /// a hedge would take one a first attempt needs) or a failure retried
+    /// (the dependency is failing calls, not only slow, and a retry is a
+    /// failed call's only chance). Read without the policy's lock.
     #[doc(hidden)]
     pub fn congested(&self, since: u64) -> bool {
         let gate = self.board.gate();
@@ -538,7 +540,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             || gate.probe()
             || gate.admit_probability() < 1.0
             || self.board.falling()
-            || self.refusals() != since
+            || self.setbacks() != since
     }
 
     /// Tell the observer what became of a hedge.

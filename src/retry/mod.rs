@@ -96,7 +96,7 @@ pub const MAX_ATTEMPTS: u32 = 10;
 
 use crate::algorithms::{ConfigError, Outcome};
 use crate::error::RejectReason;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, Ordering};
 use budget::{Account, Withdrawal};
 
 /// The least time before the deadline a retry must have to be sent: the
@@ -358,6 +358,8 @@ pub struct Retry {
     config: RetryConfig,
     account: Account,
     rng: AtomicU64,
+    /// Retries granted so far (hedges stand down after one).
+    retried: AtomicU64,
 }
 
 impl Retry {
@@ -373,6 +375,7 @@ impl Retry {
             account: Account::new(&config.budget, origin),
             config,
             rng: AtomicU64::new(seed ^ 0x7E57_0FBA_C0FF_5E00),
+            retried: AtomicU64::new(0),
         })
     }
 
@@ -449,9 +452,17 @@ impl Retry {
             }
         };
         match self.account.withdraw(now) {
-            Withdrawal::Granted => (Decision::Retry { wait, timeout }, false),
+            Withdrawal::Granted => {
+                self.retried.fetch_add(1, Ordering::Relaxed);
+                (Decision::Retry { wait, timeout }, false)
+            }
             Withdrawal::Refused { first } => (Decision::Stop(RetryOutcome::BudgetExhausted), first),
         }
+    }
+
+    /// Retries granted so far.
+    pub(crate) fn retried(&self) -> u64 {
+        self.retried.load(Ordering::Relaxed)
     }
 
     /// Withdraw one attempt from the budget at `now` for a hedge: only

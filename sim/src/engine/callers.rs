@@ -48,9 +48,9 @@ pub(super) struct Race {
     /// sent, an attempt that failed while others are out) a hedge is
     /// weighed; `None` once none may follow.
     pub(super) hedge_in: Option<u64>,
-    /// The limiter's refusals when the last attempt was sent: one since
+    /// The limiter's setbacks when the last attempt was sent: one since
     /// stands the hedges down.
-    pub(super) refusals: u64,
+    pub(super) setbacks: u64,
 }
 
 impl<'a> World<'a> {

@@ -286,7 +286,7 @@ impl<'a> World<'a> {
             out: vec![(job, false)],
             hedges: 0,
             hedge_in: Some(delay),
-            refusals: limiter.refusals(),
+            setbacks: limiter.setbacks(),
         });
         request.hedge_timer = request.hedge_timer.wrapping_add(1);
         let timer = request.hedge_timer;
@@ -317,7 +317,7 @@ impl<'a> World<'a> {
             return;
         };
         let clock = &self.clock;
-        let congested = limiter.congested(race.refusals);
+        let congested = limiter.congested(race.setbacks);
         let outcome = match attempts.hedge(retry, clock.now(), congested) {
             Hedging::Not(why) => why,
             Hedging::Acquire => {
@@ -402,7 +402,7 @@ impl<'a> World<'a> {
             race.out.push((job, true));
             race.hedges += 1;
             race.hedge_in = next;
-            race.refusals = limiter.refusals();
+            race.setbacks = limiter.setbacks();
         }
         if let Some(delay) = next {
             request.hedge_timer = request.hedge_timer.wrapping_add(1);

@@ -53,9 +53,9 @@ struct Racing<F, A, C> {
     /// How long the attempts out may run before a hedge is weighed; `None`
     /// once it is, until a hedge sent arms it again.
     delay: Option<Duration>,
-    /// The limiter's refusals when the last attempt was sent: one since
+    /// The limiter's setbacks when the last attempt was sent: one since
     /// then stands the hedges down ([`Limiter::congested`]).
-    refusals: u64,
+    setbacks: u64,
     /// The timer of `delay`, started at the first poll after it is armed.
     timer: Option<Pin<Box<Sleep>>>,
     /// A hedge admitted, waiting for the inner service to be ready.
@@ -93,7 +93,7 @@ impl<F: Future, A, C> Sent<F, A, C> {
 
 impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
     /// Hedges whose first is weighed after `delay`, with the limiter's
-    /// refusals then; none if `None`.
+    /// setbacks then; none if `None`.
     pub(crate) fn new(delay: Option<(Duration, u64)>) -> Self {
         let mut hedges = Hedges(None);
         hedges.arm(delay);
@@ -101,14 +101,14 @@ impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
     }
 
     /// An attempt was sent: weigh a hedge after `delay`, with the limiter's
-    /// refusals then (none if `None`).
+    /// setbacks then (none if `None`).
     pub(crate) fn arm(&mut self, delay: Option<(Duration, u64)>) {
         match (&mut self.0, delay) {
             (Some(racing), delay) => racing.arm(delay),
-            (None, Some((delay, refusals))) => {
+            (None, Some((delay, setbacks))) => {
                 self.0 = Some(Box::new(Racing {
                     delay: Some(delay),
-                    refusals,
+                    setbacks,
                     timer: None,
                     admitted: None,
                     out: Vec::new(),
@@ -153,8 +153,8 @@ impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
 
 impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
     fn arm(&mut self, delay: Option<(Duration, u64)>) {
-        self.delay = delay.map(|(delay, refusals)| {
-            self.refusals = refusals;
+        self.delay = delay.map(|(delay, setbacks)| {
+            self.setbacks = setbacks;
             delay
         });
         self.timer = None;
@@ -233,7 +233,7 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
     fn weigh<S, Req, K>(&mut self, race: &mut Race<'_, S, Req, K, A, C>) {
         let limiter: &Limiter<A, C> = race.limiter;
         let now = limiter.clock().now();
-        let congested = limiter.congested(self.refusals);
+        let congested = limiter.congested(self.setbacks);
         let outcome = match race.attempts.hedge(race.retry, now, congested) {
             Hedging::Not(why) => why,
             Hedging::Acquire => {
@@ -282,7 +282,7 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
                 });
                 self.sent += 1;
                 let next = race.attempts.hedge_delay(race.retry, limiter.hedge_delay());
-                self.arm(next.map(|delay| (delay, limiter.refusals())));
+                self.arm(next.map(|delay| (delay, limiter.setbacks())));
                 HedgeOutcome::Sent
             }
             // `Action::Expire`: no time left before the deadline.

@@ -155,7 +155,7 @@ where
         let hedge_in = match (&first, &plan.attempts, plan.limiter.retry()) {
             (First::Called { .. }, Some(attempts), Some(retry)) => attempts
                 .hedge_delay(retry, plan.limiter.hedge_delay())
-                .map(|delay| (delay, plan.limiter.refusals())),
+                .map(|delay| (delay, plan.limiter.setbacks())),
             _ => None,
         };
         let (state, permit, timeout) = match first {
@@ -376,7 +376,7 @@ where
                             attempts.may_follow(retry),
                             attempts
                                 .hedge_delay(retry, limiter.hedge_delay())
-                                .map(|delay| (delay, limiter.refusals())),
+                                .map(|delay| (delay, limiter.setbacks())),
                         ),
                         _ => (false, None),
                     };

@@ -139,16 +139,8 @@ where
         let Some(retry) = limiter.retry() else {
             let permit = admission.admit(None).await.map_err(CallError::Rejected)?;
             let timeout = permit.timeout(timeout);
-            return match tokio::time::timeout(timeout, make()).await {
-                Err(_elapsed) => {
-                    permit.overload();
-                    Err(CallError::TimedOut(timeout))
-                }
-                Ok(result) => {
-                    permit.record(classify(&result).into().outcome);
-                    result.map_err(CallError::Failed)
-                }
-            };
+            let answered = tokio::time::timeout(timeout, make()).await.ok();
+            return settle(permit, timeout, answered, &mut classify).1;
         };
         // A call that waits for its first slot begins before the wait,
         // which its deadline bounds (as the tower layers' does); one that
@@ -197,29 +189,30 @@ where
                         let Some(permit) = permit.take() else {
                             unreachable!("an attempt is sent once admitted")
                         };
-                        let hedge = attempts.hedge_delay(retry, limiter.hedge_delay());
-                        // The setbacks before it (calls refused, failures
-                        // retried): one after it stands its hedges down.
-                        let setbacks = hedge.map(|_| limiter.setbacks());
+                        // A hedge may follow after its delay, unless there
+                        // is a setback (a call refused, a failure retried)
+                        // after the count read now.
+                        let hedge = attempts
+                            .hedge_delay(retry, limiter.hedge_delay())
+                            .map(|delay| (delay, limiter.setbacks()));
                         let mut attempt = pin!(tokio::time::timeout(timeout, make()));
                         // With a hedge to follow, polled once first: an
                         // attempt ready at once costs nothing more for it.
                         let answered = match hedge {
                             None => Ok(attempt.as_mut().await),
-                            Some(delay) => {
-                                let delay = (delay, setbacks.unwrap_or_default());
+                            Some(hedge) => {
                                 match poll_fn(|cx| Poll::Ready(attempt.as_mut().poll(cx))).await {
                                     Poll::Ready(answered) => Ok(answered),
-                                    Poll::Pending => Err(delay),
+                                    Poll::Pending => Err(hedge),
                                 }
                             }
                         };
                         match answered {
-                            Err(delay) => {
+                            Err(hedge) => {
                                 let (action, result) = Box::pin(hedged(
                                     &admission,
                                     &mut attempts,
-                                    delay,
+                                    hedge,
                                     ((permit, timeout), attempt),
                                     &mut make,
                                     &mut classify,
@@ -229,19 +222,9 @@ where
                                 action
                             }
                             Ok(answered) => {
-                                let ended = match answered {
-                                    Err(_elapsed) => {
-                                        permit.overload();
-                                        last = Some(Err(CallError::TimedOut(timeout)));
-                                        Ended::TimedOut
-                                    }
-                                    Ok(result) => {
-                                        let verdict: Verdict = classify(&result).into();
-                                        permit.record(verdict.outcome);
-                                        last = Some(result.map_err(CallError::Failed));
-                                        Ended::Ran(verdict)
-                                    }
-                                };
+                                let (ended, result) =
+                                    settle(permit, timeout, answered.ok(), &mut classify);
+                                last = Some(result);
                                 attempts.ended(retry, ended, now, shut)
                             }
                         }
@@ -378,17 +361,7 @@ where
         let Some((permit, timeout)) = permits.take(n) else {
             unreachable!("each attempt ends once")
         };
-        let (ended, result) = match result {
-            None => {
-                permit.overload();
-                (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
-            }
-            Some(result) => {
-                let verdict: Verdict = classify(&result).into();
-                permit.record(verdict.outcome);
-                (Ended::Ran(verdict), result.map_err(CallError::Failed))
-            }
-        };
+        let (ended, result) = settle(permit, timeout, result, classify);
         let action = attempts.ended(retry, ended, now, shut);
         if action == Action::Await {
             continue;
@@ -411,6 +384,35 @@ where
             });
         }
         return (action, result);
+    }
+}
+
+/// An attempt given `timeout` ended with `answered` (`None`: it ran out of
+/// time): its permit recorded as `classify` says, or as an overload if it
+/// timed out; how it ended, for the machine, and its result, for the
+/// caller.
+fn settle<A, C, T, E, K, V>(
+    permit: Permit<&Limiter<A, C>>,
+    timeout: Duration,
+    answered: Option<Result<T, E>>,
+    classify: &mut K,
+) -> (Ended, Result<T, CallError<E>>)
+where
+    A: Algorithm,
+    C: Clock,
+    K: FnMut(&Result<T, E>) -> V,
+    V: Into<Verdict>,
+{
+    match answered {
+        None => {
+            permit.overload();
+            (Ended::TimedOut, Err(CallError::TimedOut(timeout)))
+        }
+        Some(result) => {
+            let verdict: Verdict = classify(&result).into();
+            permit.record(verdict.outcome);
+            (Ended::Ran(verdict), result.map_err(CallError::Failed))
+        }
     }
 }
 

@@ -183,7 +183,7 @@ fn a_server_failing_30_percent_of_calls_at_random_keeps_most_of_its_traffic_from
     };
     let answers = |_: Duration, n: u64| Answer {
         delay: ms(50),
-        status: if open_loop::unit(open_loop::mix(SEED, n)) < 0.3 {
+        status: if open_loop::draw(SEED, n) < 0.3 {
             503
         } else {
             200
@@ -215,8 +215,8 @@ fn no_call_to_a_healthy_server_is_refused_for_noise_in_its_latency() {
     // sigma = ln 4 / z(0.99).
     let sigma = 4f64.ln() / 2.326;
     let answers = move |_: Duration, n: u64| {
-        let u1 = open_loop::unit(open_loop::mix(SEED, 2 * n));
-        let u2 = open_loop::unit(open_loop::mix(SEED, 2 * n + 1));
+        let u1 = open_loop::draw(SEED, 2 * n);
+        let u2 = open_loop::draw(SEED, 2 * n + 1);
         let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
         Answer {
             delay: ms(40).mul_f64((sigma * z).exp()),

@@ -25,7 +25,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 #[path = "server_thread.rs"]
 mod server_thread;
-use server_thread::{Runtime, ServerThread};
+use server_thread::{draw, Runtime, ServerThread};
 use tokio::task::JoinSet;
 use tower::{Layer, ServiceExt};
 
@@ -120,8 +120,8 @@ async fn serve(
             let service =
                 hyper::service::service_fn(move |_request: Request<hyper::body::Incoming>| {
                     let n = numbered.fetch_add(1, Ordering::Relaxed);
-                    let hangs = start.elapsed() >= setup.healthy
-                        && unit(mix(setup.seed, 2 * n)) < setup.hang;
+                    let hangs =
+                        start.elapsed() >= setup.healthy && draw(setup.seed, 2 * n) < setup.hang;
                     answer(setup, n, hangs.then(|| Hanging::new(&hanging)))
                 });
             // A request the client gives up on closes its connection: the
@@ -160,25 +160,9 @@ async fn answer(
         std::future::pending::<()>().await;
     }
     let (lo, hi) = setup.answer;
-    let time = lo
-        + hi.saturating_sub(lo)
-            .mul_f64(unit(mix(setup.seed, 2 * n + 1)));
+    let time = lo + hi.saturating_sub(lo).mul_f64(draw(setup.seed, 2 * n + 1));
     tokio::time::sleep(time).await;
     Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
-}
-
-/// SplitMix64 of `seed` and `n`: the same requests hang in every run with
-/// the same seed.
-fn mix(seed: u64, n: u64) -> u64 {
-    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// `x` as a number in [0, 1).
-fn unit(x: u64) -> f64 {
-    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 // ----- the callers ----------------------------------------------------------

@@ -23,6 +23,8 @@ use tower::{Layer, ServiceExt};
 
 #[path = "server_thread.rs"]
 mod server_thread;
+#[allow(unused_imports, reason = "each includer uses what it needs")]
+pub(crate) use server_thread::draw;
 use server_thread::{Runtime, ServerThread};
 
 // ----- the dependency -------------------------------------------------------
@@ -128,20 +130,6 @@ async fn serve<F>(
                 .await;
         });
     }
-}
-
-/// SplitMix64 of `seed` and `n`: the same draws for the same requests in
-/// every run with the same seed.
-pub(crate) fn mix(seed: u64, n: u64) -> u64 {
-    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// `x` as a number in [0, 1).
-pub(crate) fn unit(x: u64) -> f64 {
-    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 // ----- the callers ----------------------------------------------------------

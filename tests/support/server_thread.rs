@@ -77,3 +77,17 @@ impl Drop for ServerThread {
         }
     }
 }
+
+/// The `n`th draw of a test server seeded with `seed`, uniform in [0, 1)
+/// (SplitMix64): the same requests draw the same in every run with the same
+/// seed.
+#[allow(dead_code, reason = "each includer uses what it needs")]
+pub(crate) fn draw(seed: u64, n: u64) -> f64 {
+    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    #[allow(clippy::cast_precision_loss, reason = "53 bits, exactly")]
+    let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
+    unit
+}

@@ -27,7 +27,7 @@ use tower::{Layer, ServiceExt};
 
 #[path = "server_thread.rs"]
 mod server_thread;
-use server_thread::{Runtime, ServerThread};
+use server_thread::{draw, Runtime, ServerThread};
 
 /// What is run.
 #[derive(Clone, Copy, Debug)]
@@ -148,13 +148,11 @@ async fn serve(
                 if request.uri().path() == "/measured" {
                     measured.fetch_add(1, Ordering::Relaxed);
                 }
-                let delay = if unit(mix(setup.seed, 2 * n)) < setup.stall {
+                let delay = if draw(setup.seed, 2 * n) < setup.stall {
                     setup.stall_for
                 } else {
                     let (lo, hi) = setup.answer;
-                    lo + hi
-                        .saturating_sub(lo)
-                        .mul_f64(unit(mix(setup.seed, 2 * n + 1)))
+                    lo + hi.saturating_sub(lo).mul_f64(draw(setup.seed, 2 * n + 1))
                 };
                 async move {
                     tokio::time::sleep(delay).await;
@@ -168,20 +166,6 @@ async fn serve(
                 .await;
         });
     }
-}
-
-/// SplitMix64 of `seed` and `n`: the same draws for the same requests in
-/// every run with the same seed.
-fn mix(seed: u64, n: u64) -> u64 {
-    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// `x` as a number in [0, 1).
-fn unit(x: u64) -> f64 {
-    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 // ----- the callers ----------------------------------------------------------

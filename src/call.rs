@@ -264,9 +264,11 @@ where
 /// Race the attempt admitted (`first`: its permit, its timeout and the
 /// attempt itself, sent and not answered when first polled) against a
 /// timer and, each time the attempts out have run for `delay` without an
-/// answer (and no call was refused nor retried since the last was sent: `setbacks`,
-/// the count then), weigh a hedge ([`Attempts::hedge`]) and send it beside
-/// them if a slot is free; until one answers for the call. Answers the
+/// answer, weigh a hedge ([`Attempts::hedge`], told what
+/// [`Limiter::late`] sees: `setbacks` is the count read as the last was
+/// sent) and send it beside them if a slot is free, or weigh again after
+/// another delay while calls answer in order; until one answers for the
+/// call. Answers the
 /// machine's next action (never [`Action::Await`]) and the result of the attempt
 /// that ended last. The attempts still out when the call is answered are
 /// dropped and their permits released as
@@ -301,6 +303,8 @@ where
         (n, tokio::time::timeout(timeout, attempt).await.ok())
     };
     let (out, mut first) = first;
+    // When the latest attempt was sent, for whose lateness it shows.
+    let mut sent = out.0.started();
     // The permits of the attempts out, by attempt: the first, then the
     // hedges.
     let mut permits = Permits {
@@ -321,9 +325,16 @@ where
             Some(out) = hedges.next(), if !hedges.is_empty() => out,
             () = &mut timer, if hedge_due => {
                 hedge_due = false;
-                let congested = limiter.congested(setbacks);
-                let outcome = match attempts.hedge(retry, now(), congested) {
+                let late = limiter.late(setbacks, sent);
+                let outcome = match attempts.hedge(retry, now(), late) {
                     Hedging::Not(why) => why,
+                    Hedging::Later(why) => {
+                        if let Some(delay) = attempts.hedge_delay(retry, limiter.hedge_delay()) {
+                            timer.as_mut().reset(tokio::time::Instant::now() + delay);
+                            hedge_due = true;
+                        }
+                        why
+                    }
                     Hedging::Acquire => match admission.try_acquire() {
                         Err(_) => attempts.hedge_refused(),
                         Ok(permit) => {
@@ -331,6 +342,7 @@ where
                             match attempts.hedge_admitted(retry, now, timeout) {
                                 Action::Send { timeout } => {
                                     setbacks = limiter.setbacks();
+                                    sent = permit.started();
                                     permits.hedges.push(Some((permit, timeout)));
                                     hedges.push(send(permits.hedges.len(), timeout, make()));
                                     if let Some(delay) =

@@ -19,7 +19,7 @@
 //! | `rheostat_admitted_total` | counter | `limiter`, `class` | calls admitted, by [class](crate::priority); only for a limiter with priorities |
 //! | `rheostat_class_rejected_total` | counter | `limiter`, `class` | calls refused, by class; only for a limiter with priorities |
 //! | `rheostat_retries_total` | counter | `limiter`, `outcome` | what the [retry policy](crate::retry) decided after each failed attempt: `sent`, `budget_exhausted`, `deadline`, `not_retryable`, `rejected`, `exhausted` ([`RetryOutcome::as_str`]); registered by [`Builder::metrics`] for a limiter with a retry policy, and never for one without |
-//! | `rheostat_hedges_total` | counter | `limiter`, `result` | [hedges](crate::retry::Hedge): `sent`, then `won` or `lost` for each sent; or why none was sent when an attempt had run for the delay: `congested`, `budget_exhausted`, `refused` (no free slot), `deadline`, `exhausted` ([`HedgeOutcome::as_str`]); only for a limiter that hedges |
+//! | `rheostat_hedges_total` | counter | `limiter`, `result` | [hedges](crate::retry::Hedge): `sent`, then `won` or `lost` for each sent; or why none was sent when an attempt had run for the delay: `congested`, `in_order` (counted at each weighing while no call sent later has succeeded), `budget_exhausted`, `refused` (no free slot), `deadline`, `exhausted` ([`HedgeOutcome::as_str`]); only for a limiter that hedges |
 //! | `rheostat_hedge_delay_seconds` | gauge | `limiter` | the hedge delay in force ([`Timeouts::hedge`](crate::timeout::Timeouts::hedge): typed, or learned); only for a limiter that hedges, from the first delay learned |
 //!
 //! `rheostat_breaker_state` is 0 closed, 1 open, 2 half-open, 3 forced open,

@@ -154,7 +154,7 @@ impl Observer for TracingObserver {
 
     fn hedge(&self, outcome: HedgeOutcome) {
         let down = match outcome {
-            HedgeOutcome::Congested => true,
+            HedgeOutcome::Congested | HedgeOutcome::InOrder => true,
             HedgeOutcome::Sent => false,
             _ => return,
         };
@@ -163,7 +163,12 @@ impl Observer for TracingObserver {
         }
         let limiter: &str = &self.limiter;
         if down {
-            ::tracing::info!(limiter, "hedges stand down: the policy sees congestion");
+            let why = if outcome == HedgeOutcome::InOrder {
+                "calls answer in order (the dependency is slow as a whole)"
+            } else {
+                "the policy sees congestion"
+            };
+            ::tracing::info!(limiter, why, "hedges stand down");
         } else {
             ::tracing::info!(limiter, "hedges resume");
         }

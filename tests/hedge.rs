@@ -467,3 +467,39 @@ async fn no_hedge_is_sent_after_a_failure_was_retried_or_a_call_refused_since_th
         assert_eq!(seen.hedges(), [HedgeOutcome::Congested], "{setback}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_call_is_hedged_only_once_a_call_sent_after_it_has_succeeded() {
+    let (seen, limiter) = build(Fixed::new(10).unwrap(), hedged(ms(50)));
+    let limiter = Arc::new(limiter);
+    let t0 = tokio::time::Instant::now();
+    // The slow call: its attempt stalls 500 ms, a hedge would take 10 ms.
+    let slow = {
+        let limiter = Arc::clone(&limiter);
+        tokio::spawn(async move {
+            let (sent, make) = dependency(vec![ms(500), ms(10)]);
+            let answer = limiter.call(classify, make).await.unwrap();
+            (answer, sent.load(Ordering::SeqCst))
+        })
+    };
+    // A call sent 10 ms later is as slow: the calls are answering in order,
+    // and at 50 and 100 ms the hedge waits.
+    tokio::time::sleep(ms(10)).await;
+    let later = limiter.try_acquire().unwrap();
+    tokio::time::sleep(ms(110)).await;
+    // A failure is no overtaking; at 120 ms a call sent later succeeds.
+    limiter.try_acquire().unwrap().overload();
+    later.success();
+    let (answer, sent) = slow.await.unwrap();
+    assert_eq!((answer, sent), (1, 2), "hedged, and the hedge answered");
+    assert_eq!(t0.elapsed(), ms(160), "sent at the weighing after 120 ms");
+    assert_eq!(
+        seen.hedges(),
+        [
+            HedgeOutcome::InOrder,
+            HedgeOutcome::InOrder,
+            HedgeOutcome::Sent,
+            HedgeOutcome::Won
+        ]
+    );
+}

@@ -496,3 +496,24 @@ async fn a_limiter_without_a_hedge_sends_one_attempt_at_a_time() {
     assert_eq!(sent.load(Ordering::SeqCst), 1);
     assert_eq!(seen.hedges(), []);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_request_is_hedged_only_once_a_call_sent_after_it_has_succeeded() {
+    let (seen, limiter) = limiter(Fixed::new(10).unwrap());
+    let (sent, service) = dependency(&[(500, 200), (10, 200)]);
+    let t0 = tokio::time::Instant::now();
+    let slow = tokio::spawn(through(&limiter, service).oneshot(READ));
+    // A call sent 10 ms later is as slow until it succeeds at 120 ms: the
+    // hedge waits at 50 and 100 ms, and is sent at 150 ms.
+    tokio::time::sleep(ms(10)).await;
+    let later = limiter.try_acquire().unwrap();
+    tokio::time::sleep(ms(110)).await;
+    later.success();
+    assert_eq!(slow.await.unwrap().unwrap(), (1, 200));
+    assert_eq!(t0.elapsed(), ms(160));
+    assert_eq!(sent.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        seen.hedges(),
+        [HedgeOutcome::InOrder, HedgeOutcome::InOrder, Sent, Won]
+    );
+}

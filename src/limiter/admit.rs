@@ -76,12 +76,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             return Err(self.reject(RejectReason::Throttled, Refusal::Throttle, now));
         }
         match self.slots.take(gate.limit()) {
-            Some(in_flight) => Ok(Ticket::new(
-                Some(now),
-                in_flight,
-                false,
-                self.board.generation(),
-            )),
+            Some(in_flight) => Ok(self.ticket(Some(now), in_flight, false)),
             None => Err(self.reject(RejectReason::LimitReached, Refusal::Limit, now)),
         }
     }
@@ -117,12 +112,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             None
         };
-        Ok(Ticket::new(
-            start,
-            in_flight,
-            false,
-            self.board.generation(),
-        ))
+        Ok(self.ticket(start, in_flight, false))
     }
 
     /// `ticket`, keeping its caller's own timeout unless it may be
@@ -191,12 +181,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.publish(&mut policy);
         drop(policy);
         self.report(transitions);
-        Ok(Ticket::new(
-            Some(now),
-            in_flight,
-            probe,
-            self.board.generation(),
-        ))
+        Ok(self.ticket(Some(now), in_flight, probe))
     }
 
     #[inline]
@@ -412,7 +397,17 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         // it read the kept slots as a caller that needs no more, and held
         // its limit low (mixed-criticality: 0.80 of the bound, against 0.96).
         let met = in_flight.saturating_add(need).min(limit);
-        Ok(Ticket::new(start, met, false, self.board.generation()).with_class(Class(c), counted))
+        Ok(self.ticket(start, met, false).with_class(Class(c), counted))
+    }
+
+    /// The ticket of a call admitted at `start` with `in_flight`; its start
+    /// noted for hedges ([`Limiter::late`]).
+    #[inline(always)]
+    fn ticket(&self, start: Option<Instant>, in_flight: u32, probe: bool) -> Ticket {
+        if let Some(start) = start {
+            self.board.sent(start);
+        }
+        Ticket::new(start, in_flight, probe, self.board.generation())
     }
 
     /// [`Limiter::admit_as`] under a gate that needs the time first: a shut

@@ -103,6 +103,16 @@ pub(super) struct Board {
     /// Whether the gate's limit last moved down (stored with the gate): a
     /// policy that is cutting sees congestion, and nothing is hedged.
     falling: AtomicBool,
+    /// Whether calls may be hedged, so that successes are noted in
+    /// `overtaken`.
+    hedging: bool,
+    /// When the latest-sent call that has succeeded was sent, in
+    /// nanoseconds after the epoch plus one (0 while none has): an attempt
+    /// sent before it has been overtaken.
+    overtaken: AtomicU64,
+    /// When the latest call was sent, counted as `overtaken` (where calls
+    /// may be hedged).
+    latest: AtomicU64,
 }
 
 /// What the answer last stored held (its instants, `u64::MAX` on the board
@@ -156,7 +166,8 @@ const REFUSALS: [Refusal; 4] = [
 impl Board {
     /// A board showing `gate`, timing every call, with no deferral and no
     /// wake-up, until the first answer is stored.
-    pub(super) fn new(gate: &Gate, epoch: Instant, timed: bool) -> Self {
+    /// Calls are timed if `timed` or `hedging`, which needs their start.
+    pub(super) fn new(gate: &Gate, epoch: Instant, timed: bool, hedging: bool) -> Self {
         Board {
             gate: AtomicGate::new(gate),
             defer_until: AtomicU64::new(0),
@@ -168,12 +179,48 @@ impl Board {
             expires: AtomicU64::new(u64::MAX),
             culprits: REFUSALS.map(|_| AtomicCell::new("unknown")),
             epoch,
-            timed,
+            timed: timed || hedging,
             learned: AtomicU64::new(0),
             uncut: AtomicU32::new(0),
             hedge: AtomicU64::new(0),
             falling: AtomicBool::new(false),
+            hedging,
+            overtaken: AtomicU64::new(0),
+            latest: AtomicU64::new(0),
         }
+    }
+
+    /// A call sent at `sent` succeeded: noted, where calls may be hedged,
+    /// if it was sent after every success noted so far.
+    #[inline]
+    pub(super) fn succeeded(&self, sent: Instant) {
+        if self.hedging {
+            let at = self.nanos(sent).saturating_add(1);
+            if self.overtaken.load(Ordering::Relaxed) < at {
+                self.overtaken.fetch_max(at, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A call was sent at `sent`: noted, where calls may be hedged. Not a
+    /// read-modify-write: two calls admitted at once may leave the earlier
+    /// of their instants, nanoseconds behind.
+    #[inline]
+    pub(super) fn sent(&self, sent: Instant) {
+        if self.hedging {
+            let at = self.nanos(sent).saturating_add(1);
+            if self.latest.load(Ordering::Relaxed) < at {
+                self.latest.store(at, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether the calls sent after `sent`, if any, have all yet to
+    /// succeed: none has overtaken a call sent then.
+    #[inline]
+    pub(super) fn in_order(&self, sent: Instant) -> bool {
+        let at = self.nanos(sent).saturating_add(1);
+        self.overtaken.load(Ordering::Relaxed) <= at && self.latest.load(Ordering::Relaxed) > at
     }
 
     /// The learned attempt timeout, if one has been learned.

@@ -493,6 +493,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
             .and_then(|r| r.hedge)
             .filter(|h| h.delay.is_none())
             .map(|h| h.quantile);
+        let hedging = self.retry.as_ref().is_some_and(|r| r.hedge.is_some());
         if let Some(config) = self.retry.take() {
             self.options.rare_mut().retry =
                 Some(crate::retry::Retry::new(config, self.seed, epoch)?);
@@ -504,6 +505,7 @@ impl<A: Algorithm, C: Clock> Builder<A, C> {
                 &gate,
                 epoch,
                 self.observer.is_some() || self.options.learned().is_some(),
+                hedging,
             ),
             slots: CachePadded::new(Slots::new(self.options.sharding)),
             deferred: Deferred::new(self.options.sharding == Sharding::Always),

@@ -29,6 +29,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         self.release_class(ticket);
+        self.note_success(ticket, outcome);
         if ticket.is_uncut() {
             self.board.end_uncut();
         }
@@ -322,6 +323,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// A probe's first attempt answers for the probe; the attempts after it
     /// are ordinary calls.
     pub(crate) fn attempt_ended(&self, ticket: &mut Ticket, outcome: Outcome) {
+        self.note_success(ticket, outcome);
         let timed = ticket.start.is_some();
         let feedback = self.board.feedback();
         if feedback == Feedback::Nothing || (feedback == Feedback::Timed && !timed) {
@@ -336,6 +338,15 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         let transitions = self.learn(ticket, outcome, latency, now);
         ticket.next_attempt(now);
         self.report(transitions);
+    }
+
+    /// Note a success for hedges: the calls sent before it have been
+    /// overtaken ([`Limiter::late`]).
+    #[inline(always)]
+    fn note_success(&self, ticket: &Ticket, outcome: Outcome) {
+        if let (Outcome::Success, Some(start)) = (outcome, ticket.start) {
+            self.board.succeeded(start);
+        }
     }
 
     /// Time the ticket's next attempt from now (a retry starting after a

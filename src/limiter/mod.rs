@@ -90,7 +90,7 @@ mod slots;
 
 use std::fmt;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::algorithms::{Algorithm, Gate};
 use crate::clock::{Clock, DefaultClock};
@@ -517,7 +517,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.admission().call(classify, make).await
     }
 
-    /// Setbacks so far, for [`Limiter::congested`]: calls refused and
+    /// Setbacks so far, for [`Limiter::late`]: calls refused and
     /// retries granted, counted as they happen, never reset.
     #[doc(hidden)]
     pub fn setbacks(&self) -> u64 {
@@ -525,22 +525,40 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         self.refusals.load(crate::sync::Ordering::Relaxed) + retried
     }
 
-    /// Whether the policy sees congestion, so that no hedge is sent: its
-    /// limit last moved down, its gate is shut or probing (a breaker not
-    /// closed), it admits only a share of calls (a throttle refusing), or
-    /// there was a setback since [`Limiter::setbacks`] read `since` (as the
-    /// attempt to be hedged was sent): a call refused (slots are short, and
-    /// a hedge would take one a first attempt needs) or a failure retried
-    /// (the dependency is failing calls, not only slow, and a retry is a
-    /// failed call's only chance). Read without the policy's lock.
+    /// Whose lateness an attempt that has run for the hedge delay shows,
+    /// for [`Attempts::hedge`](crate::retry::Attempts::hedge). The attempt
+    /// was sent at `sent` (its permit's [`Permit::started`]; `None`, never
+    /// for a limiter that hedges, reads as overtaken), when
+    /// [`Limiter::setbacks`] read `since`.
+    ///
+    /// [`Late::Congested`](crate::retry::Late::Congested) if its limit last
+    /// moved down, its gate is shut or probing (a breaker not closed), it
+    /// admits only a share of calls (a throttle refusing), or there was a
+    /// setback since: a call refused (slots are short, and a hedge would
+    /// take one a first attempt needs) or a failure retried (the
+    /// dependency is failing calls, not only slow, and a retry is a failed
+    /// call's only chance). Else
+    /// [`Late::InOrder`](crate::retry::Late::InOrder) if calls were sent
+    /// after it and none of them has succeeded yet, and
+    /// [`Late::Alone`](crate::retry::Late::Alone) if one has (or none was
+    /// sent: with nothing to compare it with, the attempt is taken to be
+    /// late alone). Read without the policy's lock.
     #[doc(hidden)]
-    pub fn congested(&self, since: u64) -> bool {
+    pub fn late(&self, since: u64, sent: Option<Instant>) -> crate::retry::Late {
+        use crate::retry::Late;
         let gate = self.board.gate();
-        gate.limit() == 0
+        if gate.limit() == 0
             || gate.probe()
             || gate.admit_probability() < 1.0
             || self.board.falling()
             || self.setbacks() != since
+        {
+            Late::Congested
+        } else if sent.is_some_and(|sent| self.board.in_order(sent)) {
+            Late::InOrder
+        } else {
+            Late::Alone
+        }
     }
 
     /// Tell the observer what became of a hedge.

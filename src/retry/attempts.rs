@@ -152,6 +152,30 @@ pub enum Hedging {
     Acquire,
     /// No hedge, for this reason: report it.
     Not(HedgeOutcome),
+    /// No hedge yet, for this reason ([`HedgeOutcome::InOrder`]): report
+    /// it, and weigh again when the attempts out have run for another
+    /// hedge delay.
+    Later(HedgeOutcome),
+}
+
+/// Whose lateness an attempt that has run for the hedge delay shows, as
+/// the limiter sees it ([`Limiter::late`](crate::Limiter::late)): what
+/// [`Attempts::hedge`] weighs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Late {
+    /// Its own: a call sent after it has already succeeded, so it is in
+    /// the dependency's tail, which a hedge cuts; or no call was sent after
+    /// it, so that nothing says otherwise.
+    Alone,
+    /// Everyone's, for all the limiter knows: calls were sent after it and
+    /// none of them has succeeded yet. Calls are answering in the order
+    /// they were sent, as from a queue or a dependency slowed as a whole,
+    /// and a hedge would wait behind the same backlog.
+    InOrder,
+    /// The policy sees congestion: its limit last moved down, a breaker is
+    /// not closed, a throttle is refusing, or since the attempt was sent a
+    /// call was refused or a failure retried.
+    Congested,
 }
 
 /// What was decided after a failed attempt, for the observer (and the
@@ -363,15 +387,15 @@ impl Attempts {
     }
 
     /// The attempts out have run for the hedge delay at `now` without an
-    /// answer; `congested` says whether the policy sees congestion (the
-    /// limit last moved down, a breaker not closed, a throttle refusing).
+    /// answer; `late` says whose lateness that is, as the limiter sees it.
     /// Answers [`Hedging::Acquire`], the hedge withdrawn from the budget
-    /// and counted as an attempt, or why no hedge is sent.
-    pub fn hedge(&mut self, retry: &Retry, now: Instant, congested: bool) -> Hedging {
+    /// and counted as an attempt; [`Hedging::Later`] while calls answer in
+    /// order; or why no hedge is sent.
+    pub fn hedge(&mut self, retry: &Retry, now: Instant, late: Late) -> Hedging {
         if !self.may_follow(retry) {
             return Hedging::Not(HedgeOutcome::Exhausted);
         }
-        if congested {
+        if late == Late::Congested {
             return Hedging::Not(HedgeOutcome::Congested);
         }
         if retry
@@ -379,6 +403,9 @@ impl Attempts {
             .is_some_and(|left| left <= super::LEAST_ATTEMPT)
         {
             return Hedging::Not(HedgeOutcome::Deadline);
+        }
+        if late == Late::InOrder {
+            return Hedging::Later(HedgeOutcome::InOrder);
         }
         match retry.withdraw_hedge(now) {
             Withdrawal::Granted => {

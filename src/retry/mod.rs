@@ -87,7 +87,7 @@ mod hedge;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-pub use attempts::{Action, Attempts, Decided, Hedging};
+pub use attempts::{Action, Attempts, Decided, Hedging, Late};
 pub use config::{Backoff, Budget, RetryConfig};
 pub use hedge::Hedge;
 
@@ -239,6 +239,11 @@ pub enum HedgeOutcome {
     /// None sent: the policy sees congestion (the limit last moved down, a
     /// breaker not closed, a throttle refusing).
     Congested,
+    /// None sent yet: no call sent after the attempt has answered, so the
+    /// calls are answering in order and the whole dependency is late, not
+    /// this call (a hedge would wait behind the same backlog). Weighed
+    /// again after each further hedge delay, and counted at each weighing.
+    InOrder,
     /// None sent: the retry budget had none left.
     BudgetExhausted,
     /// None sent: the limiter had no free slot (a hedge never waits).
@@ -257,6 +262,7 @@ impl HedgeOutcome {
             HedgeOutcome::Won => "won",
             HedgeOutcome::Lost => "lost",
             HedgeOutcome::Congested => "congested",
+            HedgeOutcome::InOrder => "in_order",
             HedgeOutcome::BudgetExhausted => "budget_exhausted",
             HedgeOutcome::Refused => "refused",
             HedgeOutcome::Deadline => "deadline",
@@ -265,11 +271,12 @@ impl HedgeOutcome {
     }
 
     /// Every outcome, in label order.
-    pub const ALL: [HedgeOutcome; 8] = [
+    pub const ALL: [HedgeOutcome; 9] = [
         HedgeOutcome::Sent,
         HedgeOutcome::Won,
         HedgeOutcome::Lost,
         HedgeOutcome::Congested,
+        HedgeOutcome::InOrder,
         HedgeOutcome::BudgetExhausted,
         HedgeOutcome::Refused,
         HedgeOutcome::Deadline,

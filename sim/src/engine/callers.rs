@@ -48,9 +48,11 @@ pub(super) struct Race {
     /// sent, an attempt that failed while others are out) a hedge is
     /// weighed; `None` once none may follow.
     pub(super) hedge_in: Option<u64>,
-    /// The limiter's setbacks when the last attempt was sent: one since
-    /// stands the hedges down.
+    /// The limiter's setbacks when the last attempt was sent (one since
+    /// stands the hedges down), and when it was sent: what
+    /// `Limiter::late` weighs.
     pub(super) setbacks: u64,
+    pub(super) sent: Option<std::time::Instant>,
 }
 
 impl<'a> World<'a> {

@@ -163,8 +163,9 @@ impl<'a> World<'a> {
                     let clock = &self.clock;
                     match attempts.admitted(retry, || clock.now(), timeout, probe) {
                         Action::Send { timeout } => {
+                            let sent = permit.started();
                             let job = self.send(Owner::Request(req), permit, nanos(timeout));
-                            self.arm_hedge(req, job);
+                            self.arm_hedge(req, job, sent);
                         }
                         // `Action::Expire`, the other answer to an admission.
                         _ => {
@@ -266,7 +267,7 @@ impl<'a> World<'a> {
     /// beside it: if the limiter's retry says how long to let it run
     /// first ([`Attempts::hedge_delay`]), a race begins and its timer is
     /// armed, as `Limiter::call` does after [`Action::Send`].
-    fn arm_hedge(&mut self, req: u64, job: u64) {
+    fn arm_hedge(&mut self, req: u64, job: u64, sent: Option<std::time::Instant>) {
         let limiters: &'a [Lim] = self.limiters;
         let Some(request) = self.requests.get_mut(req) else {
             return;
@@ -287,6 +288,7 @@ impl<'a> World<'a> {
             hedges: 0,
             hedge_in: Some(delay),
             setbacks: limiter.setbacks(),
+            sent,
         });
         request.hedge_timer = request.hedge_timer.wrapping_add(1);
         let timer = request.hedge_timer;
@@ -317,9 +319,21 @@ impl<'a> World<'a> {
             return;
         };
         let clock = &self.clock;
-        let congested = limiter.congested(race.setbacks);
-        let outcome = match attempts.hedge(retry, clock.now(), congested) {
+        let late = limiter.late(race.setbacks, race.sent);
+        let outcome = match attempts.hedge(retry, clock.now(), late) {
             Hedging::Not(why) => why,
+            Hedging::Later(why) => {
+                // Weighed again after another delay, as `Limiter::call` does.
+                race.hedge_in = attempts
+                    .hedge_delay(retry, limiter.timeouts().hedge)
+                    .map(nanos);
+                if let Some(delay) = race.hedge_in {
+                    request.hedge_timer = request.hedge_timer.wrapping_add(1);
+                    let timer = request.hedge_timer;
+                    self.at(self.now + delay, Event::Hedge(req, timer));
+                }
+                why
+            }
             Hedging::Acquire => {
                 // An attempt made, as the machine counts it, admitted or
                 // refused; taken with the request's class, as its others.
@@ -394,6 +408,7 @@ impl<'a> World<'a> {
         let next = attempts
             .hedge_delay(retry, limiter.timeouts().hedge)
             .map(nanos);
+        let sent = permit.started();
         let job = self.send(Owner::Request(req), permit, nanos(timeout));
         let Some(request) = self.requests.get_mut(req) else {
             return HedgeOutcome::Sent;
@@ -403,6 +418,7 @@ impl<'a> World<'a> {
             race.hedges += 1;
             race.hedge_in = next;
             race.setbacks = limiter.setbacks();
+            race.sent = sent;
         }
         if let Some(delay) = next {
             request.hedge_timer = request.hedge_timer.wrapping_add(1);

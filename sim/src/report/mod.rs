@@ -294,6 +294,9 @@ pub struct HedgeReport {
     /// Not sent: the policy saw congestion (its limit last moved down, a
     /// breaker not closed, a throttle refusing).
     pub congested: u64,
+    /// Not sent when weighed (each weighing counted): no call sent after
+    /// the attempt had succeeded yet, so calls were answering in order.
+    pub in_order: u64,
     /// Not sent: the retry budget had no room.
     pub budget_exhausted: u64,
     /// Not sent: no free slot in the limiter (a hedge never waits).
@@ -338,6 +341,7 @@ fn retry_report(stats: &RetryStats) -> RetryReport {
                 won: hedged(HedgeOutcome::Won),
                 lost: hedged(HedgeOutcome::Lost),
                 congested: hedged(HedgeOutcome::Congested),
+                in_order: hedged(HedgeOutcome::InOrder),
                 budget_exhausted: hedged(HedgeOutcome::BudgetExhausted),
                 refused: hedged(HedgeOutcome::Refused),
                 deadline: hedged(HedgeOutcome::Deadline),

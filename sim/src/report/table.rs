@@ -232,7 +232,7 @@ impl ScenarioReport {
                     note(
                         &mut out,
                         format!(
-                            "hedges {}, {}, {}; not sent: {}, {}, {}, {}, {}",
+                            "hedges {}, {}, {}; not sent: {}, {}, {}, {}, {}; weighed in order {}",
                             unbroken(&format!("{} sent", h.sent)),
                             unbroken(&format!("{} won", h.won)),
                             unbroken(&format!("{} lost", h.lost)),
@@ -241,6 +241,7 @@ impl ScenarioReport {
                             unbroken(&format!("{} without a free slot", h.refused)),
                             unbroken(&format!("{} past deadline", h.deadline)),
                             unbroken(&format!("{} out of attempts", h.exhausted)),
+                            h.in_order,
                         ),
                     );
                 }

@@ -299,7 +299,10 @@ fn a_hedge_is_an_attempt_and_a_failure_beside_it_is_not_decided_until_it_ends() 
         Action::Send { .. }
     ));
     assert_eq!(attempts.hedge_delay(&retry, None), Some(ms(20)));
-    assert_eq!(attempts.hedge(&retry, t0 + ms(20), false), Hedging::Acquire);
+    assert_eq!(
+        attempts.hedge(&retry, t0 + ms(20), Late::Alone),
+        Hedging::Acquire
+    );
     assert_eq!(attempts.call().attempts, 2);
     assert!(matches!(
         attempts.hedge_admitted(&retry, || t0 + ms(20), ms(100)),
@@ -323,6 +326,35 @@ fn a_hedge_is_an_attempt_and_a_failure_beside_it_is_not_decided_until_it_ends() 
     assert!(!attempts.may_follow(&retry));
 }
 
+#[test]
+fn a_hedge_waits_while_calls_answer_in_order_and_spends_nothing_meanwhile() {
+    let t0 = Instant::now();
+    let retry = retry(hedging(Some(ms(20))), t0);
+    let mut attempts = Attempts::new(&retry, t0, ms(999));
+    assert!(matches!(
+        attempts.admitted(&retry, || t0, attempts.next_timeout(), false),
+        Action::Send { .. }
+    ));
+    let before = retry.budget_left(t0);
+    assert_eq!(
+        attempts.hedge(&retry, t0 + ms(20), Late::InOrder),
+        Hedging::Later(HedgeOutcome::InOrder)
+    );
+    assert_eq!(attempts.call().attempts, 1, "no attempt is made yet");
+    assert_eq!(retry.budget_left(t0), before, "nothing is withdrawn");
+    assert_eq!(
+        attempts.hedge_delay(&retry, None),
+        Some(ms(20)),
+        "weighed again after another delay"
+    );
+    // Overtaken by then: sent.
+    assert_eq!(
+        attempts.hedge(&retry, t0 + ms(40), Late::Alone),
+        Hedging::Acquire
+    );
+    assert_eq!(attempts.call().attempts, 2);
+}
+
 fn asked_gate() -> bool {
     panic!("the gate was asked while an attempt is out")
 }
@@ -342,7 +374,7 @@ fn no_hedge_for_a_request_sent_once_without_a_delay_known_or_under_congestion() 
     assert_eq!(once.hedge_delay(&learned, Some(ms(30))), None);
     let mut congested = Attempts::new(&learned, t0, ms(999));
     assert_eq!(
-        congested.hedge(&learned, t0, true),
+        congested.hedge(&learned, t0, Late::Congested),
         Hedging::Not(HedgeOutcome::Congested)
     );
     assert_eq!(
@@ -352,7 +384,7 @@ fn no_hedge_for_a_request_sent_once_without_a_delay_known_or_under_congestion() 
     );
     // Near the deadline (250 ms), none either.
     assert_eq!(
-        congested.hedge(&learned, t0 + ms(250), false),
+        congested.hedge(&learned, t0 + ms(250), Late::Alone),
         Hedging::Not(HedgeOutcome::Deadline)
     );
     // Without hedging configured, never.

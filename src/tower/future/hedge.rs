@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
 use tower_service::Service;
@@ -22,6 +22,11 @@ use crate::limiter::{Admission, Limiter, OwnedPermit};
 use crate::priority::Class;
 use crate::retry::{Action, Attempts, Ended, HedgeOutcome, Hedging, Retry};
 use crate::tower::classify::Classify;
+
+/// How a hedge is armed after an attempt is sent: its delay, and what
+/// [`Limiter::late`] weighs when it is due (the limiter's setbacks then and
+/// when the attempt was sent).
+pub(crate) type Arming = (Duration, u64, Option<Instant>);
 
 /// What the hedges need of the call they race for, lent by its future at
 /// each poll.
@@ -53,9 +58,10 @@ struct Racing<F, A, C> {
     /// How long the attempts out may run before a hedge is weighed; `None`
     /// once it is, until a hedge sent arms it again.
     delay: Option<Duration>,
-    /// The limiter's setbacks when the last attempt was sent: one since
-    /// then stands the hedges down ([`Limiter::congested`]).
+    /// The limiter's setbacks when the last attempt was sent, and when it
+    /// was sent: what [`Limiter::late`] weighs.
     setbacks: u64,
+    sent_at: Option<Instant>,
     /// The timer of `delay`, started at the first poll after it is armed.
     timer: Option<Pin<Box<Sleep>>>,
     /// A hedge admitted, waiting for the inner service to be ready.
@@ -93,22 +99,23 @@ impl<F: Future, A, C> Sent<F, A, C> {
 
 impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
     /// Hedges whose first is weighed after `delay`, with the limiter's
-    /// setbacks then; none if `None`.
-    pub(crate) fn new(delay: Option<(Duration, u64)>) -> Self {
+    /// setbacks then and when the attempt was sent; none if `None`.
+    pub(crate) fn new(delay: Option<Arming>) -> Self {
         let mut hedges = Hedges(None);
         hedges.arm(delay);
         hedges
     }
 
     /// An attempt was sent: weigh a hedge after `delay`, with the limiter's
-    /// setbacks then (none if `None`).
-    pub(crate) fn arm(&mut self, delay: Option<(Duration, u64)>) {
+    /// setbacks then and when it was sent (none if `None`).
+    pub(crate) fn arm(&mut self, delay: Option<Arming>) {
         match (&mut self.0, delay) {
             (Some(racing), delay) => racing.arm(delay),
-            (None, Some((delay, setbacks))) => {
+            (None, Some((delay, setbacks, sent))) => {
                 self.0 = Some(Box::new(Racing {
                     delay: Some(delay),
                     setbacks,
+                    sent_at: sent,
                     timer: None,
                     admitted: None,
                     out: Vec::new(),
@@ -152,9 +159,10 @@ impl<F, A: Algorithm, C: Clock> Hedges<F, A, C> {
 }
 
 impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
-    fn arm(&mut self, delay: Option<(Duration, u64)>) {
-        self.delay = delay.map(|(delay, setbacks)| {
+    fn arm(&mut self, delay: Option<Arming>) {
+        self.delay = delay.map(|(delay, setbacks, sent)| {
             self.setbacks = setbacks;
+            self.sent_at = sent;
             delay
         });
         self.timer = None;
@@ -233,9 +241,15 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
     fn weigh<S, Req, K>(&mut self, race: &mut Race<'_, S, Req, K, A, C>) {
         let limiter: &Limiter<A, C> = race.limiter;
         let now = limiter.clock().now();
-        let congested = limiter.congested(self.setbacks);
-        let outcome = match race.attempts.hedge(race.retry, now, congested) {
+        let late = limiter.late(self.setbacks, self.sent_at);
+        let outcome = match race.attempts.hedge(race.retry, now, late) {
             Hedging::Not(why) => why,
+            Hedging::Later(why) => {
+                // Weighed again after another delay, as of the same attempt.
+                let next = race.attempts.hedge_delay(race.retry, limiter.hedge_delay());
+                self.arm(next.map(|delay| (delay, self.setbacks, self.sent_at)));
+                why
+            }
             Hedging::Acquire => {
                 let admission = Admission::new(Arc::clone(race.limiter))
                     .class(race.class)
@@ -282,7 +296,8 @@ impl<F, A: Algorithm, C: Clock> Racing<F, A, C> {
                 });
                 self.sent += 1;
                 let next = race.attempts.hedge_delay(race.retry, limiter.hedge_delay());
-                self.arm(next.map(|delay| (delay, limiter.setbacks())));
+                let sent = self.out.last().and_then(|hedge| hedge.permit.started());
+                self.arm(next.map(|delay| (delay, limiter.setbacks(), sent)));
                 HedgeOutcome::Sent
             }
             // `Action::Expire`: no time left before the deadline.

@@ -153,9 +153,9 @@ where
     pub(crate) fn new(plan: Plan<S, Req, K, A, C>, first: First<S::Future, A, C>) -> Self {
         // A first attempt sent by `call` may be hedged from its first poll.
         let hedge_in = match (&first, &plan.attempts, plan.limiter.retry()) {
-            (First::Called { .. }, Some(attempts), Some(retry)) => attempts
+            (First::Called { permit, .. }, Some(attempts), Some(retry)) => attempts
                 .hedge_delay(retry, plan.limiter.hedge_delay())
-                .map(|delay| (delay, plan.limiter.setbacks())),
+                .map(|delay| (delay, plan.limiter.setbacks(), permit.started())),
             _ => None,
         };
         let (state, permit, timeout) = match first {
@@ -376,7 +376,10 @@ where
                             attempts.may_follow(retry),
                             attempts
                                 .hedge_delay(retry, limiter.hedge_delay())
-                                .map(|delay| (delay, limiter.setbacks())),
+                                .map(|delay| {
+                                    let sent = this.permit.as_ref().and_then(|p| p.started());
+                                    (delay, limiter.setbacks(), sent)
+                                }),
                         ),
                         _ => (false, None),
                     };

@@ -59,10 +59,17 @@ fn own_rows() -> Vec<Row> {
     Vec::new()
 }
 
-/// Every row the command line can name: the shipped ones, then your own.
+/// Every row run when none is named: the shipped ones, then your own.
 fn every_row() -> Vec<Row> {
     let mut every = rows::all();
     every.extend(own_rows());
+    every
+}
+
+/// Every row the command line can name: those, and the yardsticks.
+fn nameable() -> Vec<Row> {
+    let mut every = every_row();
+    every.extend(rows::yardsticks());
     every
 }
 
@@ -99,7 +106,7 @@ fn parse() -> Result<Args, String> {
             "--scenario" => args.scenarios.push(value("--scenario")?),
             "--policy" => {
                 let name = value("--policy")?;
-                let every = every_row();
+                let every = nameable();
                 let row = every.iter().find(|row| row.name() == name).ok_or_else(|| {
                     let names: Vec<_> = every.iter().map(Row::name).collect();
                     format!("unknown policy `{name}`; known: {}", names.join(", "))

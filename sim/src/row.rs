@@ -38,6 +38,12 @@ pub struct LimiterSetup {
     /// with [`shared_probes`](rheostat::Builder::shared_probes) and their
     /// probes claimed from a store modelled as [`SharedProbes`] says.
     pub shared_probes: Option<SharedProbes>,
+    /// Mixed into each limiter's seed (its retry's jitter, a throttle's
+    /// draws): 0 for every shipped row but
+    /// [`rows::recommended_retry_reseeded`](crate::rows::recommended_retry_reseeded),
+    /// which shows how far a scenario moves when nothing changes but the
+    /// draws.
+    pub reseed: u64,
 }
 
 /// A fleet's probe allowance kept in a store, as the simulator models it:
@@ -87,6 +93,12 @@ impl LimiterSetup {
     /// A limiter with its attempt timeout set to `timeout`.
     pub fn with_timeout(mut self, timeout: Option<Timeout>) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Limiters whose seeds have `reseed` mixed in.
+    pub fn with_reseed(mut self, reseed: u64) -> Self {
+        self.reseed = reseed;
         self
     }
 

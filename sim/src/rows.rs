@@ -42,6 +42,13 @@ pub fn all() -> Vec<Row> {
     ]
 }
 
+/// Rows that judge no policy but measure the comparison itself, run only
+/// when named (`compare --policy NAME`):
+/// [`recommended_retry_reseeded`].
+pub fn yardsticks() -> Vec<Row> {
+    vec![recommended_retry_reseeded()]
+}
+
 /// The rows a run of random families compares (`compare --families`):
 /// every shipped row that applies to one caller of one class, but the
 /// clairvoyant (no candidate for best) and the classic breaker (the
@@ -261,6 +268,21 @@ pub fn recommended_typed() -> Row {
 pub fn recommended_retry() -> Row {
     around(recommended_typed(), "rec.+retry", |scenario| {
         learned().with_retry(retry_config(scenario))
+    })
+    .only_where(|scenario| scenario.traffic.is_some())
+}
+
+/// [`recommended_retry`] with nothing changed but its limiters' seeds
+/// (the retry's jitter): a yardstick, not a policy. Where a scenario is
+/// sensitive to its history (a limit that settles in one of two regimes),
+/// the smallest difference (one jitter drawn otherwise, one hedge sent)
+/// moves its goodput; this row says how far, so that a difference between
+/// two rows is read against it.
+pub fn recommended_retry_reseeded() -> Row {
+    around(recommended_typed(), "rec.+retry reseeded", |scenario| {
+        learned()
+            .with_retry(retry_config(scenario))
+            .with_reseed(0x5EED)
     })
     .only_where(|scenario| scenario.traffic.is_some())
 }

@@ -56,12 +56,9 @@ fn a_share_of_calls_stalls_for_the_span_the_scenario_gives() {
     assert!(e.reason().contains("at least `from`"), "{e}");
 }
 
-/// The goal: hedged, the p99.9 of the calls answered is at most a
-/// tenth of the unhedged twin's (107 ms against 1948 ms on seed 1). Its
-/// other goal, at most 5% more attempts than calls, is missed (1.063):
-/// the delay is the p95 of the successes the limiter learns from, and a
-/// stall that a hedge beat is released as ignored, so the stalls are not
-/// among them and 2% of calls are hedged beyond the 5% of the others.
+/// Hedged, the p99.9 of the calls answered is at most a tenth of the
+/// unhedged twin's (114 ms against 1948 ms on seed 1), for about 4.4% more
+/// attempts than calls.
 #[test]
 fn the_hedged_row_sends_hedges_in_the_heavy_tail_and_cuts_its_p99_9_tenfold() {
     let (hedged, plain) = (rows::recommended_hedge(), rows::recommended_retry());
@@ -176,4 +173,33 @@ fn hedges_stand_down_in_a_brownout() {
         s.table()
     );
     assert!(h.goodput >= 0.95 * p.goodput, "{}", s.table());
+}
+
+fn builtin(name: &str) -> Scenario {
+    Scenario::builtin()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap()
+}
+
+/// The retry storm's onset: the dependency loses 70% of its workers, and
+/// every call outlives the hedge delay (the p95 of a window of healthy
+/// latencies) at once. Calls answer in the order they queued, so hedges
+/// wait for an overtaking that does not come; sent regardless, 87 went
+/// into the backlog in the first second (203 over the run, against 41),
+/// and the callers' timeouts followed them.
+#[test]
+fn hedges_wait_while_a_backlog_answers_calls_in_order() {
+    let (hedged, plain) = (rows::recommended_hedge(), rows::recommended_retry());
+    let s = run(builtin("retry-storm"), &[plain.clone(), hedged.clone()]);
+    let (h, p) = (row(&s, &hedged), row(&s, &plain));
+    let hedges = h.retry.as_ref().unwrap().hedges.unwrap();
+    assert!(hedges.in_order > hedges.sent, "{hedges:?}\n{}", s.table());
+    assert!(
+        (hedges.sent as f64) < 0.002 * h.offered as f64,
+        "{hedges:?}\n{}",
+        s.table()
+    );
+    assert!(h.goodput >= 0.98 * p.goodput, "{}", s.table());
 }

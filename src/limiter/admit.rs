@@ -400,13 +400,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         Ok(self.ticket(start, met, false).with_class(Class(c), counted))
     }
 
-    /// The ticket of a call admitted at `start` with `in_flight`; its start
-    /// noted for hedges ([`Limiter::late`]).
+    /// The ticket of a call admitted at `start` with `in_flight`.
     #[inline(always)]
     fn ticket(&self, start: Option<Instant>, in_flight: u32, probe: bool) -> Ticket {
-        if let Some(start) = start {
-            self.board.sent(start);
-        }
         Ticket::new(start, in_flight, probe, self.board.generation())
     }
 

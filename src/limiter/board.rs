@@ -110,9 +110,6 @@ pub(super) struct Board {
     /// nanoseconds after the epoch plus one (0 while none has): an attempt
     /// sent before it has been overtaken.
     overtaken: AtomicU64,
-    /// When the latest call was sent, counted as `overtaken` (where calls
-    /// may be hedged).
-    latest: AtomicU64,
 }
 
 /// What the answer last stored held (its instants, `u64::MAX` on the board
@@ -186,7 +183,6 @@ impl Board {
             falling: AtomicBool::new(false),
             hedging,
             overtaken: AtomicU64::new(0),
-            latest: AtomicU64::new(0),
         }
     }
 
@@ -195,32 +191,35 @@ impl Board {
     #[inline]
     pub(super) fn succeeded(&self, sent: Instant) {
         if self.hedging {
+            // Not a read-modify-write: of two successes noted at once, the
+            // earlier-sent may be left, until the next success.
             let at = self.nanos(sent).saturating_add(1);
             if self.overtaken.load(Ordering::Relaxed) < at {
-                self.overtaken.fetch_max(at, Ordering::Relaxed);
+                self.overtaken.store(at, Ordering::Relaxed);
             }
         }
     }
 
-    /// A call was sent at `sent`: noted, where calls may be hedged. Not a
-    /// read-modify-write: two calls admitted at once may leave the earlier
-    /// of their instants, nanoseconds behind.
+    /// A call succeeded `at` (nanoseconds after the epoch) after running
+    /// `latency`: [`Board::succeeded`], its instants already read.
     #[inline]
-    pub(super) fn sent(&self, sent: Instant) {
+    pub(super) fn succeeded_at(&self, at: u64, latency: Duration) {
         if self.hedging {
-            let at = self.nanos(sent).saturating_add(1);
-            if self.latest.load(Ordering::Relaxed) < at {
-                self.latest.store(at, Ordering::Relaxed);
+            let ran = latency
+                .as_secs()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(latency.subsec_nanos()));
+            let sent = at.saturating_sub(ran).saturating_add(1);
+            if self.overtaken.load(Ordering::Relaxed) < sent {
+                self.overtaken.store(sent, Ordering::Relaxed);
             }
         }
     }
 
-    /// Whether the calls sent after `sent`, if any, have all yet to
-    /// succeed: none has overtaken a call sent then.
+    /// Whether no call sent after `sent` has succeeded.
     #[inline]
     pub(super) fn in_order(&self, sent: Instant) -> bool {
-        let at = self.nanos(sent).saturating_add(1);
-        self.overtaken.load(Ordering::Relaxed) <= at && self.latest.load(Ordering::Relaxed) > at
+        self.overtaken.load(Ordering::Relaxed) <= self.nanos(sent).saturating_add(1)
     }
 
     /// The learned attempt timeout, if one has been learned.
@@ -288,7 +287,13 @@ impl Board {
     /// Nanoseconds from the epoch to `at` (0 before it).
     #[inline]
     pub(super) fn nanos(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+        // In u64, not `as_nanos`'s u128: on every timed call's path.
+        let since = at.saturating_duration_since(self.epoch);
+        since
+            .as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(since.subsec_nanos()))
+            .min(u64::MAX - 1)
     }
 
     /// The gate.

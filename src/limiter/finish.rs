@@ -29,7 +29,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     #[inline(always)]
     pub(crate) fn finish(&self, ticket: &Ticket, outcome: Outcome) {
         self.release_class(ticket);
-        self.note_success(ticket, outcome);
         if ticket.is_uncut() {
             self.board.end_uncut();
         }
@@ -93,7 +92,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             .start
             .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
         if held_until != 0 && ticket.start.is_some() {
+            // A success (held only if one), its instant read once for both.
             let at = self.board.nanos(now);
+            self.board.succeeded_at(at, latency);
             if self.board.covers(at, latency, ticket.in_flight()) {
                 if self.deferred.is_set_up() {
                     self.finish_deferred(ticket, latency, now);
@@ -102,6 +103,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
                 }
                 return;
             }
+        }
+        if held_until == 0 {
+            self.note_success(ticket, outcome);
         }
         self.finish_locked(ticket, outcome, latency, feedback, now);
     }
@@ -341,7 +345,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     }
 
     /// Note a success for hedges: the calls sent before it have been
-    /// overtaken ([`Limiter::late`]).
+    /// overtaken ([`Limiter::late`]). (A success held for the policy is
+    /// noted where its instant is read: [`Limiter::finish_timed`].)
     #[inline(always)]
     fn note_success(&self, ticket: &Ticket, outcome: Outcome) {
         if let (Outcome::Success, Some(start)) = (outcome, ticket.start) {

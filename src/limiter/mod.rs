@@ -538,10 +538,10 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// take one a first attempt needs) or a failure retried (the
     /// dependency is failing calls, not only slow, and a retry is a failed
     /// call's only chance). Else
-    /// [`Late::InOrder`](crate::retry::Late::InOrder) if calls were sent
-    /// after it and none of them has succeeded yet, and
-    /// [`Late::Alone`](crate::retry::Late::Alone) if one has (or none was
-    /// sent: with nothing to compare it with, the attempt is taken to be
+    /// [`Late::InOrder`](crate::retry::Late::InOrder) if no call sent
+    /// after it has succeeded and others are in flight beside it, and
+    /// [`Late::Alone`](crate::retry::Late::Alone) if one has (or it is
+    /// alone in flight: with nothing to compare it with, it is taken to be
     /// late alone). Read without the policy's lock.
     #[doc(hidden)]
     pub fn late(&self, since: u64, sent: Option<Instant>) -> crate::retry::Late {
@@ -554,7 +554,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
             || self.setbacks() != since
         {
             Late::Congested
-        } else if sent.is_some_and(|sent| self.board.in_order(sent)) {
+        } else if self.in_flight() > 1 && sent.is_some_and(|sent| self.board.in_order(sent)) {
             Late::InOrder
         } else {
             Late::Alone

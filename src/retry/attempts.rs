@@ -164,13 +164,13 @@ pub enum Hedging {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Late {
     /// Its own: a call sent after it has already succeeded, so it is in
-    /// the dependency's tail, which a hedge cuts; or no call was sent after
-    /// it, so that nothing says otherwise.
+    /// the dependency's tail, which a hedge cuts; or it is alone in
+    /// flight, so that nothing says otherwise.
     Alone,
-    /// Everyone's, for all the limiter knows: calls were sent after it and
-    /// none of them has succeeded yet. Calls are answering in the order
-    /// they were sent, as from a queue or a dependency slowed as a whole,
-    /// and a hedge would wait behind the same backlog.
+    /// Everyone's, for all the limiter knows: other calls are in flight
+    /// and none sent after it has succeeded yet. Calls are answering in
+    /// the order they were sent, as from a queue or a dependency slowed as
+    /// a whole, and a hedge would wait behind the same backlog.
     InOrder,
     /// The policy sees congestion: its limit last moved down, a breaker is
     /// not closed, a throttle is refusing, or since the attempt was sent a

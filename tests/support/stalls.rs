@@ -420,7 +420,7 @@ pub(crate) fn print(setup: &Setup, runs: &[&Summary]) {
         setup.policy,
     );
     println!(
-        "{:<9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} {:>13}  {:>5} {:>5} {:>5} {:>7} {:>9} {:>6} {:>9} {:>9} {:>11}",
+        "{:<9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} {:>13}  {:>5} {:>5} {:>5} {:>7} {:>9} {:>8} {:>6} {:>9} {:>9} {:>11}",
         "run",
         "warmup",
         "p50",
@@ -435,6 +435,7 @@ pub(crate) fn print(setup: &Setup, runs: &[&Summary]) {
         "lost",
         "refused",
         "congested",
+        "in order",
         "budget",
         "delay",
         "timeout",
@@ -444,7 +445,7 @@ pub(crate) fn print(setup: &Setup, runs: &[&Summary]) {
     let or_none = |d: Option<Duration>| d.map_or("none".to_owned(), ms);
     for run in runs {
         println!(
-            "{:<9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} {:>13.4}  {:>5} {:>5} {:>5} {:>7} {:>9} {:>6} {:>9} {:>9} {:>11}",
+            "{:<9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} {:>13.4}  {:>5} {:>5} {:>5} {:>7} {:>9} {:>8} {:>6} {:>9} {:>9} {:>11}",
             run.name,
             run.warmup,
             ms(run.percentile(0.5)),
@@ -459,6 +460,7 @@ pub(crate) fn print(setup: &Setup, runs: &[&Summary]) {
             run.hedges(HedgeOutcome::Lost),
             run.hedges(HedgeOutcome::Refused),
             run.hedges(HedgeOutcome::Congested),
+            run.hedges(HedgeOutcome::InOrder),
             run.hedges(HedgeOutcome::BudgetExhausted),
             or_none(run.delay),
             or_none(run.timeout),

@@ -189,7 +189,7 @@ pub(crate) fn run(scenario: &Scenario, row: &Row, seed: u64) -> Result<RunResult
         let log = Arc::clone(&transitions);
         let builder = Limiter::builder(policy)
             .clock(clock.clone())
-            .seed(seed ^ (u64::from(i) << 32) ^ 0xA5A5)
+            .seed(seed ^ (u64::from(i) << 32) ^ 0xA5A5 ^ setup.reseed)
             .on_transition(move |t| {
                 if let Ok(mut log) = log.lock() {
                     if log.0.len() < MAX_TRANSITIONS {

@@ -907,20 +907,31 @@ fn the_recommended_policy_is_one_line_and_takes_no_fields() {
         rheostat::algorithms::Aimd::recommended().config(),
         &AimdConfig::recommended()
     );
-    // The defaults but for the loss tolerance.
+    // The defaults but for the loss tolerance and the open start.
     assert_eq!(
         AimdConfig {
             loss_tolerance: AimdConfig::default().loss_tolerance,
+            open_start: AimdConfig::default().open_start,
             ..AimdConfig::recommended()
         },
         AimdConfig::default()
     );
-    // A field is refused by name and line, with the way to set one.
+    // A field is refused by name and line, with the way to set one, and
+    // that way is the recommendation.
     let e = PolicyConfig::from_toml("policy = \"recommended\"\nmax = 100\n").unwrap_err();
     let text = e.to_string();
     assert!(text.contains("max"), "{text}");
     assert!(text.contains("policy = \"aimd\""), "{text}");
     assert_eq!(e.line(), Some(2), "{text}");
+    let advised = "policy = \"aimd\"\nloss_tolerance = 0.8\nopen_start = true\n";
+    assert!(
+        text.contains("`loss_tolerance = 0.8` and `open_start = true`"),
+        "{text}"
+    );
+    assert_eq!(
+        PolicyConfig::from_toml(advised).unwrap(),
+        PolicyConfig::Aimd(AimdConfig::recommended())
+    );
 }
 
 /// The shipped example with `checkout` switched to a breaker: its six AIMD

@@ -19,8 +19,12 @@
 //! ```
 //!
 //! Each run is 6–8 s of real time; the tests take turns, so that one's
-//! load is not another's latency. `docs/results.md`'s "Goals for a
-//! healthy dependency" has the measured figures.
+//! load is not another's latency. They are ignored, as every test here
+//! whose figure depends on the machine keeping time; `docs/results.md`'s
+//! "Goals for a healthy dependency" has the measured figures (all three
+//! met since the recommendation's open start, where a start from 10
+//! refused 0.16 of the first test's calls, and in the second test's first
+//! second served 0.48).
 
 #![allow(
     clippy::unwrap_used,
@@ -132,9 +136,8 @@ fn ok(run: &Run) -> usize {
 }
 
 #[test]
-#[ignore = "fails with today's recommended configuration (0.84 of the run without a limit on \
-            2026-12-06: it starts at 10, and refuses while it doubles to the 150 in flight the \
-            load needs); un-ignore after the change"]
+#[ignore = "real time over loopback, timing-sensitive on a shared machine: run by hand (the \
+            command is in the module docs)"]
 fn a_healthy_server_taking_150_calls_in_flight_is_served_as_without_a_limit() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let load = Load {
@@ -171,8 +174,8 @@ fn a_healthy_server_taking_150_calls_in_flight_is_served_as_without_a_limit() {
 }
 
 #[test]
-#[ignore = "fails with today's recommended configuration (0.48 served in the first second on \
-            2026-12-06, 0.66-0.69 after: it starts at 10); un-ignore after the change"]
+#[ignore = "real time over loopback, timing-sensitive on a shared machine: run by hand (the \
+            command is in the module docs)"]
 fn a_server_failing_30_percent_of_calls_at_random_keeps_most_of_its_traffic_from_the_first_second()
 {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);

@@ -3,9 +3,11 @@
 //! dependency of any size, and starves no caller and no dependency in the
 //! families CI draws.
 //!
-//! The claims over simulated runs are `#[ignore]`d in debug builds:
+//! The claims over simulated runs are `#[ignore]`d in debug builds; CI
+//! runs them in release, the properties at 24 cases each:
 //! `cargo test --release -p rheostat-sim --test families -- --ignored`.
-//! The property's 10,000 cases, run once by hand:
+//! The property's 10,000 cases, run once by hand (in chunks of 1,000 with
+//! `PROPTEST_RNG_SEED` 1 to 10, `docs/results.md` says which ran):
 //! `PROPTEST_CASES=10000 cargo test --release -p rheostat-sim --test families -- --ignored do_no_harm`.
 
 #![allow(
@@ -107,7 +109,7 @@ fn healthy() -> impl Strategy<Value = Healthy> {
 }
 
 /// The scenario of `dependency`, measured from the first call or, with
-/// `after_start`, once the slow start has had its time (`start_bound`).
+/// `after_start`, once a slow start would have had its time (`start_bound`).
 fn healthy_scenario(dependency: &Healthy, after_start: bool) -> Scenario {
     let Healthy {
         median_ms,
@@ -161,11 +163,12 @@ fn healthy_scenario(dependency: &Healthy, after_start: bool) -> Scenario {
     .unwrap()
 }
 
-/// How long the recommended configuration's slow start may take, by its
-/// own rules, to reach twice the calls a dependency of this rate, mean
-/// latency and p99 needs in flight (Little's law): from the first limit of
-/// 10, one doubling per window (at least 250 ms, and a round trip's calls
-/// must have answered), after three p99s for the flow to settle.
+/// When the steady state surely began: the time a slow start from 10
+/// would take, by `Aimd`'s rules, to reach twice the calls a dependency of
+/// this rate, mean latency and p99 needs in flight (Little's law), one
+/// doubling per window (at least 250 ms, and a round trip's calls must
+/// have answered), after three p99s for the flow to settle. The
+/// recommendation's open start needs less; the bound does not favour it.
 fn start_bound(rate: f64, mean: f64, p99: f64) -> f64 {
     let need = (rate * mean).max(1.0);
     let doublings = (2.0 * need / 10.0).log2().ceil().max(0.0);
@@ -185,9 +188,9 @@ proptest! {
 
     /// Do no harm: for any healthy dependency, the recommended
     /// configuration serves at least 0.99 of what no limiter serves, from
-    /// the first call. Not met yet (`docs/results.md`, "Do no harm"): the
-    /// start, before any answer tells a flow from a backlog, is where it
-    /// loses.
+    /// the first call. It holds by the open start: a first limit of 10
+    /// refused a busy dependency's first round trips
+    /// (`docs/results.md`, "The do-no-harm property").
     #[test]
     #[ignore = "simulates; use --release"]
     fn do_no_harm_the_recommendation_serves_a_healthy_dependency_as_no_limiter_does(
@@ -197,10 +200,9 @@ proptest! {
         no_harm(&healthy_scenario(&dependency, false), seed)?;
     }
 
-    /// The same once the slow start has had the time its own rules need
-    /// (`start_bound`): in the steady state. Not met yet either: a first
-    /// baseline read low from a window of few calls holds the limit down
-    /// (`docs/results.md`, "After the start").
+    /// The same in the steady state, measured from `start_bound`: a
+    /// baseline read low from a window of few calls once held the limit
+    /// down there (`docs/results.md`, "After the start").
     #[test]
     #[ignore = "simulates; use --release"]
     fn do_no_harm_after_the_start_the_recommendation_serves_as_no_limiter_does(

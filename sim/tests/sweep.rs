@@ -213,11 +213,11 @@ fn every_line_of_a_picture_spans_the_run() {
 /// row that keeps the caller whole but fills the pool, as sending
 /// everything does: a caller that knows its pool states it (`max`). It
 /// serves every cell of hangs at least 0.99 as well as with the callers'
-/// timeout and no cell below 0.95 of it; and the adaptive limits do not
-/// read random errors as congestion (each keeps at least `NEVER_BELOW` of
-/// the best in every cell of errors, where they once kept as little as
-/// 0.04). Other seeds are not asserted: `docs/results.md` gives eight
-/// seeds' means.
+/// timeout and no cell below 0.95 of it, over seeds 1 to 3 together; and
+/// the adaptive limits do not read random errors as congestion (each
+/// keeps at least `NEVER_BELOW` of the best in every cell of errors, where
+/// they once kept as little as 0.04). Other seeds are not asserted for the
+/// rest: `docs/results.md` gives eight seeds' means.
 #[test]
 #[ignore = "runs the whole sweep; use --release"]
 fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
@@ -243,6 +243,37 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
         let sweep = SweepReport::new(&family.name, scored);
         let matrix = sweep.matrix();
         assert!(matrix.lines().all(|l| l.chars().count() <= 100), "{matrix}");
+        // The learned timeout against the typed one, over seeds 1 to 3:
+        // capacity behind a queue at 0.6 settles in one of two regimes by
+        // its history, whichever the timeout (0.89 to 1.15 of the typed
+        // row from one seed to the next, both ways), so one run judges the
+        // seed, not the timeout.
+        let mut served = vec![(0.0, 0.0); cells.len()];
+        for seed in 1..=3 {
+            let rows = [rows::recommended(), rows::recommended_typed()];
+            let (report, _) = compare(&scenarios, &rows, seed, |_| {}).unwrap();
+            for (sum, r) in served.iter_mut().zip(&report.scenarios) {
+                sum.0 += r.policy("recommended").unwrap().successes as f64;
+                sum.1 += r.policy("rec. typed").unwrap().successes as f64;
+            }
+        }
+        for (cell, (l, t)) in sweep.cells.iter().zip(served) {
+            assert!(
+                l >= 0.95 * t,
+                "{}: learned {l} against typed {t} over three seeds\n{matrix}",
+                cell.scenario
+            );
+            // A learned timeout serves every cell of hangs at least 0.99 as
+            // well as the callers' own (0.993 at 0.1 on seed 1, where one
+            // call in ten hangs; 1.21 to 1.38 from 0.3 on).
+            if cell.kind == Kind::Hangs {
+                assert!(
+                    l >= 0.99 * t,
+                    "{}: learned {l} against typed {t} over three seeds\n{matrix}",
+                    cell.scenario
+                );
+            }
+        }
         for cell in &sweep.cells {
             let learned = cell.row("recommended").unwrap();
             let typed = cell.row("rec. typed").unwrap();
@@ -255,22 +286,6 @@ fn the_recommended_configuration_starves_no_cell_of_the_shipped_sweep() {
                 "{}: {learned:?}\n{matrix}",
                 cell.scenario
             );
-            let (l, t) = (learned.vs_bound.unwrap(), typed.vs_bound.unwrap());
-            assert!(
-                l >= 0.95 * t,
-                "{}: {learned:?} against {typed:?}\n{matrix}",
-                cell.scenario
-            );
-            // A learned timeout serves every cell of hangs at least 0.99 as
-            // well as the callers' own (0.993 at 0.1 on seed 1, where one
-            // call in ten hangs; 1.21 to 1.38 from 0.3 on).
-            if cell.kind == Kind::Hangs {
-                assert!(
-                    l >= 0.99 * t,
-                    "{}: {learned:?} against {typed:?}\n{matrix}",
-                    cell.scenario
-                );
-            }
         }
         for policy in ["aimd", "vegas", "gradient"] {
             for cell in sweep.cells.iter().filter(|c| c.kind == Kind::Errors) {

@@ -134,7 +134,8 @@ pub struct AimdConfig {
     /// then twice the most calls it put in flight, as if a slow start had
     /// doubled to it. Drops beyond the loss tolerance over at least 50
     /// calls before that begin again from `initial`, in slow start if set,
-    /// counting only calls admitted after. Off by default.
+    /// counting only calls admitted after. Off by default, on in the
+    /// [recommendation](Self::recommended).
     ///
     /// For a caller whose calls arrive as they come (requests to a
     /// service): it refuses a healthy dependency nothing from the first
@@ -186,13 +187,26 @@ impl AimdConfig {
     /// comparison's `recommended` row measures it, and a configuration file
     /// names it `policy = "recommended"`.
     ///
-    /// It is the defaults but for one: a [`loss_tolerance`](Self::loss_tolerance)
-    /// of 0.8, where the default is 0.1.
-    /// Loss cuts the limit only when most calls fail; below that, queueing
-    /// shows as latency (the learned timeout turns a growing queue into
-    /// slow calls first), and a share of calls failing at random or
-    /// hanging costs nothing to send into. Chosen on random families
-    /// (`docs/results.md`, "Choosing the recommendation").
+    /// It is the defaults but for two:
+    ///
+    /// - a [`loss_tolerance`](Self::loss_tolerance) of 0.8, where the
+    ///   default is 0.1. Loss cuts the limit only when most calls fail;
+    ///   below that, queueing shows as latency (the learned timeout turns a
+    ///   growing queue into slow calls first), and a share of calls failing
+    ///   at random or hanging costs nothing to send into. Chosen on random
+    ///   families (`docs/results.md`, "Choosing the recommendation").
+    /// - an [`open_start`](Self::open_start): no limit until the first flow
+    ///   of calls is steady, then twice the most it put in flight. Any
+    ///   first limit is a guess, and a guess below what a healthy
+    ///   dependency needs refuses its calls until the limit has grown: from
+    ///   10, a healthy server taking 150 calls in flight over loopback HTTP
+    ///   lost 0.16 of its first six seconds, and a busy, slow one (3,000
+    ///   calls a second of 1.5 s) a dozen round trips of over a second. The
+    ///   price is a caller that sends a backlog at once, above all one that
+    ///   holds a slot across its retries: all of it goes out before the
+    ///   first answer, as without a limiter. Such a caller (a batch, a
+    ///   queue consumer) starts from `initial`: `open_start = false`
+    ///   (`docs/results.md`, "The open start in the recommendation").
     ///
     /// Why these rules: the latency mode cuts for what load causes — a
     /// round trip that rises with what is in flight, drops that fall when
@@ -212,12 +226,14 @@ impl AimdConfig {
     ///
     /// let c = AimdConfig::recommended();
     /// assert_eq!(c.mode, AimdMode::Latency);
-    /// assert_eq!(c.loss_tolerance, 0.8);
-    /// assert_eq!(AimdConfig { loss_tolerance: 0.1, ..c }, AimdConfig::default());
+    /// assert_eq!((c.loss_tolerance, c.open_start), (0.8, true));
+    /// let default = AimdConfig { loss_tolerance: 0.1, open_start: false, ..c };
+    /// assert_eq!(default, AimdConfig::default());
     /// ```
     pub fn recommended() -> Self {
         AimdConfig {
             loss_tolerance: RECOMMENDED_LOSS_TOLERANCE,
+            open_start: true,
             ..AimdConfig::default()
         }
     }

@@ -907,11 +907,13 @@ fn the_recommended_policy_is_one_line_and_takes_no_fields() {
         rheostat::algorithms::Aimd::recommended().config(),
         &AimdConfig::recommended()
     );
-    // The defaults but for the loss tolerance and the open start.
+    // The defaults but for the loss tolerance, the open start and the
+    // slow-call timeout.
     assert_eq!(
         AimdConfig {
             loss_tolerance: AimdConfig::default().loss_tolerance,
             open_start: AimdConfig::default().open_start,
+            timeout: AimdConfig::default().timeout,
             ..AimdConfig::recommended()
         },
         AimdConfig::default()
@@ -923,9 +925,10 @@ fn the_recommended_policy_is_one_line_and_takes_no_fields() {
     assert!(text.contains("max"), "{text}");
     assert!(text.contains("policy = \"aimd\""), "{text}");
     assert_eq!(e.line(), Some(2), "{text}");
-    let advised = "policy = \"aimd\"\nloss_tolerance = 0.8\nopen_start = true\n";
+    let advised =
+        "policy = \"aimd\"\nloss_tolerance = 0.8\nopen_start = true\ntimeout = \"365d\"\n";
     assert!(
-        text.contains("`loss_tolerance = 0.8` and `open_start = true`"),
+        text.contains("`loss_tolerance = 0.8`, `open_start = true` and `timeout = \"365d\"`"),
         "{text}"
     );
     assert_eq!(

@@ -40,6 +40,10 @@ use crate::{
 ///   the band lifts back to about the mean — and the caller's own standing
 ///   queue is not absorbed into it, where Vector's moving average of the
 ///   round-trip time takes it in a window at a time.
+///   For three of its round trips after the limit rose by a multiple (a
+///   doubling, a restore), a window does not lower it: a flow that has
+///   just grown reads low, as a new one does (below), its slow answers not
+///   back yet.
 /// - **queueing** is a window whose band lies wholly above the baseline,
 ///   `x · (1 − noise · e) > baseline`: `L × backoff`. This is the
 ///   noise-aware form of Vector's `mean + 2.5 · deviation` threshold: the

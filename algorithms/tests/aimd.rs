@@ -292,10 +292,13 @@ fn the_latency_mode_settles_near_a_log_normal_capacity() {
     assert!(p99 < 1.6, "p99 {p99} s");
 }
 
-/// The recommended configuration with an open start.
+/// The recommended configuration (it starts open), with a slow-call
+/// timeout of 5 s standing in for the timeout its `Limiter` learns: the
+/// model's calls have no timeout of their own, and the recommendation has
+/// no slow-call rule.
 fn open_start() -> AimdConfig {
     AimdConfig {
-        open_start: true,
+        timeout: Duration::from_secs(5),
         ..AimdConfig::recommended()
     }
 }

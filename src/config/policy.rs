@@ -73,7 +73,7 @@ pub enum PolicyConfig {
     /// dependency the caller does not control: today [`Aimd`] with
     /// [`AimdConfig::recommended`]. It takes no fields; to change one,
     /// name the policy it is (`policy = "aimd"`, `loss_tolerance = 0.8`,
-    /// `open_start = true`, `max = 100`).
+    /// `open_start = true`, `timeout = "365d"`, `max = 100`).
     Recommended,
 }
 
@@ -250,8 +250,8 @@ impl<'de> Deserialize<'de> for PolicyConfig {
                 Some(field) => Err(marked(
                     field,
                     "the recommended configuration takes no fields; \
-                     name the policy it is (`policy = \"aimd\"` with `loss_tolerance = 0.8` and \
-                     `open_start = true`) to set one",
+                     name the policy it is (`policy = \"aimd\"` with `loss_tolerance = 0.8`, \
+                     `open_start = true` and `timeout = \"365d\"`) to set one",
                 )),
             },
             other => Err(marked(

@@ -187,7 +187,7 @@ impl AimdConfig {
     /// comparison's `recommended` row measures it, and a configuration file
     /// names it `policy = "recommended"`.
     ///
-    /// It is the defaults but for two:
+    /// It is the defaults but for three:
     ///
     /// - a [`loss_tolerance`](Self::loss_tolerance) of 0.8, where the
     ///   default is 0.1. Loss cuts the limit only when most calls fail;
@@ -207,6 +207,15 @@ impl AimdConfig {
     ///   first answer, as without a limiter. Such a caller (a batch, a
     ///   queue consumer) starts from `initial`: `open_start = false`
     ///   (`docs/results.md`, "The open start in the recommendation").
+    /// - no slow-call rule: a [`timeout`](Self::timeout) of 365 days, the
+    ///   most a duration may be, where the default is 5 s. Any such figure
+    ///   is a latency, and a latency is a workload's: in front of a
+    ///   dependency whose calls take longer (a model API, a report), every
+    ///   success counts as a drop, and the loss it reads is the caller's
+    ///   own number. What is too slow is said by the caller's timeout and
+    ///   by rheostat's learned timeout, learned from the dependency; a
+    ///   queue shows as latency before it shows as slow calls (`docs/results.md`, "No slow-call
+    ///   rule in the recommendation").
     ///
     /// Why these rules: the latency mode cuts for what load causes — a
     /// round trip that rises with what is in flight, drops that fall when
@@ -227,13 +236,20 @@ impl AimdConfig {
     /// let c = AimdConfig::recommended();
     /// assert_eq!(c.mode, AimdMode::Latency);
     /// assert_eq!((c.loss_tolerance, c.open_start), (0.8, true));
-    /// let default = AimdConfig { loss_tolerance: 0.1, open_start: false, ..c };
+    /// assert_eq!(c.timeout, rheostat_algorithms::MAX_DURATION);
+    /// let default = AimdConfig {
+    ///     loss_tolerance: 0.1,
+    ///     open_start: false,
+    ///     timeout: std::time::Duration::from_secs(5),
+    ///     ..c
+    /// };
     /// assert_eq!(default, AimdConfig::default());
     /// ```
     pub fn recommended() -> Self {
         AimdConfig {
             loss_tolerance: RECOMMENDED_LOSS_TOLERANCE,
             open_start: true,
+            timeout: crate::MAX_DURATION,
             ..AimdConfig::default()
         }
     }

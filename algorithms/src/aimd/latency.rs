@@ -117,6 +117,8 @@ pub(super) struct Rounds {
     step: f64,
     /// The limit the latest cut was made from: below it, the knee is near.
     knee: f64,
+    /// When the limit last rose by a multiple (a doubling, a restore).
+    jumped_at: Option<Instant>,
     /// While the open start lasts (`AimdConfig::open_start`).
     open: Option<Open>,
     /// Calls started before this are told as ignored: they were admitted
@@ -165,6 +167,7 @@ impl Rounds {
             rate: 0.0,
             step: 1.0,
             knee: 0.0,
+            jumped_at: None,
             open: config.open_start.then(Open::default),
             ignore_before: None,
         })
@@ -440,6 +443,7 @@ impl Rounds {
                     if summary.max_in_flight >= core.gate().limit && core.limit < cap {
                         core.set_limit((core.limit * 2.0).min(cap));
                         self.changed_at = Some(now);
+                        self.jumped_at = Some(now);
                     }
                     return;
                 }
@@ -539,8 +543,20 @@ impl Rounds {
             let weight = (f64::from(summary.successes())
                 / f64::from(core.config.window.min_samples.max(1)))
             .min(1.0);
+            // A flow that has just grown by a multiple reads low, as a new
+            // flow does: its answers are those of the calls sent last that
+            // were fast, the slow ones not answered yet. For as long as a
+            // new flow is not trusted, such windows do not lower the
+            // baseline.
+            let grown = self.jumped_at.is_some_and(|at| {
+                now.saturating_duration_since(at) < secs_to_duration(f64::from(SETTLE) * x)
+            });
             let step = if upper < baseline {
-                BASELINE_FALL
+                if grown {
+                    0.0
+                } else {
+                    BASELINE_FALL
+                }
             } else {
                 BASELINE_RISE
             };
@@ -639,6 +655,7 @@ impl Rounds {
             core.set_limit(to);
             self.changed_at = Some(now);
             self.doubled_from = None;
+            self.jumped_at = Some(now);
         }
         true
     }
@@ -677,6 +694,7 @@ impl Rounds {
         if let Some(to) = self.regrow.filter(|&to| before < to) {
             core.set_limit((before * 2.0).min(to));
             self.doubled_from = Some(before);
+            self.jumped_at = Some(now);
         } else {
             self.regrow = None;
             // One per round trip the window spanned, no more than its calls

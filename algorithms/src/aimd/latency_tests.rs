@@ -608,3 +608,33 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     assert_eq!(a.baseline(), Some(ms(20)));
     assert!(a.raw_limit() <= 25.0, "{}", a.raw_limit());
 }
+
+#[test]
+fn a_flow_that_has_just_doubled_does_not_lower_the_baseline_for_three_round_trips() {
+    let mut t = Instant::now();
+    let mut a = Aimd::new(AimdConfig {
+        initial: 10,
+        max: 1000,
+        noise: 0.0,
+        window: windows_of(ms(10)),
+        ..AimdConfig::default()
+    })
+    .expect("valid config");
+    round_trip(&mut a, &mut t, &successes(ms(20), 1), 1);
+    t += Duration::from_secs(1);
+    // The slow start doubles: the flow has grown by a multiple.
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+    assert_eq!((a.raw_limit(), a.baseline()), (20.0, Some(ms(20))));
+    // Its next answers are fast ones (the slow ones are not back): within
+    // three round trips of the doubling, the baseline stays.
+    round_trip(&mut a, &mut t, &successes(ms(15), 5), 1);
+    assert_eq!(a.baseline(), Some(ms(20)));
+    // Later, a faster window lowers it, by 1/16 of the gap.
+    t += ms(100);
+    round_trip(&mut a, &mut t, &successes(ms(15), 5), 1);
+    let baseline = a.baseline().expect("set").as_secs_f64();
+    assert!(
+        (baseline - (0.020 - 0.005 / 16.0)).abs() < 1e-9,
+        "{baseline}"
+    );
+}

@@ -18,7 +18,7 @@
 use proptest::prelude::*;
 use rheostat_sim::families::{Families, Tally};
 use rheostat_sim::sweep::SweepReport;
-use rheostat_sim::{compare, rows, Scenario};
+use rheostat_sim::{compare, rows, Scenario, ScenarioReport};
 
 #[test]
 fn families_are_drawn_from_the_documented_ranges_and_always_parse() {
@@ -151,9 +151,19 @@ impl Healthy {
     }
 }
 
+/// What befalls a healthy dependency at `timing.settled`.
+#[derive(Clone, Copy)]
+enum Onset {
+    /// It fails this share of calls at random, its latency unchanged.
+    Errors(f64),
+    /// Its calls are this many times slower, its workers as many more (its
+    /// capacity unchanged), and its callers wait as much longer (from the
+    /// start: a caller's timeout is one figure).
+    Slower(f64),
+}
+
 /// The scenario of `dependency` for `timing.duration`, measured over
-/// `(from, to)` seconds; with `onset`, it fails that share of calls at
-/// random from `timing.settled` on, its latency unchanged. Calls beyond
+/// `(from, to)` seconds, with `onset` from `timing.settled` on. Calls beyond
 /// its workers wait in a queue, as at a server: without one, three
 /// workers 80% used refuse a quarter of the calls whatever the caller
 /// does (Erlang's loss formula), which is not a healthy dependency, and
@@ -163,20 +173,28 @@ impl Healthy {
 fn scenario(
     dependency: &Healthy,
     timing: &Timing,
-    onset: Option<f64>,
+    onset: Option<Onset>,
     (from, to): (f64, f64),
 ) -> Scenario {
-    let (median, mean, p99, timeout) = dependency.latencies();
+    let (median, mean, p99, mut timeout) = dependency.latencies();
     let workers = (dependency.rate * mean / dependency.utilisation)
         .ceil()
         .max(1.0);
     let us = |s: f64| format!("{}us", (s * 1e6).round().max(1.0));
-    let phase = onset.map_or(String::new(), |share| {
-        format!(
-            "[[dependency.phase]]\nat = \"{}\"\noverload_errors = {share}\n",
-            us(timing.settled)
-        )
-    });
+    let at = format!("[[dependency.phase]]\nat = \"{}\"\n", us(timing.settled));
+    let phase = match onset {
+        None => String::new(),
+        Some(Onset::Errors(share)) => format!("{at}overload_errors = {share}\n"),
+        Some(Onset::Slower(slower)) => {
+            timeout *= slower;
+            format!(
+                "{at}workers = {}\nservice = {{ median = \"{}\", p99 = \"{}\" }}\n",
+                (workers * slower).ceil(),
+                us(median * slower),
+                us(p99 * slower)
+            )
+        }
+    };
     Scenario::from_toml(
         "healthy",
         &format!(
@@ -288,15 +306,8 @@ proptest! {
         for span in [(onset, onset + window), (onset + window, timing.duration)] {
             // Each run ends with what it measures.
             let until = Timing { duration: span.1, ..timing };
-            let scenario = scenario(&dependency, &until, Some(share), span);
-            let (report, _) = compare(
-                std::slice::from_ref(&scenario),
-                &[rows::none(), rows::recommended()],
-                seed,
-                |_| {},
-            )
-            .unwrap();
-            let r = &report.scenarios[0];
+            let scenario = scenario(&dependency, &until, Some(Onset::Errors(share)), span);
+            let r = &none_and_recommended(&scenario, seed);
             let share_served = |name: &str| {
                 let p = r.policy(name).unwrap();
                 p.successes as f64 / p.offered.max(1) as f64
@@ -314,16 +325,16 @@ proptest! {
     }
 }
 
+/// `scenario` run with no limiter and with the recommendation.
+fn none_and_recommended(scenario: &Scenario, seed: u64) -> ScenarioReport {
+    let rows = [rows::none(), rows::recommended()];
+    let (report, _) = compare(std::slice::from_ref(scenario), &rows, seed, |_| {}).unwrap();
+    report.scenarios.into_iter().next().unwrap()
+}
+
 /// The recommended row serves at least 0.99 of what no limiter serves.
 fn no_harm(scenario: &Scenario, seed: u64) -> Result<(), TestCaseError> {
-    let (report, _) = compare(
-        std::slice::from_ref(scenario),
-        &[rows::none(), rows::recommended()],
-        seed,
-        |_| {},
-    )
-    .unwrap();
-    let r = &report.scenarios[0];
+    let r = &none_and_recommended(scenario, seed);
     let none = r.policy("none").unwrap();
     let rec = r.policy("recommended").unwrap();
     prop_assert!(
@@ -406,15 +417,8 @@ proptest! {
         let bound = 2.0 + 20.0 * mean * slower;
         // The bound, and as long again to show the limit stays.
         let until = Timing { duration: timing.duration.max(onset + 2.0 * bound), ..timing };
-        let scenario = slowed(&dependency, &until, slower);
-        let (report, _) = compare(
-            std::slice::from_ref(&scenario),
-            &[rows::none(), rows::recommended()],
-            seed,
-            |_| {},
-        )
-        .unwrap();
-        let r = &report.scenarios[0];
+        let scenario = scenario(&dependency, &until, Some(Onset::Slower(slower)), (0.0, until.duration));
+        let r = &none_and_recommended(&scenario, seed);
         let served = |name: &str| -> f64 {
             let p = r.policy(name).unwrap();
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "seconds")]
@@ -430,50 +434,4 @@ proptest! {
             r.table()
         );
     }
-}
-
-/// The scenario of `dependency` for `timing.duration`, measured from its
-/// start: from `timing.settled` on, its calls are `slower` times slower,
-/// its workers as many more (its capacity unchanged) and its callers'
-/// timeout as much longer.
-fn slowed(dependency: &Healthy, timing: &Timing, slower: f64) -> Scenario {
-    let (median, mean, p99, timeout) = dependency.latencies();
-    let workers = (dependency.rate * mean / dependency.utilisation)
-        .ceil()
-        .max(1.0);
-    let us = |s: f64| format!("{}us", (s * 1e6).round().max(1.0));
-    Scenario::from_toml(
-        "slower",
-        &format!(
-            r#"
-            name = "slower"
-            duration = "{duration}"
-            [dependency]
-            workers = {workers}
-            queue = 1000
-            service = {{ median = "{median}", p99 = "{p99}" }}
-            overload_errors = {errors}
-            [[dependency.phase]]
-            at = "{onset}"
-            workers = {slow_workers}
-            service = {{ median = "{slow_median}", p99 = "{slow_p99}" }}
-            [traffic]
-            rate = {rate}
-            timeout = "{timeout}"
-            deadline = "{timeout}"
-            pool = 4294967295
-            "#,
-            duration = us(timing.duration),
-            onset = us(timing.settled),
-            median = us(median),
-            p99 = us(p99),
-            errors = dependency.errors,
-            slow_workers = (workers * slower).ceil(),
-            slow_median = us(median * slower),
-            slow_p99 = us(p99 * slower),
-            rate = dependency.rate,
-            timeout = us(timeout * slower),
-        ),
-    )
-    .unwrap()
 }

@@ -90,9 +90,10 @@ fn growth_starts_at_one_per_round_trip_and_doubles_its_step_while_unchallenged()
     assert!((a.raw_limit() - 16.3).abs() < 1e-9);
 }
 
-#[test]
-fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
-    let mut t = Instant::now();
+/// The latency mode at its defaults (a slow start from 10), with windows
+/// of 10 ms, no noise band and max 1000, its flow of calls opened a second
+/// before `*t`.
+fn slow_start(t: &mut Instant) -> Aimd {
     let mut a = Aimd::new(AimdConfig {
         initial: 10,
         max: 1000,
@@ -103,9 +104,16 @@ fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
     .expect("valid config");
     assert!(a.is_regrowing());
     // The flow's first window decides nothing.
-    round_trip(&mut a, &mut t, &successes(ms(20), 1), 1);
+    round_trip(&mut a, t, &successes(ms(20), 1), 1);
     assert_eq!(a.raw_limit(), 10.0);
-    t += Duration::from_secs(1);
+    *t += Duration::from_secs(1);
+    a
+}
+
+#[test]
+fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
+    let mut t = Instant::now();
+    let mut a = slow_start(&mut t);
     let mut seen = Vec::new();
     for _ in 0..3 {
         let limit = a.publish().gate.limit;
@@ -612,16 +620,7 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
 #[test]
 fn a_flow_that_has_just_doubled_does_not_lower_the_baseline_for_three_round_trips() {
     let mut t = Instant::now();
-    let mut a = Aimd::new(AimdConfig {
-        initial: 10,
-        max: 1000,
-        noise: 0.0,
-        window: windows_of(ms(10)),
-        ..AimdConfig::default()
-    })
-    .expect("valid config");
-    round_trip(&mut a, &mut t, &successes(ms(20), 1), 1);
-    t += Duration::from_secs(1);
+    let mut a = slow_start(&mut t);
     // The slow start doubles: the flow has grown by a multiple.
     round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
     assert_eq!((a.raw_limit(), a.baseline()), (20.0, Some(ms(20))));

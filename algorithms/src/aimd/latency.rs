@@ -551,14 +551,12 @@ impl Rounds {
             let grown = self.jumped_at.is_some_and(|at| {
                 now.saturating_duration_since(at) < secs_to_duration(f64::from(SETTLE) * x)
             });
-            let step = if upper < baseline {
-                if grown {
-                    0.0
-                } else {
-                    BASELINE_FALL
-                }
-            } else {
+            let step = if upper >= baseline {
                 BASELINE_RISE
+            } else if grown {
+                0.0
+            } else {
+                BASELINE_FALL
             };
             baseline += step * weight * (upper - baseline);
         }

@@ -119,6 +119,9 @@ pub(super) struct Rounds {
     knee: f64,
     /// When the limit last rose by a multiple (a doubling, a restore).
     jumped_at: Option<Instant>,
+    /// Whether the latest cut was on a latency reading alone: below
+    /// `knee`, the limit then goes half the way back per round trip.
+    halving: bool,
     /// While the open start lasts (`AimdConfig::open_start`).
     open: Option<Open>,
     /// Calls started before this are told as ignored: they were admitted
@@ -168,6 +171,7 @@ impl Rounds {
             step: 1.0,
             knee: 0.0,
             jumped_at: None,
+            halving: false,
             open: config.open_start.then(Open::default),
             ignore_before: None,
         })
@@ -280,19 +284,20 @@ impl Rounds {
                 .is_none_or(|b| sample.latency.as_secs_f64() < FAST_FAILURE * b)
     }
 
-    /// Cut the limit at `now`.
-    fn back_off(&mut self, core: &mut Core, now: Instant) {
-        self.cut_from(core.limit);
+    /// Cut the limit at `now`, on a latency reading alone or not.
+    fn back_off(&mut self, core: &mut Core, now: Instant, on_latency: bool) {
+        self.cut_from(core.limit, on_latency);
         core.back_off(now);
         self.changed_at = Some(now);
         self.doubled_from = None;
     }
 
-    /// A cut from `limit`: it is the knee now, and growth past it starts
-    /// again at one per round trip.
-    fn cut_from(&mut self, limit: f64) {
+    /// A cut from `limit`, on a latency reading alone or not: it is the
+    /// knee now, and growth past it starts again at one per round trip.
+    fn cut_from(&mut self, limit: f64, on_latency: bool) {
         self.knee = limit;
         self.step = 1.0;
+        self.halving = on_latency;
     }
 
     pub(super) fn on_sample(&mut self, core: &mut Core, now: Instant, sample: &Sample) {
@@ -405,7 +410,7 @@ impl Rounds {
         if from < core.limit.floor() {
             core.set_limit(from);
         }
-        self.back_off(core, now);
+        self.back_off(core, now, false);
         if core.limit < floor {
             core.set_limit(floor.min(before));
         }
@@ -595,12 +600,12 @@ impl Rounds {
             match self.doubled_from.take() {
                 // The doubling overshot: back to the limit before it.
                 Some(before) => {
-                    self.cut_from(core.limit);
+                    self.cut_from(core.limit, true);
                     core.set_limit(before);
                     core.last_backoff = Some(now);
                     self.changed_at = Some(now);
                 }
-                None => self.back_off(core, now),
+                None => self.back_off(core, now, true),
             }
             return;
         }
@@ -681,7 +686,7 @@ impl Rounds {
             self.regrow = None;
             let to = (2.0 * served).max(f64::from(core.config.min));
             if to < core.limit {
-                self.cut_from(core.limit);
+                self.cut_from(core.limit, false);
                 core.set_limit(to);
                 core.last_backoff = Some(now);
                 self.changed_at = Some(now);
@@ -702,16 +707,24 @@ impl Rounds {
             let round_trips = (span.as_secs_f64() / round_trip)
                 .min(2.0 * f64::from(summary.samples) / before.max(1.0))
                 .max(1.0);
-            // Up to the limit the last cut was made from, one more per
-            // round trip: the knee is near. Beyond it, the step doubles
-            // with each growth: the knee has moved, and one of any size is
-            // found in a number of round trips that grows with its
-            // logarithm, not with its size.
+            // Below the limit the last cut was made from, half the way back
+            // to it per round trip (at least one, at most a doubling): a
+            // binary search for the knee, as TCP BIC's, so a cut that
+            // noise made costs a few round trips at any size, and a knee
+            // that is real is probed more gently the nearer it is. Beyond
+            // it, the step doubles with each growth: the knee has moved,
+            // and one of any size is found in a number of round trips that
+            // grows with its logarithm, not with its size.
             if before < self.knee {
                 self.step = 1.0;
-            }
-            core.set_limit(before + round_trips * self.step);
-            if before >= self.knee {
+                let back = if self.halving {
+                    (self.knee - before) * (1.0 - 0.5f64.powf(round_trips))
+                } else {
+                    0.0
+                };
+                core.set_limit(before + back.min(before).max(round_trips));
+            } else {
+                core.set_limit(before + round_trips * self.step);
                 self.step = (self.step * 2.0).min(before.max(1.0));
             }
             self.doubled_from = None;

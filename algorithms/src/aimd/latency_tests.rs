@@ -111,6 +111,47 @@ fn slow_start(t: &mut Instant) -> Aimd {
 }
 
 #[test]
+fn after_a_cut_on_latency_the_limit_goes_half_the_way_back_per_round_trip_at_any_size() {
+    let mut t = Instant::now();
+    let mut a = latency(900, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 900);
+    assert_eq!(a.raw_limit(), 901.0);
+    // One window reads queueing (noise, say): ×0.9.
+    round_trip(&mut a, &mut t, &successes(ms(40), 5), 901);
+    assert!((a.raw_limit() - 810.9).abs() < 1e-9);
+    // Half the way back to 901 per round trip in use: within 1% of it in
+    // seven round trips, where one per round trip would take ninety, and
+    // no further while below it.
+    let mut seen = Vec::new();
+    for _ in 0..7 {
+        let limit = a.publish().gate.limit;
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
+        seen.push(a.raw_limit().round());
+    }
+    assert_eq!(seen, [856.0, 878.0, 890.0, 895.0, 898.0, 900.0, 901.0]);
+    // A cut on drops is no noise: the knee it marks is probed one per
+    // round trip.
+    let limit = a.publish().gate.limit;
+    let mut calls = successes(ms(20), 5);
+    calls.extend([(Outcome::Overload, ms(20)); 20]);
+    round_trip(&mut a, &mut t, &calls, limit);
+    let cut = a.raw_limit();
+    assert!(cut < 820.0, "{cut}");
+    for n in 1..=3 {
+        let limit = a.publish().gate.limit;
+        round_trip(&mut a, &mut t, &successes(ms(20), 5), limit);
+        assert!((a.raw_limit() - (cut + f64::from(n))).abs() < 1e-9, "{}", a.raw_limit());
+    }
+    // Small limits still go up by at least one.
+    let mut a = latency(10, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
+    round_trip(&mut a, &mut t, &successes(ms(40), 5), 11);
+    assert!((a.raw_limit() - 9.9).abs() < 1e-9);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 9);
+    assert!((a.raw_limit() - 10.9).abs() < 1e-9);
+}
+
+#[test]
 fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
     let mut t = Instant::now();
     let mut a = slow_start(&mut t);
@@ -122,15 +163,18 @@ fn the_slow_start_doubles_per_round_trip_in_use_until_the_first_queueing() {
     }
     assert_eq!(seen, [20.0, 40.0, 80.0]);
     // The first sign of queueing: back to the limit before the last
-    // doubling, the knee, and from there one per round trip.
+    // doubling; the knee lies between it and 80, and each round trip
+    // goes half the way back to 80.
     round_trip(&mut a, &mut t, &successes(ms(30), 5), 80);
     assert_eq!(a.raw_limit(), 40.0);
     assert!(!a.is_regrowing());
     round_trip(&mut a, &mut t, &successes(ms(20), 5), 40);
-    assert_eq!(a.raw_limit(), 41.0);
+    assert_eq!(a.raw_limit(), 60.0);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 60);
+    assert_eq!(a.raw_limit(), 70.0);
     // Not in use: nothing learnt about more.
     round_trip(&mut a, &mut t, &successes(ms(20), 5), 10);
-    assert_eq!(a.raw_limit(), 41.0);
+    assert_eq!(a.raw_limit(), 70.0);
 }
 
 #[test]
@@ -607,14 +651,19 @@ fn a_dependency_that_became_slower_is_told_from_a_queue_once_the_calls_halve() {
     // calls halves the latency.
     let mut a = latency(100, 0.0, &mut t);
     round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
-    for _ in 0..30 {
+    let mut highest = 0.0f64;
+    for i in 0..30 {
         let limit = a.publish().gate.limit;
         // 25 calls served at once, the rest queued behind them.
         let latency = ms(20) * limit.div_ceil(25);
         round_trip(&mut a, &mut t, &successes(latency, 5), limit);
+        if i >= 20 {
+            highest = highest.max(a.raw_limit());
+        }
     }
     assert_eq!(a.baseline(), Some(ms(20)));
-    assert!(a.raw_limit() <= 25.0, "{}", a.raw_limit());
+    // Probing the knee: never more than one call queued.
+    assert!(highest < 27.0, "{highest}");
 }
 
 #[test]

@@ -88,10 +88,14 @@ use crate::{
 /// - **growth**: `L + step` per round trip (per baseline round-trip time
 ///   a window spans) — not per success — only when the window shows
 ///   neither queueing nor a drop beyond the tolerance, and the caller used
-///   at least half the limit in it. The step is 1 after a cut and doubles
-///   with each growth since (never more than `L`): near the last cut the
-///   limit creeps, and unchallenged it finds a knee of any size in a
-///   number of round trips that grows with the knee's logarithm. A caller
+///   at least half the limit in it. Below the limit the last cut was made
+///   from (the knee): half the way back to it per round trip after a cut
+///   on latency (a binary search, so a cut that noise made costs a few
+///   round trips at any size), one per round trip after a cut on drops
+///   (a call lost marks a real knee). Beyond it: the step is 1 after a
+///   cut and doubles with each growth since (never more than `L`), so
+///   unchallenged it finds a knee of any size in a number of round trips
+///   that grows with the knee's logarithm. A caller
 ///   using under half its limit learns nothing about more, so a healthy
 ///   caller's limit settles at about twice the most it puts in flight:
 ///   headroom for its bursts, measured rather than configured, and room

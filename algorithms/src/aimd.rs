@@ -45,7 +45,14 @@ use crate::{
 ///   just grown reads low, as a new one does (below), its slow answers not
 ///   back yet.
 /// - **queueing** is a window whose band lies wholly above the baseline,
-///   `x · (1 − noise · e) > baseline`: `L × backoff`. This is the
+///   `x · (1 − noise · e) > baseline`: `L × min(backoff, max(½,
+///   baseline / (x · (1 − noise · e))))`. By Little's law, of the calls in
+///   flight at a latency of at least the band's lower end the dependency
+///   serves about `baseline / lower` without queueing them: one cut takes
+///   a queue of any depth to what the dependency holds (never below half
+///   at once), where ×0.9 a round trip took ten round trips to undo a
+///   doubled latency, and a rise that noise made, just past the band, is
+///   cut by the backoff alone. This is the
 ///   noise-aware form of Vector's `mean + 2.5 · deviation` threshold: the
 ///   band narrows as a window holds more calls and widens for a dependency
 ///   whose latency spreads, so noise is not taken for load. A caller using
@@ -196,13 +203,14 @@ use crate::{
 /// aimd.on_sample(t0, &Sample::new(Outcome::Success, ms(20), 10));
 /// aimd.on_sample(t0 + ms(100), &Sample::new(Outcome::Success, ms(20), 10));
 /// assert_eq!((aimd.publish().gate.limit, aimd.baseline()), (11, Some(ms(20))));
-/// // Successes admitted at 11 in flight take 30 ms: queueing. × 0.9.
+/// // Successes admitted at 11 in flight take 30 ms: queueing, a third of
+/// // them waiting. To 11 × 20 / 30.
 /// aimd.on_sample(t0 + ms(200), &Sample::new(Outcome::Success, ms(30), 11));
 /// aimd.on_sample(t0 + ms(300), &Sample::new(Outcome::Success, ms(30), 11));
-/// assert_eq!(aimd.publish().gate.limit, 9);
-/// // A drop cuts at once.
-/// aimd.on_sample(t0 + ms(400), &Sample::new(Outcome::Overload, ms(30), 9));
-/// assert_eq!(aimd.publish().gate.limit, 8);
+/// assert_eq!(aimd.publish().gate.limit, 7);
+/// // A drop cuts at once, × 0.9.
+/// aimd.on_sample(t0 + ms(400), &Sample::new(Outcome::Overload, ms(30), 7));
+/// assert_eq!(aimd.publish().gate.limit, 6);
 /// # Ok::<(), rheostat_algorithms::ConfigError>(())
 /// ```
 #[derive(Clone, Debug)]

@@ -419,3 +419,56 @@ fn the_first_calls_to_finish_do_not_set_a_baseline_too_low() {
     );
     assert!(refused < 0.005, "{:.2}% refused", refused * 100.0);
 }
+
+/// Overload with long round trips: 40 calls a second to 50 workers that
+/// answer in 1 s (40 in flight, the limit about twice that), until at
+/// second 60 they answer in 2 s: 80 calls would have to be in flight, 50
+/// can be, and without a limit the queue grows without end. A cut by what
+/// each window proves (the baseline over the latency: the share of the
+/// calls in flight served without queueing) brings the limit to the 50
+/// within five of the new round trips (two cuts, 8.1 s); by ×0.9 a round
+/// trip it took ten (six cuts, 20 s), and the queue that built meanwhile
+/// passed for the dependency's latency (a mean limit of 127 from 120 s,
+/// p99 7.9 s).
+#[test]
+fn overloaded_with_long_round_trips_the_limit_reaches_what_the_dependency_holds_within_five_of_them(
+) {
+    const ONSET: f64 = 60.0;
+    const ROUND_TRIP: f64 = 2.0;
+    for (name, config) in [
+        ("defaults", AimdConfig::default()),
+        ("recommended", open_start()),
+    ] {
+        let mut aimd = Aimd::new(config).expect("valid");
+        let model = Model {
+            workers: 50,
+            arrivals: Arrivals::Poisson(40.0),
+            behaviour: vec![
+                (0.0, Behaviour::Serve { mean_ms: 1000.0 }),
+                (ONSET, Behaviour::Serve { mean_ms: 2000.0 }),
+            ],
+            ..Model::twice_capacity()
+        };
+        let trace = model::run(&mut aimd, &model, 180.0, Aimd::raw_limit, |_, _| {});
+        let before = trace.limit_at(ONSET);
+        let reached = trace
+            .limits
+            .iter()
+            .find(|(t, l, _)| *t >= ONSET && *l <= 50.0)
+            .map_or(f64::INFINITY, |l| l.0 - ONSET);
+        let cut = cuts(&trace, ONSET, ONSET + reached + 0.2);
+        let mean = trace.mean_limit(ONSET + 60.0, 180.0);
+        let p99 = trace.latency_quantile(ONSET + 60.0, 180.0, 0.99);
+        println!(
+            "{name}, overloaded at 60 s: limit {before:.1} then, at or below 50 after {reached:.1} s ({cut} cuts); \
+             from 120 s mean limit {mean:.1}, p99 {p99:.2} s"
+        );
+        assert!(before >= 60.0, "{name}: {before} before the overload");
+        assert!(
+            reached <= 5.0 * ROUND_TRIP,
+            "{name}: only after {reached} s"
+        );
+        assert!(mean <= 1.25 * CAPACITY, "{name}: {mean}");
+        assert!(p99 <= 2.0 * ROUND_TRIP, "{name}: p99 {p99} s");
+    }
+}

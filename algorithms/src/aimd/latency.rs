@@ -605,7 +605,22 @@ impl Rounds {
                     core.last_backoff = Some(now);
                     self.changed_at = Some(now);
                 }
-                None => self.back_off(core, now, true),
+                // A cut by what the window proves, if that is more than
+                // the backoff: of the calls in flight at a latency no
+                // lower than `lower`, the dependency serves about
+                // `baseline / lower` without queueing them (Little's law),
+                // and queues the rest. One cut then takes a queue of any
+                // depth down to what the dependency holds, never below
+                // half; a rise that noise made, just past the band, is
+                // cut by the backoff alone.
+                None => {
+                    let before = core.limit;
+                    self.back_off(core, now, true);
+                    let proven = (baseline / lower).max(0.5);
+                    if before * proven < core.limit {
+                        core.set_limit(before * proven);
+                    }
+                }
             }
             return;
         }

@@ -52,7 +52,9 @@ use crate::{
 ///   a queue of any depth to what the dependency holds (never below half
 ///   at once), where ×0.9 a round trip took ten round trips to undo a
 ///   doubled latency, and a rise that noise made, just past the band, is
-///   cut by the backoff alone. This is the
+///   cut by the backoff alone. A window of fewer successes than
+///   `window.min_samples` proves a queue but not its depth: it cuts by the
+///   backoff. This is the
 ///   noise-aware form of Vector's `mean + 2.5 · deviation` threshold: the
 ///   band narrows as a window holds more calls and widens for a dependency
 ///   whose latency spreads, so noise is not taken for load. A caller using

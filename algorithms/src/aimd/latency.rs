@@ -612,12 +612,17 @@ impl Rounds {
                 // and queues the rest. One cut then takes a queue of any
                 // depth down to what the dependency holds, never below
                 // half; a rise that noise made, just past the band, is
-                // cut by the backoff alone.
+                // cut by the backoff alone. Only a full window (a window's
+                // `min_samples` successes) measures the depth: fewer calls
+                // prove a queue, not how deep it is, and at a call a
+                // second a burst that queued at a healthy dependency read
+                // as one to halve three times in 12 s.
                 None => {
                     let before = core.limit;
                     self.back_off(core, now, true);
                     let proven = (baseline / lower).max(0.5);
-                    if before * proven < core.limit {
+                    let full = summary.successes() >= core.config.window.min_samples;
+                    if full && before * proven < core.limit {
                         core.set_limit(before * proven);
                     }
                 }

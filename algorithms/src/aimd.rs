@@ -58,8 +58,12 @@ use crate::{
 ///   noise-aware form of Vector's `mean + 2.5 · deviation` threshold: the
 ///   band narrows as a window holds more calls and widens for a dependency
 ///   whose latency spreads, so noise is not taken for load. A caller using
-///   under half its limit backs off only when the latency has at least
-///   doubled beyond the noise: its own load is not the cause.
+///   under half its limit, at the window's peak or on average over its
+///   calls, backs off only when the latency has at least doubled beyond
+///   the noise: its own load is not the cause. (A burst reaches the limit
+///   by chance: at a dependency of a worker or two, busy, with a heavy
+///   tail, a queue forms and drains by chance, and its peaks are no
+///   standing queue of the caller's.)
 /// - **a flow's first windows** (at start, after an outage) read low: the
 ///   first of its calls to finish are its fastest. A window closing less
 ///   than three of its average latencies after the flow's first call

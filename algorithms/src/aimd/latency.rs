@@ -573,7 +573,14 @@ impl Rounds {
             if !current && core.config.one_backoff_per_flight {
                 return;
             }
-            let app_limited = crate::latency::congestion::app_limited(summary, core.limit);
+            // Under half the limit at the window's peak, or on average over
+            // its calls: a burst that reached the limit by chance, at a
+            // small busy dependency whose queue forms and drains by chance,
+            // is not a queue the caller keeps standing. (Not after a
+            // doubling: its calls ramp in, and the first sign of queueing
+            // ends it.)
+            let app_limited = crate::latency::congestion::app_limited(summary, core.limit)
+                || (self.doubled_from.is_none() && summary.mean_in_flight() * 2.0 < core.limit);
             if app_limited && lower <= 2.0 * baseline {
                 // A latency that stays above the baseline, and stops
                 // rising, for round trips while the limit does not bind is

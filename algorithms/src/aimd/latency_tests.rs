@@ -408,6 +408,32 @@ fn a_latency_still_rising_while_the_limit_does_not_bind_is_a_queue_and_not_learn
 }
 
 #[test]
+fn a_queue_the_caller_reaches_only_in_a_burst_is_not_one_it_keeps_standing() {
+    let mut t = Instant::now();
+    let mut a = latency(40, 0.0, &mut t);
+    round_trip(&mut a, &mut t, &successes(ms(20), 5), 30);
+    assert_eq!(a.baseline(), Some(ms(20)));
+    let limit = a.raw_limit();
+    // Half again as slow, under twice the baseline: one call admitted at
+    // the limit (a burst), nine with four in flight. On average the caller
+    // used a fifth of its limit: the queue is the dependency's, by chance.
+    let burst = |a: &mut Aimd, t: &mut Instant| {
+        *t += ms(30);
+        a.on_sample(*t, &Sample::new(Outcome::Success, ms(30), 40));
+        for _ in 0..9 {
+            a.on_sample(*t, &Sample::new(Outcome::Success, ms(30), 4));
+        }
+        *t += ms(10);
+        a.handle_timeout(*t);
+    };
+    burst(&mut a, &mut t);
+    assert_eq!(a.raw_limit(), limit);
+    // The same latency with the caller at its limit throughout: cut.
+    round_trip(&mut a, &mut t, &successes(ms(30), 10), 40);
+    assert!(a.raw_limit() < limit, "{}", a.raw_limit());
+}
+
+#[test]
 fn drops_cut_once_per_round_trip_however_fast_they_come() {
     let mut t = Instant::now();
     let mut a = latency(40, 0.0, &mut t);

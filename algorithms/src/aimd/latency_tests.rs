@@ -52,8 +52,14 @@ pub(in crate::aimd) fn latency(initial: u32, noise: f64, t: &mut Instant) -> Aim
 /// One round trip: calls admitted when the previous one closed, all
 /// finishing at once; the window closes 10 ms later.
 fn round_trip(a: &mut Aimd, t: &mut Instant, calls: &[(Outcome, Duration)], in_flight: u32) {
+    let calls: Vec<_> = calls.iter().map(|&(o, l)| (o, l, in_flight)).collect();
+    round_trip_each(a, t, &calls);
+}
+
+/// [`round_trip`], each call admitted with its own calls in flight.
+fn round_trip_each(a: &mut Aimd, t: &mut Instant, calls: &[(Outcome, Duration, u32)]) {
     *t += calls.iter().map(|c| c.1).max().unwrap_or_default();
-    for &(outcome, latency) in calls {
+    for &(outcome, latency, in_flight) in calls {
         a.on_sample(*t, &Sample::new(outcome, latency, in_flight));
     }
     *t += ms(10);
@@ -417,16 +423,9 @@ fn a_queue_the_caller_reaches_only_in_a_burst_is_not_one_it_keeps_standing() {
     // Half again as slow, under twice the baseline: one call admitted at
     // the limit (a burst), nine with four in flight. On average the caller
     // used a fifth of its limit: the queue is the dependency's, by chance.
-    let burst = |a: &mut Aimd, t: &mut Instant| {
-        *t += ms(30);
-        a.on_sample(*t, &Sample::new(Outcome::Success, ms(30), 40));
-        for _ in 0..9 {
-            a.on_sample(*t, &Sample::new(Outcome::Success, ms(30), 4));
-        }
-        *t += ms(10);
-        a.handle_timeout(*t);
-    };
-    burst(&mut a, &mut t);
+    let mut burst = vec![(Outcome::Success, ms(30), 40)];
+    burst.extend([(Outcome::Success, ms(30), 4); 9]);
+    round_trip_each(&mut a, &mut t, &burst);
     assert_eq!(a.raw_limit(), limit);
     // The same latency with the caller at its limit throughout: cut.
     round_trip(&mut a, &mut t, &successes(ms(30), 10), 40);
